@@ -1,0 +1,90 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Modules by layer. Lower layers never import higher ones:
+//   ShareSyncCore   records, zones, shares, participants, tokens, errors, the access-control policy (no I/O)
+//   ShareSyncStore  SQLite through GRDB: the owner's private database and the participant replica
+//   ShareSyncWire   protocol messages, the frame codec (zlib, line framing, limits), NIO handlers
+//   ShareSyncNode   the owner server, the participant sync engine, the local control channel
+//   sharesync       the command line
+let package = Package(
+    name: "ShareSync",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "ShareSyncCore", targets: ["ShareSyncCore"]),
+        .library(name: "ShareSyncStore", targets: ["ShareSyncStore"]),
+        .library(name: "ShareSyncWire", targets: ["ShareSyncWire"]),
+        .library(name: "ShareSyncNode", targets: ["ShareSyncNode"]),
+        .library(name: "ShareSyncTestSupport", targets: ["ShareSyncTestSupport"]),
+        .executable(name: "sharesync", targets: ["sharesync"]),
+        .executable(name: "sharesync-bench", targets: ["sharesync-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", .upToNextMinor(from: "2.101.0")),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", exact: "1.35.2"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", exact: "3.12.3"),
+    ],
+    targets: [
+        .target(name: "ShareSyncCore"),
+        .target(
+            name: "ShareSyncStore",
+            dependencies: [
+                "ShareSyncCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
+            name: "ShareSyncWire",
+            dependencies: [
+                "ShareSyncCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
+            name: "ShareSyncNode",
+            dependencies: [
+                "ShareSyncCore", "ShareSyncStore", "ShareSyncWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "ShareSyncTestSupport", dependencies: ["ShareSyncNode"]),
+        .executableTarget(
+            name: "sharesync",
+            dependencies: [
+                "ShareSyncNode",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "sharesync-bench",
+            dependencies: [
+                "ShareSyncCore", "ShareSyncStore", "ShareSyncWire", "ShareSyncNode",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore"]),
+        .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
+        .testTarget(
+            name: "ShareSyncWireTests",
+            dependencies: [
+                "ShareSyncWire",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "ShareSyncNodeTests", dependencies: ["ShareSyncNode", "ShareSyncTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+print("sharesync-bench: no scenarios yet")

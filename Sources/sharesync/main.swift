@@ -1,0 +1,2 @@
+import ShareSyncNode
+print("sharesync: not yet")
