@@ -1,0 +1,90 @@
+import Foundation
+
+/// A geographic location, the value of a location field.
+public struct Location: Sendable, Hashable, Codable {
+    /// Latitude in degrees, from -90 to 90.
+    public var latitude: Double
+    /// Longitude in degrees, from -180 to 180.
+    public var longitude: Double
+
+    public init(latitude: Double, longitude: Double) {
+        self.latitude = latitude
+        self.longitude = longitude
+    }
+}
+
+/// The value of a record field: one of the types CloudKit records hold, or a list of one of them.
+public enum FieldValue: Sendable, Hashable {
+    case string(String)
+    case int64(Int64)
+    case double(Double)
+    case bool(Bool)
+    case date(Date)
+    case bytes(Data)
+    case reference(Record.Reference)
+    case location(Location)
+    case list(List)
+
+    /// A homogeneous list of field values. Lists do not nest.
+    public enum List: Sendable, Hashable {
+        case string([String])
+        case int64([Int64])
+        case double([Double])
+        case bool([Bool])
+        case date([Date])
+        case bytes([Data])
+        case reference([Record.Reference])
+        case location([Location])
+
+        /// The number of elements.
+        public var count: Int {
+            switch self {
+            case .string(let v): v.count
+            case .int64(let v): v.count
+            case .double(let v): v.count
+            case .bool(let v): v.count
+            case .date(let v): v.count
+            case .bytes(let v): v.count
+            case .reference(let v): v.count
+            case .location(let v): v.count
+            }
+        }
+    }
+
+    /// The references this value holds (itself, or the elements of a reference list).
+    public var references: [Record.Reference] {
+        switch self {
+        case .reference(let r): [r]
+        case .list(.reference(let rs)): rs
+        default: []
+        }
+    }
+}
+
+extension FieldValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int64(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+}
+
+extension FieldValue {
+    /// The string, if this is a string value.
+    public var stringValue: String? { if case .string(let v) = self { v } else { nil } }
+    /// The integer, if this is an int64 value.
+    public var int64Value: Int64? { if case .int64(let v) = self { v } else { nil } }
+    /// The double, if this is a double value.
+    public var doubleValue: Double? { if case .double(let v) = self { v } else { nil } }
+    /// The Boolean, if this is a bool value.
+    public var boolValue: Bool? { if case .bool(let v) = self { v } else { nil } }
+    /// The date, if this is a date value.
+    public var dateValue: Date? { if case .date(let v) = self { v } else { nil } }
+    /// The bytes, if this is a bytes value.
+    public var bytesValue: Data? { if case .bytes(let v) = self { v } else { nil } }
+    /// The reference, if this is a reference value.
+    public var referenceValue: Record.Reference? { if case .reference(let v) = self { v } else { nil } }
+    /// The location, if this is a location value.
+    public var locationValue: Location? { if case .location(let v) = self { v } else { nil } }
+}

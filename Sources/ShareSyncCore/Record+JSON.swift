@@ -1,0 +1,152 @@
+import Foundation
+
+// The JSON form of a record follows the CloudKit Web Services record dictionary:
+//
+//     {"recordName": "note-1", "recordType": "Note", "recordChangeTag": "2b",
+//      "zoneID": {"zoneName": "Topics", "ownerRecordName": "__defaultOwner__"},
+//      "fields": {"title": {"value": "Milk", "type": "STRING"}},
+//      "created": {"timestamp": 1700000000000, "userRecordName": "_a1b2"},
+//      "modified": {"timestamp": 1700000000000, "userRecordName": "_a1b2"},
+//      "parent": {"recordName": "topic-1"}, "share": {"recordName": "…"}}
+//
+// A save request may add "changedKeys": [...] (and "parentChanged": true) for the changedKeys policy.
+// Share records add "share" properties at the top level: rootRecord, publicPermission, participants,
+// allowsAccessRequests, requesters, blockedIdentities, url, currentUserParticipantID.
+
+extension Record: Codable {
+    private enum Keys: String, CodingKey {
+        case recordName, recordType, recordChangeTag, zoneID, fields, created, modified, parent, share
+        case changedKeys, parentChanged
+        case rootRecord, publicPermission, participants, allowsAccessRequests, requesters, blockedIdentities, url
+        case currentUserParticipantID
+    }
+
+    private struct Stamp: Codable {
+        var timestamp: Int64
+        var userRecordName: String?
+    }
+
+    /// Set in an encoder's `userInfo` to include ``changedKeys`` (for save requests).
+    public static let encodeChangedKeys = CodingUserInfoKey(rawValue: "sharesync.encodeChangedKeys")!
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        let zone = try c.decodeIfPresent(JSONZoneID.self, forKey: .zoneID)?.zoneID ?? .default
+        let id = Record.ID(recordName: try c.decode(String.self, forKey: .recordName), zoneID: zone)
+        var fields: [String: FieldValue] = [:]
+        if c.contains(.fields) {
+            let fc = try c.nestedContainer(keyedBy: DynamicKey.self, forKey: .fields)
+            let coding = FieldValueCoding(zone: zone)
+            for key in fc.allKeys { fields[key.stringValue] = try coding.decode(from: fc, key: key) }
+        }
+        let created = try c.decodeIfPresent(Stamp.self, forKey: .created)
+        let modified = try c.decodeIfPresent(Stamp.self, forKey: .modified)
+        func user(_ s: Stamp?) -> Record.ID? { s?.userRecordName.map { Record.ID(recordName: $0) } }
+        self.init(
+            recordType: try c.decode(String.self, forKey: .recordType), recordID: id, fields: fields,
+            parent: try c.decodeIfPresent(JSONReference.self, forKey: .parent)?.reference(defaultZone: zone).withAction(.none),
+            share: try c.decodeIfPresent(JSONReference.self, forKey: .share)?.reference(defaultZone: zone).withAction(.none),
+            creationDate: created.map { Millis.date($0.timestamp) },
+            modificationDate: modified.map { Millis.date($0.timestamp) },
+            creatorUserRecordID: user(created), lastModifiedUserRecordID: user(modified),
+            recordChangeTag: try c.decodeIfPresent(String.self, forKey: .recordChangeTag))
+        if let keys = try c.decodeIfPresent([String].self, forKey: .changedKeys) {
+            markChanged(keys, parent: try c.decodeIfPresent(Bool.self, forKey: .parentChanged) ?? false)
+        }
+        if recordType == Record.shareRecordType {
+            var state = ShareState(
+                rootRecordID: try c.decodeIfPresent(JSONReference.self, forKey: .rootRecord)?.reference(defaultZone: zone).recordID)
+            state.publicPermission = try c.decodeIfPresent(Participant.Permission.self, forKey: .publicPermission) ?? .none
+            state.participants = try c.decodeIfPresent([Participant].self, forKey: .participants) ?? []
+            state.allowsAccessRequests = try c.decodeIfPresent(Bool.self, forKey: .allowsAccessRequests) ?? false
+            state.requesters = try c.decodeIfPresent([AccessRequester].self, forKey: .requesters) ?? []
+            state.blockedIdentities = try c.decodeIfPresent([BlockedIdentity].self, forKey: .blockedIdentities) ?? []
+            state.url = try c.decodeIfPresent(String.self, forKey: .url)
+            state.currentUserParticipantID = try c.decodeIfPresent(String.self, forKey: .currentUserParticipantID)
+            shareState = state
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        let zone = recordID.zoneID
+        try c.encode(recordID.recordName, forKey: .recordName)
+        try c.encode(recordType, forKey: .recordType)
+        try c.encodeIfPresent(recordChangeTag, forKey: .recordChangeTag)
+        try c.encode(JSONZoneID(zone), forKey: .zoneID)
+        var fc = c.nestedContainer(keyedBy: DynamicKey.self, forKey: .fields)
+        let coding = FieldValueCoding(zone: zone)
+        for key in fields.keys.sorted() { try coding.encode(fields[key]!, to: &fc, key: DynamicKey(key)) }
+        if let creationDate {
+            try c.encode(Stamp(timestamp: Millis.from(creationDate), userRecordName: creatorUserRecordID?.recordName), forKey: .created)
+        }
+        if let modificationDate {
+            try c.encode(
+                Stamp(timestamp: Millis.from(modificationDate), userRecordName: lastModifiedUserRecordID?.recordName),
+                forKey: .modified)
+        }
+        try c.encodeIfPresent(parent.map { JSONReference($0, omitZone: zone, includeAction: false) }, forKey: .parent)
+        try c.encodeIfPresent(share.map { JSONReference($0, omitZone: zone, includeAction: false) }, forKey: .share)
+        if encoder.userInfo[Self.encodeChangedKeys] as? Bool == true {
+            try c.encode(changedKeys.sorted(), forKey: .changedKeys)
+            if parentChanged { try c.encode(true, forKey: .parentChanged) }
+        }
+        if let state = shareState {
+            try c.encodeIfPresent(
+                state.rootRecordID.map { JSONReference(Record.Reference(recordID: $0), omitZone: zone, includeAction: false) },
+                forKey: .rootRecord)
+            try c.encode(state.publicPermission, forKey: .publicPermission)
+            try c.encode(state.participants, forKey: .participants)
+            try c.encode(state.allowsAccessRequests, forKey: .allowsAccessRequests)
+            try c.encode(state.requesters, forKey: .requesters)
+            try c.encode(state.blockedIdentities, forKey: .blockedIdentities)
+            try c.encodeIfPresent(state.url, forKey: .url)
+            try c.encodeIfPresent(state.currentUserParticipantID, forKey: .currentUserParticipantID)
+        }
+    }
+}
+
+extension Record.Reference {
+    func withAction(_ action: Action) -> Record.Reference { Record.Reference(recordID: recordID, action: action) }
+}
+
+extension Record {
+    /// The record as JSON (the CloudKit Web Services record dictionary).
+    public func jsonData(includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        if includingChangedKeys { encoder.userInfo[Self.encodeChangedKeys] = true }
+        do {
+            return try encoder.encode(self)
+        } catch {
+            throw ShareSyncError(
+                .invalidArguments, "record cannot be encoded as JSON: \(error)", recordID: recordID, rule: "recordJSON")
+        }
+    }
+
+    /// Reads a record from JSON; a clear ``ShareSyncError/Code/invalidArguments`` error if it is malformed.
+    public init(jsonData: Data) throws(ShareSyncError) {
+        do {
+            self = try JSONDecoder().decode(Record.self, from: jsonData)
+        } catch {
+            throw ShareSyncError(.invalidArguments, "malformed record JSON: \(JSONErrors.describe(error))", rule: "recordJSON")
+        }
+    }
+}
+
+/// Human-readable descriptions of decoding errors.
+package enum JSONErrors {
+    package static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let ctx): return ctx.debugDescription + at(ctx.codingPath)
+        case DecodingError.keyNotFound(let key, let ctx): return "missing key \(key.stringValue)" + at(ctx.codingPath)
+        case DecodingError.typeMismatch(let type, let ctx): return "expected \(type)" + at(ctx.codingPath)
+        case DecodingError.valueNotFound(let type, let ctx): return "missing \(type) value" + at(ctx.codingPath)
+        default: return "\(error)"
+        }
+    }
+
+    private static func at(_ path: [any CodingKey]) -> String {
+        path.isEmpty ? "" : " at " + path.map(\.stringValue).joined(separator: ".")
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+
+/// A zone of records in a database, like `CKRecordZone`.
+///
+/// Records live in zones. Every database has the default zone (``RecordZone/ID/defaultZoneName``),
+/// which cannot be deleted or shared; custom zones are created with
+/// ``PrivateDatabaseOperations/saveZones(_:)`` and are the unit that sharing works on.
+public struct RecordZone: Sendable, Hashable, Codable {
+    /// The identity of a zone: its name and the name of the user who owns it.
+    public struct ID: Sendable, Hashable, Codable, CustomStringConvertible {
+        /// The name of the default zone, `_defaultZone`.
+        public static let defaultZoneName = "_defaultZone"
+        /// The owner name that stands for "the current user" in a private database, `__defaultOwner__`.
+        public static let currentUserDefaultName = "__defaultOwner__"
+        /// The default zone of the current user's private database.
+        public static let `default` = ID(zoneName: defaultZoneName)
+
+        /// The zone's name, unique within its owner's database.
+        public var zoneName: String
+        /// The user record name of the zone's owner, or ``currentUserDefaultName`` in a private database.
+        public var ownerName: String
+
+        /// Creates a zone ID. In a private database the owner is the current user.
+        public init(zoneName: String, ownerName: String = ID.currentUserDefaultName) {
+            self.zoneName = zoneName
+            self.ownerName = ownerName
+        }
+
+        /// Whether this is the default zone, which cannot be deleted or shared.
+        public var isDefaultZone: Bool { zoneName == Self.defaultZoneName }
+
+        public var description: String { "\(zoneName) (owner \(ownerName))" }
+    }
+
+    /// The zone's identity.
+    public var zoneID: ID
+
+    /// Creates a zone value to save.
+    public init(zoneID: ID) {
+        self.zoneID = zoneID
+    }
+
+    /// Creates a zone value in the current user's private database.
+    public init(zoneName: String) {
+        self.zoneID = ID(zoneName: zoneName)
+    }
+}
