@@ -72,11 +72,11 @@ struct JSONZoneID: Codable, Hashable {
 }
 
 /// Milliseconds since 1970, the JSON form of dates.
-enum Millis {
-    static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
-    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
-    /// A date truncated to the millisecond precision it keeps in JSON and storage.
-    static func normalize(_ date: Date) -> Date { self.date(from(date)) }
+package enum Millis {
+    package static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    package static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+    /// A date rounded to the millisecond precision it keeps in JSON and storage.
+    package static func normalize(_ date: Date) -> Date { self.date(from(date)) }
 }
 
 struct JSONLocation: Codable {

@@ -1,0 +1,65 @@
+import Foundation
+
+extension Record {
+    /// Checks the record against the data model's rules and the limits: names, field keys, values
+    /// (finite doubles, valid locations, references within the record's zone) and size.
+    ///
+    /// - Returns: the record's JSON form, whose size was checked.
+    public func validate(limits: Limits) throws(ShareSyncError) -> Data {
+        try Names.checkZoneName(recordID.zoneID.zoneName, limits: limits)
+        try Names.checkRecordName(recordID.recordName, limits: limits, recordID: recordID)
+        try Names.checkRecordType(recordType, limits: limits)
+        for (key, value) in fields {
+            try Names.checkFieldKey(key, limits: limits, recordID: recordID)
+            try check(value, key: key)
+        }
+        if let parent {
+            guard parent.recordID.zoneID.zoneName == recordID.zoneID.zoneName else {
+                throw .invalid(
+                    "the parent must be in the record's own zone", recordID: recordID, rule: "parentSameZone")
+            }
+            guard parent.recordID.recordName != recordID.recordName else {
+                throw .invalid("a record cannot be its own parent", recordID: recordID, rule: "parentCycle")
+            }
+        }
+        let json = try jsonData()
+        guard json.count <= limits.maximumRecordSize else {
+            throw ShareSyncError(
+                .limitExceeded,
+                "record is \(json.count) bytes, over the limit of \(limits.maximumRecordSize) bytes",
+                recordID: recordID, rule: "recordSize")
+        }
+        return json
+    }
+
+    private func check(_ value: FieldValue, key: String) throws(ShareSyncError) {
+        func finite(_ d: Double) throws(ShareSyncError) {
+            guard d.isFinite else {
+                throw .invalid("field \(key): a double must be finite", recordID: recordID, rule: "finiteDouble")
+            }
+        }
+        func location(_ l: Location) throws(ShareSyncError) {
+            guard l.latitude.isFinite, l.longitude.isFinite, abs(l.latitude) <= 90, abs(l.longitude) <= 180 else {
+                throw .invalid(
+                    "field \(key): latitude must be within ±90 and longitude within ±180", recordID: recordID,
+                    rule: "locationRange")
+            }
+        }
+        switch value {
+        case .double(let d): try finite(d)
+        case .list(.double(let ds)): for d in ds { try finite(d) }
+        case .location(let l): try location(l)
+        case .list(.location(let ls)): for l in ls { try location(l) }
+        case .date(let d):
+            guard d.timeIntervalSince1970.isFinite else {
+                throw .invalid("field \(key): invalid date", recordID: recordID, rule: "validDate")
+            }
+        default: break
+        }
+        for reference in value.references where reference.recordID.zoneID.zoneName != recordID.zoneID.zoneName {
+            throw .invalid(
+                "field \(key): a reference must point into the record's own zone", recordID: recordID,
+                rule: "referenceSameZone")
+        }
+    }
+}

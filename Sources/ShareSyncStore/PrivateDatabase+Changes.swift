@@ -1,0 +1,121 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+extension PrivateDatabase {
+    /// The zones created, changed or deleted since a token, like `CKFetchDatabaseChangesOperation`.
+    ///
+    /// A `nil` token returns every zone that exists (the default zone only once it holds changes).
+    public func fetchDatabaseChanges(
+        since token: ServerChangeToken?, resultsLimit: Int? = nil
+    ) throws(ShareSyncError) -> DatabaseChanges {
+        let limit = effectiveLimit(resultsLimit)
+        return try read { db in
+            let since = try position(of: token, db)
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT name, seq, 1 AS live FROM zone WHERE seq > ?1
+                    UNION ALL SELECT name, seq, 0 AS live FROM zoneTombstone WHERE seq > ?1 AND ?2
+                    ORDER BY seq LIMIT ?3
+                    """,
+                arguments: [since, token != nil, limit + 1])
+            let page = rows.prefix(limit)
+            let moreComing = rows.count > limit
+            let last: Int64 = moreComing ? page.last!["seq"] : try currentSeq(db)
+            return DatabaseChanges(
+                changedZoneIDs: page.filter { $0["live"] as Bool }.map { zoneID($0["name"]) },
+                deletedZoneIDs: page.filter { !($0["live"] as Bool) }.map { zoneID($0["name"]) },
+                changeToken: ServerChangeToken(databaseID: databaseID, sequence: last), moreComing: moreComing)
+        }
+    }
+
+    /// The records changed and deleted in a zone since a token, in commit order, like
+    /// `CKFetchRecordZoneChangesOperation`. Each record appears once, in its latest state.
+    ///
+    /// A `nil` token returns every record of the zone. At most `resultsLimit` changes come back (and
+    /// never more than ``Limits/maximumResultsPerFetch``); `moreComing` says whether to fetch again.
+    public func fetchZoneChanges(
+        _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil
+    ) throws(ShareSyncError) -> ZoneChanges {
+        try checkOwner(zoneID)
+        let limit = effectiveLimit(resultsLimit)
+        return try read { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE name = ?", arguments: [zoneID.zoneName]) ?? false else {
+                throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist", zoneID: zoneID)
+            }
+            let since = try position(of: token, db)
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT seq, json, NULL AS name, NULL AS type FROM record WHERE zone = ?1 AND seq > ?2
+                    UNION ALL SELECT seq, NULL AS json, name, type FROM recordTombstone WHERE zone = ?1 AND seq > ?2 AND ?3
+                    ORDER BY seq LIMIT ?4
+                    """,
+                arguments: [zoneID.zoneName, since, token != nil, limit + 1])
+            let moreComing = rows.count > limit
+            let page = rows.prefix(limit)
+            let owned = self.zoneID(zoneID.zoneName)
+            let changes: [RecordChange] = try page.map { row in
+                if let json = row["json"] as Data? {
+                    return .changed(present(try Record(jsonData: json), zoneID: owned))
+                }
+                return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: owned), recordType: row["type"]))
+            }
+            let last: Int64 = moreComing ? page.last!["seq"] : try currentSeq(db)
+            return ZoneChanges(
+                zoneID: owned, changes: changes, changeToken: ServerChangeToken(databaseID: databaseID, sequence: last),
+                moreComing: moreComing)
+        }
+    }
+
+    /// The token for "now": fetching with it returns only later changes.
+    public func currentChangeToken() throws(ShareSyncError) -> ServerChangeToken {
+        ServerChangeToken(databaseID: databaseID, sequence: try read { db in try currentSeq(db) })
+    }
+
+    /// Forgets deletions (tombstones) up to a token, or all of them. Tokens older than that point then
+    /// fail with ``ShareSyncError/Code/changeTokenExpired``, and their holders fetch again from nil.
+    public func compactHistory(upTo token: ServerChangeToken? = nil) throws(ShareSyncError) {
+        try write { db in
+            let current = try currentSeq(db)
+            let horizon = try token.map { t throws(ShareSyncError) in try t.decode(expectedDatabaseID: databaseID) } ?? current
+            let upTo = min(horizon, current)
+            try db.execute(sql: "DELETE FROM recordTombstone WHERE seq <= ?", arguments: [upTo])
+            try db.execute(sql: "DELETE FROM zoneTombstone WHERE seq <= ?", arguments: [upTo])
+            try compactSharedViews(db, upTo: upTo)
+            try db.execute(
+                sql: "UPDATE meta SET value = MAX(CAST(value AS INTEGER), ?) WHERE key = 'horizon'", arguments: [upTo])
+        }
+    }
+
+    // MARK: Helpers
+
+    func effectiveLimit(_ resultsLimit: Int?) -> Int {
+        guard let resultsLimit, resultsLimit > 0 else { return limits.maximumResultsPerFetch }
+        return min(resultsLimit, limits.maximumResultsPerFetch)
+    }
+
+    func currentSeq(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0
+    }
+
+    /// The sequence number a token stands for (0 for nil), checked against the retained history.
+    func position(of token: ServerChangeToken?, _ db: Database) throws -> Int64 {
+        guard let token else { return 0 }
+        let seq = try token.decode(expectedDatabaseID: databaseID)
+        let horizon = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'horizon'") ?? 0
+        guard seq >= horizon, seq <= (try currentSeq(db)) else {
+            throw ShareSyncError(
+                .changeTokenExpired,
+                "the change token is older than the history this database keeps; fetch again from nil",
+                rule: "changeTokenExpired")
+        }
+        return seq
+    }
+
+    /// A stored record as the owner sees it in their private database.
+    func present(_ record: Record, zoneID: RecordZone.ID) -> Record {
+        record
+    }
+}

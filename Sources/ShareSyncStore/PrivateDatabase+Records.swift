@@ -1,0 +1,222 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+extension PrivateDatabase {
+    /// Saves and deletes records in one request, like `CKDatabase.modifyRecords`.
+    ///
+    /// - An atomic request is one transaction: if any item fails, nothing changes, the failing items
+    ///   carry their own errors and the others ``ShareSyncError/Code/batchRequestFailed``.
+    /// - A non-atomic request applies each item on its own.
+    /// - Deleting a record also deletes the records whose `deleteSelf` references point at it,
+    ///   transitively. Deleting a record that does not exist succeeds.
+    /// - More than ``Limits/maximumItemsPerRequest`` items fail the whole request with
+    ///   ``ShareSyncError/Code/limitExceeded`` and change nothing.
+    public func modifyRecords(
+        saving recordsToSave: [ShareSyncCore.Record] = [], deleting recordIDsToDelete: [ShareSyncCore.Record.ID] = [],
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+    ) throws(ShareSyncError) -> ModifyRecordsResult {
+        try modifyRecords(
+            saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically,
+            as: ownerName, authorize: { _ in })
+    }
+
+    /// Fetches records by ID; each missing one fails with ``ShareSyncError/Code/unknownItem``.
+    public func fetchRecords(_ recordIDs: [ShareSyncCore.Record.ID]) throws(ShareSyncError) -> [ShareSyncCore.Record.ID: Result<ShareSyncCore.Record, ShareSyncError>] {
+        try read { db in
+            var results: [Record.ID: Result<Record, ShareSyncError>] = [:]
+            for id in recordIDs {
+                do {
+                    try checkOwner(id.zoneID)
+                    let json = try Data.fetchOne(
+                        db, sql: "SELECT json FROM record WHERE zone = ? AND name = ?",
+                        arguments: [id.zoneID.zoneName, id.recordName])
+                    guard let json else {
+                        throw ShareSyncError(.unknownItem, "record \(id.recordName) does not exist", recordID: id)
+                    }
+                    results[id] = .success(try Record(jsonData: json))
+                } catch let error as ShareSyncError {
+                    results[id] = .failure(error)
+                }
+            }
+            return results
+        }
+    }
+
+    /// Fetches one record; throws ``ShareSyncError/Code/unknownItem`` if it does not exist.
+    public func fetchRecord(_ recordID: ShareSyncCore.Record.ID) throws(ShareSyncError) -> ShareSyncCore.Record {
+        try fetchRecords([recordID])[recordID]!.get()
+    }
+
+    /// The shared implementation of modifyRecords, for the owner and for participants.
+    /// `authorize` runs inside the transaction for each item before it is applied.
+    func modifyRecords(
+        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy,
+        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void
+    ) throws(ShareSyncError) -> ModifyRecordsResult {
+        let count = recordsToSave.count + recordIDsToDelete.count
+        guard count <= limits.maximumItemsPerRequest else {
+            throw ShareSyncError(
+                .limitExceeded,
+                "a request may save and delete at most \(limits.maximumItemsPerRequest) items; this one has \(count)",
+                rule: "itemsPerRequest")
+        }
+        var saveOutcomes: [Record.ID: Result<Record, ShareSyncError>] = [:]
+        var deleteOutcomes: [Record.ID: Result<Void, ShareSyncError>] = [:]
+        // Shares are applied after ordinary records, so a share can be saved in the same batch as its root.
+        let ordered = recordsToSave.filter { $0.recordType != Record.shareRecordType }
+            + recordsToSave.filter { $0.recordType == Record.shareRecordType }
+        var seen: Set<Record.ID> = []
+        return try write { db in
+            var ctx = try WriteContext(db: db, database: self, actor: actor)
+            func attempt(_ body: (inout WriteContext) throws -> Void) throws -> ShareSyncError? {
+                var failure: ShareSyncError?
+                try db.inSavepoint {
+                    do {
+                        try body(&ctx)
+                        return .commit
+                    } catch let error as ShareSyncError {
+                        failure = error
+                        return .rollback
+                    }
+                }
+                return failure
+            }
+            func run() throws {
+                for record in ordered {
+                    guard seen.insert(record.recordID).inserted else {
+                        saveOutcomes[record.recordID] = .failure(ShareSyncError(
+                            .invalidArguments, "record \(record.recordID.recordName) appears twice in one request",
+                            recordID: record.recordID, rule: "duplicateItem"))
+                        continue
+                    }
+                    var saved: Record?
+                    if let error = try attempt({ ctx in
+                        try authorize(&ctx)
+                        saved = try ctx.save(record, policy: savePolicy)
+                    }) {
+                        saveOutcomes[record.recordID] = .failure(error)
+                    } else {
+                        saveOutcomes[record.recordID] = .success(saved!)
+                    }
+                }
+                for id in recordIDsToDelete {
+                    guard seen.insert(id).inserted else {
+                        deleteOutcomes[id] = .failure(ShareSyncError(
+                            .invalidArguments, "record \(id.recordName) appears twice in one request", recordID: id,
+                            rule: "duplicateItem"))
+                        continue
+                    }
+                    if let error = try attempt({ ctx in
+                        try authorize(&ctx)
+                        try ctx.deleteRecord(id)
+                    }) {
+                        deleteOutcomes[id] = .failure(error)
+                    } else {
+                        deleteOutcomes[id] = .success(())
+                    }
+                }
+            }
+            if atomically {
+                var failed = false
+                try db.inSavepoint {
+                    try run()
+                    failed = saveOutcomes.values.contains { if case .failure = $0 { true } else { false } }
+                        || deleteOutcomes.values.contains { if case .failure = $0 { true } else { false } }
+                    if !failed { try ctx.settleSharing() }
+                    return failed ? .rollback : .commit
+                }
+                if failed {
+                    let batchFailed = { (id: Record.ID) in
+                        ShareSyncError(
+                            .batchRequestFailed, "not saved: another item of this atomic request failed", recordID: id)
+                    }
+                    for (id, outcome) in saveOutcomes { if case .success = outcome { saveOutcomes[id] = .failure(batchFailed(id)) } }
+                    for (id, outcome) in deleteOutcomes { if case .success = outcome { deleteOutcomes[id] = .failure(batchFailed(id)) } }
+                    return ModifyRecordsResult(saveResults: saveOutcomes, deleteResults: deleteOutcomes)
+                }
+            } else {
+                try run()
+                try ctx.settleSharing()
+            }
+            try ctx.finish()
+            // Saved records are returned as stored after every change of the batch (share fields included).
+            for (id, outcome) in saveOutcomes {
+                if case .success = outcome, let stored = try ctx.loadRecord(zone: id.zoneID.zoneName, name: id.recordName) {
+                    saveOutcomes[id] = .success(ctx.present(stored, zoneID: id.zoneID))
+                }
+            }
+            return ModifyRecordsResult(saveResults: saveOutcomes, deleteResults: deleteOutcomes)
+        }
+    }
+}
+
+extension WriteContext {
+    /// Saves one record under a save policy.
+    mutating func save(_ record: Record, policy: SavePolicy) throws -> Record {
+        let id = record.recordID
+        try requireZone(id.zoneID)
+        if record.recordType == Record.shareRecordType { return try saveShare(record, policy: policy) }
+        _ = try record.validate(limits: database.limits)
+        let zone = id.zoneID.zoneName
+        let existing = try loadRecord(zone: zone, name: id.recordName)
+        var toStore: Record
+        switch policy {
+        case .ifServerRecordUnchanged:
+            if let existing {
+                guard record.recordChangeTag == existing.recordChangeTag else {
+                    throw ShareSyncError(
+                        .serverRecordChanged,
+                        "record \(id.recordName) changed on the server since it was fetched (tag \(existing.recordChangeTag ?? "-"), yours \(record.recordChangeTag ?? "none"))",
+                        recordID: id, serverRecord: present(existing, zoneID: id.zoneID))
+                }
+            } else if record.recordChangeTag != nil {
+                throw ShareSyncError(
+                    .unknownItem, "record \(id.recordName) no longer exists on the server", recordID: id)
+            }
+            toStore = record
+        case .changedKeys:
+            if let existing {
+                toStore = existing
+                for key in record.changedKeys { toStore[key] = record.fields[key] }
+                if record.parentChanged { toStore.parent = record.parent }
+            } else {
+                toStore = record
+            }
+        case .allKeys:
+            toStore = record
+        }
+        if let existing {
+            guard existing.recordType == record.recordType else {
+                throw ShareSyncError.init(
+                    .invalidArguments,
+                    "record \(id.recordName) is a \(existing.recordType); a record's type cannot change to \(record.recordType)",
+                    recordID: id, rule: "recordTypeImmutable")
+            }
+        }
+        if let parent = toStore.parent?.recordID.recordName, try wouldCycle(zone: zone, name: id.recordName, parent: parent) {
+            throw ShareSyncError(
+                .invalidArguments, "making \(parent) the parent of \(id.recordName) would close a cycle", recordID: id,
+                rule: "parentCycle")
+        }
+        let stored = Record(
+            recordType: record.recordType, recordID: Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: zone)),
+            fields: toStore.fields, parent: toStore.parent.map { Record.Reference(recordID: Record.ID(recordName: $0.recordID.recordName, zoneID: RecordZone.ID(zoneName: zone))) },
+            share: existing?.share, creationDate: existing?.creationDate ?? now, modificationDate: now,
+            creatorUserRecordID: existing?.creatorUserRecordID ?? Record.ID(recordName: actor),
+            lastModifiedUserRecordID: Record.ID(recordName: actor), recordChangeTag: nil)
+        _ = try stored.validate(limits: database.limits)
+        try willSave(stored, existing: existing)
+        return try store(stored)
+    }
+
+    /// Deletes one record (and what cascades from it).
+    mutating func deleteRecord(_ id: Record.ID) throws {
+        try requireZone(id.zoneID)
+        let zone = id.zoneID.zoneName
+        guard let existing = try loadRecord(zone: zone, name: id.recordName) else { return }
+        try willDelete(existing)
+        let deleted = try delete(zone: zone, name: id.recordName)
+        try didDelete(deleted)
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+/// A node's private database: its owner's zones and records in SQLite, with change feeds.
+///
+/// One value owns the database connection, migrates the schema when it opens, and offers only
+/// operations that keep the data consistent. It is `Sendable`: call it from any thread; writes are
+/// serialized, reads run concurrently (WAL).
+///
+/// ```swift
+/// let db = try PrivateDatabase(path: home.appending(path: "private.sqlite"), ownerName: me)
+/// try db.saveZone(RecordZone(zoneName: "Topics"))
+/// var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "t1", zoneID: zoneID))
+/// topic["title"] = "Groceries"
+/// let result = try db.modifyRecords(saving: [topic])
+/// ```
+public final class PrivateDatabase: Sendable {
+    /// The user record name of the owner.
+    public let ownerName: String
+    /// The limits every request is checked against.
+    public let limits: Limits
+    /// The database's identity; change tokens carry it.
+    public let databaseID: String
+
+    let writer: any DatabaseWriter
+    let clock: @Sendable () -> Date
+
+    /// Opens (or creates) a private database in a file, in WAL mode. The file is readable by its user only.
+    public convenience init(
+        path: String, ownerName: String, limits: Limits = Limits(), clock: @escaping @Sendable () -> Date = Date.init
+    ) throws {
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        let pool = try DatabasePool(path: path, configuration: config)
+        for suffix in ["", "-wal", "-shm"] { chmod(path + suffix, 0o600) }
+        try self.init(writer: pool, ownerName: ownerName, limits: limits, clock: clock)
+    }
+
+    /// Creates a database in memory, for tests and tools.
+    public convenience init(
+        inMemoryOwnerName ownerName: String, limits: Limits = Limits(),
+        clock: @escaping @Sendable () -> Date = Date.init
+    ) throws {
+        try self.init(writer: DatabaseQueue(), ownerName: ownerName, limits: limits, clock: clock)
+    }
+
+    init(writer: any DatabaseWriter, ownerName: String, limits: Limits, clock: @escaping @Sendable () -> Date) throws {
+        self.writer = writer
+        self.ownerName = ownerName
+        self.limits = limits
+        self.clock = clock
+        try Schema.migrator.migrate(writer)
+        databaseID = try writer.write { db in
+            if let id = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'databaseID'") { return id }
+            let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16).description
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('databaseID', ?), ('seq', '0'), ('horizon', '0')", arguments: [id])
+            try db.execute(
+                sql: "INSERT INTO zone (name, seq) VALUES (?, 0)", arguments: [RecordZone.ID.defaultZoneName])
+            return id
+        }
+    }
+
+    /// The zone ID as this database reports it.
+    func zoneID(_ name: String) -> RecordZone.ID { RecordZone.ID(zoneName: name) }
+
+    /// Checks that a zone ID names this owner's database.
+    func checkOwner(_ zoneID: RecordZone.ID) throws(ShareSyncError) {
+        guard zoneID.ownerName == RecordZone.ID.currentUserDefaultName || zoneID.ownerName == ownerName else {
+            throw ShareSyncError(
+                .zoneNotFound, "zone \(zoneID.zoneName) of owner \(zoneID.ownerName) is not in this database",
+                zoneID: zoneID)
+        }
+    }
+
+    /// Runs a write transaction, turning database failures into ``ShareSyncError``.
+    func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
+        do {
+            return try writer.write(body)
+        } catch let error as ShareSyncError {
+            throw error
+        } catch {
+            throw ShareSyncError(.internalError, "database write failed: \(error)")
+        }
+    }
+
+    /// Runs a read, turning database failures into ``ShareSyncError``.
+    func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
+        do {
+            return try writer.read(body)
+        } catch let error as ShareSyncError {
+            throw error
+        } catch {
+            throw ShareSyncError(.internalError, "database read failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import GRDB
+import ShareSyncCore
+
+/// The schema of a private database, built by named migrations that are only ever appended.
+///
+/// Every change gets the next number of one sequence (`meta.seq`). Rows keep the number of their last
+/// change, so a change feed is "rows with a number above the token's, in order".
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-records") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+                    -- seq: the last change in the zone (the zone itself or any of its records)
+                    CREATE TABLE zone (name TEXT PRIMARY KEY NOT NULL, seq INTEGER NOT NULL);
+                    CREATE INDEX zone_seq ON zone(seq);
+                    CREATE TABLE zoneTombstone (name TEXT PRIMARY KEY NOT NULL, seq INTEGER NOT NULL);
+                    CREATE INDEX zoneTombstone_seq ON zoneTombstone(seq);
+                    -- one row per live record; json is the record's full JSON form
+                    CREATE TABLE record (
+                        zone TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, seq INTEGER NOT NULL,
+                        parent TEXT, json BLOB NOT NULL,
+                        PRIMARY KEY (zone, name));
+                    CREATE UNIQUE INDEX record_seq ON record(zone, seq);
+                    CREATE INDEX record_parent ON record(zone, parent);
+                    CREATE TABLE recordTombstone (
+                        zone TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, seq INTEGER NOT NULL,
+                        PRIMARY KEY (zone, name));
+                    CREATE INDEX recordTombstone_seq ON recordTombstone(zone, seq);
+                    -- deleteSelf references: deleting `target` deletes `source`
+                    CREATE TABLE deleteSelfReference (
+                        zone TEXT NOT NULL, target TEXT NOT NULL, source TEXT NOT NULL,
+                        PRIMARY KEY (zone, target, source));
+                    CREATE INDEX deleteSelfReference_source ON deleteSelfReference(zone, source);
+                    """)
+        }
+        return migrator
+    }
+}
+
+/// GRDB has a `Record` class too; in this module, `Record` is ShareSync's.
+typealias Record = ShareSyncCore.Record

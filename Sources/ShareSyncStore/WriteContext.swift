@@ -1,0 +1,147 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+/// One write transaction of the private database: it hands out sequence numbers, stores and deletes
+/// records with their tombstones and references, and at the end writes the sequence back.
+///
+/// Every change to a record or zone takes the next number, so the change feeds are ordered by it.
+struct WriteContext {
+    let db: Database
+    let database: PrivateDatabase
+    /// The user record name of who is writing (the owner, or a participant through their share).
+    let actor: String
+    let now: Date
+    private(set) var seq: Int64
+    /// Records saved, deleted or otherwise changed in this transaction, by zone.
+    var touched: [String: Set<String>] = [:]
+
+    init(db: Database, database: PrivateDatabase, actor: String) throws {
+        self.db = db
+        self.database = database
+        self.actor = actor
+        self.now = Millis.normalize(database.clock())
+        self.seq = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0
+    }
+
+    mutating func nextSeq() -> Int64 {
+        seq += 1
+        return seq
+    }
+
+    /// Writes the sequence back; call once at the end of the transaction.
+    func finish() throws {
+        try db.execute(sql: "UPDATE meta SET value = ? WHERE key = 'seq'", arguments: [String(seq)])
+    }
+
+    // MARK: Zones
+
+    func zoneExists(_ name: String) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE name = ?", arguments: [name]) ?? false
+    }
+
+    func requireZone(_ zoneID: RecordZone.ID) throws {
+        try database.checkOwner(zoneID)
+        guard try zoneExists(zoneID.zoneName) else {
+            throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist", zoneID: zoneID)
+        }
+    }
+
+    mutating func bumpZone(_ name: String) throws {
+        try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [nextSeq(), name])
+    }
+
+    // MARK: Records
+
+    func loadRecord(zone: String, name: String) throws -> Record? {
+        guard let json = try Data.fetchOne(db, sql: "SELECT json FROM record WHERE zone = ? AND name = ?", arguments: [zone, name])
+        else { return nil }
+        return try Record(jsonData: json)
+    }
+
+    /// Stores a record as given (system fields already set except the change tag), replacing any
+    /// previous version, and returns it as stored.
+    mutating func store(_ record: Record) throws -> Record {
+        var record = record
+        let zone = record.recordID.zoneID.zoneName
+        let name = record.recordID.recordName
+        let seq = nextSeq()
+        record.recordChangeTag = String(seq, radix: 36)
+        let json = try record.jsonData()
+        try db.execute(
+            sql: """
+                INSERT INTO record (zone, name, type, seq, parent, json) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
+                    parent = excluded.parent, json = excluded.json
+                """,
+            arguments: [zone, name, record.recordType, seq, record.parent?.recordID.recordName, json])
+        try db.execute(sql: "DELETE FROM recordTombstone WHERE zone = ? AND name = ?", arguments: [zone, name])
+        try db.execute(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?", arguments: [zone, name])
+        let targets = Set(record.fields.values.flatMap(\.references).filter { $0.action == .deleteSelf }.map(\.recordID.recordName))
+        for target in targets {
+            try db.execute(
+                sql: "INSERT INTO deleteSelfReference (zone, target, source) VALUES (?, ?, ?)", arguments: [zone, target, name])
+        }
+        try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [seq, zone])
+        touched[zone, default: []].insert(name)
+        return record
+    }
+
+    /// Moves a record to a new sequence number without changing it (it re-enters feeds, for example
+    /// when its share membership changes).
+    mutating func republish(zone: String, name: String) throws {
+        let seq = nextSeq()
+        try db.execute(sql: "UPDATE record SET seq = ? WHERE zone = ? AND name = ?", arguments: [seq, zone, name])
+        try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [seq, zone])
+        touched[zone, default: []].insert(name)
+    }
+
+    /// Deletes a record and, transitively, the records whose `deleteSelf` references point at it.
+    /// Leaves a tombstone for each. Returns the deleted records (nothing if it did not exist).
+    @discardableResult
+    mutating func delete(zone: String, name: String) throws -> [Record] {
+        var deleted: [Record] = []
+        var work = [name]
+        var seen: Set<String> = []
+        while let next = work.popLast() {
+            guard seen.insert(next).inserted, let record = try loadRecord(zone: zone, name: next) else { continue }
+            let seq = nextSeq()
+            try db.execute(sql: "DELETE FROM record WHERE zone = ? AND name = ?", arguments: [zone, next])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO recordTombstone (zone, name, type, seq) VALUES (?, ?, ?, ?)",
+                arguments: [zone, next, record.recordType, seq])
+            try db.execute(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?", arguments: [zone, next])
+            try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [seq, zone])
+            work += try String.fetchAll(
+                db, sql: "SELECT source FROM deleteSelfReference WHERE zone = ? AND target = ?", arguments: [zone, next])
+            touched[zone, default: []].insert(next)
+            deleted.append(record)
+        }
+        return deleted
+    }
+
+    /// The names of a record's descendants through `parent`, at any depth (not including itself).
+    func descendants(zone: String, of name: String) throws -> [String] {
+        try String.fetchAll(
+            db,
+            sql: """
+                WITH RECURSIVE sub(name) AS (
+                    SELECT name FROM record WHERE zone = ?1 AND parent = ?2
+                    UNION SELECT r.name FROM record r JOIN sub ON r.zone = ?1 AND r.parent = sub.name)
+                SELECT name FROM sub
+                """,
+            arguments: [zone, name])
+    }
+
+    /// Whether making `parent` the parent of `name` would close a cycle.
+    func wouldCycle(zone: String, name: String, parent: String) throws -> Bool {
+        var current: String? = parent
+        var steps = 0
+        while let c = current, steps < 100_000 {
+            if c == name { return true }
+            current = try String.fetchOne(db, sql: "SELECT parent FROM record WHERE zone = ? AND name = ?", arguments: [zone, c])
+            steps += 1
+        }
+        return false
+    }
+}
