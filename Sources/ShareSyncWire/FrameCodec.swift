@@ -44,21 +44,67 @@ public enum FrameCodec {
     }
 }
 
-/// Turns the read-idle event of a NIO `IdleStateHandler` into ``FrameError/Code/idleTimeout``,
-/// fired through the pipeline. Installed by ``HandshakeHandler`` when ``FrameLimits/idleTimeout`` is set.
+/// Fires ``FrameError/Code/idleTimeout`` through the pipeline when nothing has been read for
+/// ``FrameLimits/idleTimeout``, then keeps watching. Uses the event loop's clock (so tests on an
+/// `EmbeddedEventLoop` can advance time). Installed by ``HandshakeHandler`` when the limit is set.
 public final class IdleTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
     public typealias InboundIn = NIOAny
+    public typealias InboundOut = NIOAny
 
     private let timeout: TimeAmount
+    private var lastRead: NIODeadline = .distantPast
+    private var check: Scheduled<Void>?
 
-    /// Creates the handler; `timeout` is only used in the error message.
+    /// Creates the handler.
     public init(timeout: TimeAmount) { self.timeout = timeout }
 
-    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .read? = event as? IdleStateHandler.IdleStateEvent {
+    public func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { self.start(context: context) }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        self.start(context: context)
+        context.fireChannelActive()
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        self.check?.cancel()
+        self.check = nil
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        self.check?.cancel()
+        self.check = nil
+        context.fireChannelInactive()
+    }
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.lastRead = context.eventLoop.now
+        context.fireChannelRead(data)
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard self.check == nil else { return }
+        self.lastRead = context.eventLoop.now
+        self.schedule(at: self.lastRead + self.timeout, context: context)
+    }
+
+    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        self.check = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.fire(context: context)
+        }
+    }
+
+    private func fire(context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        let due = self.lastRead + self.timeout
+        if context.eventLoop.now >= due {
+            self.schedule(at: context.eventLoop.now + self.timeout, context: context)
             context.fireErrorCaught(FrameError(.idleTimeout, "nothing received for \(self.timeout)"))
         } else {
-            context.fireUserInboundEventTriggered(event)
+            self.schedule(at: due, context: context)
         }
     }
 }

@@ -160,7 +160,6 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
         try pipeline.addHandler(FrameEncoderHandler(encoding: session.encoding, limits: limits), position: .before(self))
         var inbound: [ChannelHandler] = []
         if let idleTimeout = limits.idleTimeout {
-            inbound.append(IdleStateHandler(readTimeout: idleTimeout))
             inbound.append(IdleTimeoutHandler(timeout: idleTimeout))
         }
         inbound.append(
@@ -171,7 +170,7 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
         )
         try pipeline.addHandlers(inbound, position: .after(self))
 
-        context.fireUserInboundEventTriggered(NIOAny(session))
+        context.fireUserInboundEventTriggered(session)
         self.completion?.succeed(session)
         if let rest = self.received, rest.readableBytes > 0 {
             context.fireChannelRead(Self.wrapInboundOut(rest))
