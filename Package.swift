@@ -82,6 +82,7 @@ let package = Package(
                 "ShareSyncWire",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(name: "ShareSyncNodeTests", dependencies: ["ShareSyncNode", "ShareSyncTestSupport"]),

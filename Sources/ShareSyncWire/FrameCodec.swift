@@ -1,0 +1,149 @@
+import NIOCore
+
+/// Entry points for building a ShareSync transport pipeline.
+///
+/// A server or client pipeline starts with the transport and then the message layer:
+///
+/// ```swift
+/// try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, configuration: .init())
+/// try channel.pipeline.syncOperations.addHandlers(MyMessageHandler(), FrameErrorHandler())
+/// ```
+///
+/// After the handshake, the message layer reads and writes payload `ByteBuffer`s (one JSON value
+/// each); the transport turns them into lines. See `protocol-framing.md` for the wire format.
+public enum FrameCodec {
+    /// Adds the server side of the transport: a ``HandshakeHandler`` with the server role.
+    public static func addServerHandlers(
+        to pipeline: ChannelPipeline.SynchronousOperations,
+        configuration: ServerConfiguration = ServerConfiguration(),
+        completion: EventLoopPromise<NegotiatedSession>? = nil
+    ) throws {
+        try pipeline.addHandler(HandshakeHandler(role: .server(configuration), completion: completion))
+    }
+
+    /// Adds the client side of the transport: a ``HandshakeHandler`` with the client role, which
+    /// sends the hello when the channel becomes active.
+    public static func addClientHandlers(
+        to pipeline: ChannelPipeline.SynchronousOperations,
+        configuration: ClientConfiguration = ClientConfiguration(),
+        completion: EventLoopPromise<NegotiatedSession>? = nil
+    ) throws {
+        try pipeline.addHandler(HandshakeHandler(role: .client(configuration), completion: completion))
+    }
+
+    /// A frame decoder for a pipeline that skips the handshake (tests, or an encoding agreed otherwise):
+    /// lines in, payloads out, with the buffer capped at the maximum line length.
+    public static func decoderHandler(
+        encoding: FrameEncoding,
+        limits: FrameLimits = FrameLimits()
+    ) throws -> ByteToMessageHandler<FrameLineDecoder> {
+        ByteToMessageHandler(
+            try FrameLineDecoder(encoding: encoding, limits: limits),
+            maximumBufferSize: limits.maximumLineLength + 1
+        )
+    }
+}
+
+/// Fires ``FrameError/Code/idleTimeout`` through the pipeline when nothing has been read for
+/// ``FrameLimits/idleTimeout``, then keeps watching. Uses the event loop's clock (so tests on an
+/// `EmbeddedEventLoop` can advance time). Installed by ``HandshakeHandler`` when the limit is set.
+public final class IdleTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+    public typealias InboundIn = NIOAny
+    public typealias InboundOut = NIOAny
+
+    private let timeout: TimeAmount
+    private var lastRead: NIODeadline = .distantPast
+    private var check: Scheduled<Void>?
+
+    /// Creates the handler.
+    public init(timeout: TimeAmount) { self.timeout = timeout }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { self.start(context: context) }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        self.start(context: context)
+        context.fireChannelActive()
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        self.check?.cancel()
+        self.check = nil
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        self.check?.cancel()
+        self.check = nil
+        context.fireChannelInactive()
+    }
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.lastRead = context.eventLoop.now
+        context.fireChannelRead(data)
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard self.check == nil else { return }
+        self.lastRead = context.eventLoop.now
+        self.schedule(at: self.lastRead + self.timeout, context: context)
+    }
+
+    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        self.check = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.fire(context: context)
+        }
+    }
+
+    private func fire(context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        let due = self.lastRead + self.timeout
+        if context.eventLoop.now >= due {
+            self.schedule(at: context.eventLoop.now + self.timeout, context: context)
+            context.fireErrorCaught(FrameError(.idleTimeout, "nothing received for \(self.timeout)"))
+        } else {
+            self.schedule(at: due, context: context)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension IdleTimeoutHandler: Sendable {}
+
+/// The last handler of a pipeline: on a ``FrameError`` (or any other error) it writes the
+/// payload `errorPayload` returns, if any, as a final frame, then closes the connection.
+///
+/// The message layer gives a closure that renders its error message naming the rule
+/// (`error.code.rawValue`). Put it after the message handlers so they see errors first.
+public final class FrameErrorHandler: ChannelInboundHandler, RemovableChannelHandler {
+    public typealias InboundIn = NIOAny
+    public typealias OutboundOut = ByteBuffer
+
+    private let errorPayload: @Sendable (FrameError) -> ByteBuffer?
+    private var closing = false
+
+    /// Creates the handler. `errorPayload` makes the final frame for a ``FrameError``; nil sends none.
+    public init(errorPayload: @escaping @Sendable (FrameError) -> ByteBuffer? = { _ in nil }) {
+        self.errorPayload = errorPayload
+    }
+
+    public func errorCaught(context: ChannelHandlerContext, error: Error) {
+        guard !self.closing else { return }
+        self.closing = true
+        guard let frameError = error as? FrameError, context.channel.isActive,
+            let payload = self.errorPayload(frameError)
+        else {
+            context.close(promise: nil)
+            return
+        }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(Self.wrapOutboundOut(payload)).whenComplete { _ in
+            loopBound.value.close(promise: nil)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension FrameErrorHandler: Sendable {}

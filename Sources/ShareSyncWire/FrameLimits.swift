@@ -1,0 +1,50 @@
+import NIOCore
+
+/// The limits one connection enforces. All are configurable; the defaults are documented in
+/// `protocol-framing.md` ("Limits").
+public struct FrameLimits: Hashable, Sendable {
+    /// The default maximum payload size: 16 MiB.
+    public static let defaultMaximumFrameSize = 16 * 1024 * 1024
+    /// The default maximum encoded line length: 16 MiB + 64 KiB, which leaves room for the few
+    /// bytes deflate and the escaping add to an incompressible 16 MiB payload.
+    public static let defaultMaximumLineLength = 16 * 1024 * 1024 + 64 * 1024
+    /// The longest handshake line accepted, in bytes, without its newline.
+    public static let maximumHandshakeLineLength = 1024
+
+    /// Maximum length in bytes of one encoded line, without its newline. Longer lines are rejected
+    /// with ``FrameError/Code/lineTooLong`` as soon as that many bytes are buffered, and the encoder
+    /// refuses to produce them.
+    public var maximumLineLength: Int
+    /// Maximum size in bytes of one payload, after inflating. Inflating stops at this size with
+    /// ``FrameError/Code/frameTooLarge`` (the decompression-bomb guard); the encoder refuses
+    /// larger payloads with the same code.
+    public var maximumFrameSize: Int
+    /// How long a peer may take to complete the handshake. Default 10 seconds.
+    public var handshakeTimeout: TimeAmount
+    /// How long a connection may receive nothing after the handshake before it fails with
+    /// ``FrameError/Code/idleTimeout``; `nil` disables it. Default 120 seconds.
+    public var idleTimeout: TimeAmount?
+
+    /// Creates limits; every parameter has the documented default.
+    public init(
+        maximumLineLength: Int = FrameLimits.defaultMaximumLineLength,
+        maximumFrameSize: Int = FrameLimits.defaultMaximumFrameSize,
+        handshakeTimeout: TimeAmount = .seconds(10),
+        idleTimeout: TimeAmount? = .seconds(120)
+    ) {
+        self.maximumLineLength = max(1, maximumLineLength)
+        self.maximumFrameSize = max(0, maximumFrameSize)
+        self.handshakeTimeout = handshakeTimeout
+        self.idleTimeout = idleTimeout
+    }
+}
+
+/// How frame payloads are written as lines after the handshake. The raw value is the wire name.
+public enum FrameEncoding: String, Hashable, Sendable, CaseIterable {
+    /// Shared-context raw deflate, made newline-free by byte stuffing. The default.
+    case deflate = "deflate"
+    /// Shared-context raw deflate, written as standard base64 (for text-only peers).
+    case deflateBase64 = "deflate-base64"
+    /// The payload bytes as they are (no newline allowed in a payload). For debugging with `nc`.
+    case plain = "plain"
+}

@@ -1,0 +1,97 @@
+import NIOCore
+
+/// A `ByteToMessageDecoder` that splits the byte stream after the handshake into `\n`-terminated
+/// lines and decodes each into its payload with a ``FrameDecoder``.
+///
+/// It checks each line's own length against ``FrameLimits/maximumLineLength`` (and fails as soon
+/// as more bytes than that are buffered without a newline). Wrap it as
+/// `ByteToMessageHandler(decoder, maximumBufferSize:)`, or use ``FrameCodec/decoderHandler(encoding:limits:)``.
+/// Errors are ``FrameError``s, fired through the pipeline by `ByteToMessageHandler`.
+public struct FrameLineDecoder: ByteToMessageDecoder {
+    public typealias InboundOut = ByteBuffer
+
+    private let frameDecoder: FrameDecoder
+    private let maximumLineLength: Int
+    /// Bytes after the reader index already searched for a newline (so byte-by-byte input stays linear).
+    private var scanned = 0
+
+    /// Creates a decoder for one connection.
+    public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
+        self.frameDecoder = try FrameDecoder(encoding: encoding, limits: limits)
+        self.maximumLineLength = limits.maximumLineLength
+    }
+
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let line = try self.nextLine(&buffer) else { return .needMoreData }
+        context.fireChannelRead(Self.wrapInboundOut(try self.frameDecoder.decode(line: line)))
+        return .continue
+    }
+
+    public mutating func decodeLast(
+        context: ChannelHandlerContext,
+        buffer: inout ByteBuffer,
+        seenEOF: Bool
+    ) throws -> DecodingState {
+        if try self.decode(context: context, buffer: &buffer) == .continue { return .continue }
+        if seenEOF && buffer.readableBytes > 0 {
+            let count = buffer.readableBytes
+            buffer.moveReaderIndex(forwardBy: count)
+            throw FrameError(.truncatedFrame, "connection closed in the middle of a line (\(count) bytes without a newline)")
+        }
+        return .needMoreData
+    }
+
+    /// Takes one line without its newline off `buffer`, or returns nil if none is complete.
+    mutating func nextLine(_ buffer: inout ByteBuffer) throws(FrameError) -> ByteBuffer? {
+        let view = buffer.readableBytesView
+        let searchStart = view.startIndex + self.scanned
+        guard let newline = view[searchStart...].firstIndex(of: ByteStuffing.newline) else {
+            self.scanned = view.count
+            if view.count > self.maximumLineLength {
+                throw .lineTooLong(view.count, limit: self.maximumLineLength)
+            }
+            return nil
+        }
+        let length = newline - view.startIndex
+        guard length <= self.maximumLineLength else {
+            throw .lineTooLong(length, limit: self.maximumLineLength)
+        }
+        self.scanned = 0
+        let line = buffer.readSlice(length: length)!
+        buffer.moveReaderIndex(forwardBy: 1)
+        return line
+    }
+}
+
+@available(*, unavailable)
+extension FrameLineDecoder: Sendable {}
+
+/// An outbound handler that encodes each payload `ByteBuffer` written to it into one line with a
+/// ``FrameEncoder``. A payload the encoder refuses fails only that write's promise (with the
+/// ``FrameError``); the connection and the deflate stream carry on.
+public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    public typealias OutboundIn = ByteBuffer
+    public typealias OutboundOut = ByteBuffer
+
+    private let encoder: FrameEncoder
+
+    /// Creates the handler for one connection.
+    public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
+        self.encoder = try FrameEncoder(encoding: encoding, limits: limits)
+    }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let payload = Self.unwrapOutboundIn(data)
+        var out = context.channel.allocator.buffer(capacity: payload.readableBytes / 2 + 16)
+        do {
+            try self.encoder.encode(payload, into: &out)
+        } catch {
+            promise?.fail(error)
+            return
+        }
+        context.write(Self.wrapOutboundOut(out), promise: promise)
+    }
+}
+
+@available(*, unavailable)
+extension FrameEncoderHandler: Sendable {}

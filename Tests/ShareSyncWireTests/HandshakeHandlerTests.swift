@@ -1,0 +1,161 @@
+import NIOCore
+import NIOEmbedded
+import Testing
+@testable import ShareSyncWire
+
+/// Records user events so tests can see the negotiated session.
+private final class EventRecorder: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    var sessions: [NegotiatedSession] = []
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let session = event as? NegotiatedSession { self.sessions.append(session) }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
+@Suite struct HandshakeHandlerTests {
+    private func activeChannel() throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return channel
+    }
+
+    @Test func serverAnswersThenDecodesFramesThatFollowTheHelloInTheSameRead() throws {
+        let channel = EmbeddedChannel()
+        let promise = channel.eventLoop.makePromise(of: NegotiatedSession.self)
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, completion: promise)
+        let recorder = EventRecorder()
+        try channel.pipeline.syncOperations.addHandler(recorder)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+
+        let payloads = notePayloads(count: 10)
+        var input = ByteBuffer(string: "SHARESYNC versions=1 encodings=deflate,plain\n")
+        var frames = try encodeStream(payloads, encoding: .deflate)
+        input.writeBuffer(&frames)
+        try channel.writeInbound(input)
+
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "SHARESYNC version=1 encoding=deflate\n"))
+        #expect(try promise.futureResult.wait() == NegotiatedSession(version: 1, encoding: .deflate))
+        #expect(recorder.sessions == [NegotiatedSession(version: 1, encoding: .deflate)])
+        for payload in payloads { #expect(try channel.readInbound(as: ByteBuffer.self) == payload) }
+
+        try channel.writeOutbound(payloads[0])
+        var line = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        line.moveWriterIndex(to: line.writerIndex - 1)
+        #expect(try FrameDecoder(encoding: .deflate).decode(line: line) == payloads[0])
+        #expect(throws: (any Error).self) { try channel.pipeline.syncOperations.handler(type: HandshakeHandler.self) }
+        _ = try channel.finish()
+    }
+
+    @Test(arguments: [
+        ("SHARESYNC versions=2 encodings=deflate\n", "unsupportedVersion"),
+        ("SHARESYNC versions=1 encodings=zstd\n", "unsupportedEncoding"),
+        ("GET / HTTP/1.1\r\n", "malformedHandshake"),
+    ])
+    func serverRefusesWithAnErrorLineAndCloses(hello: String, code: String) throws {
+        let channel = EmbeddedChannel()
+        let promise = channel.eventLoop.makePromise(of: NegotiatedSession.self)
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, completion: promise)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        #expect(throws: FrameError.self) { try channel.writeInbound(ByteBuffer(string: hello)) }
+        let line = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: line).hasPrefix("SHARESYNC-ERROR \(code) "))
+        #expect(String(buffer: line).hasSuffix("\n"))
+        #expect(!channel.isActive)
+        #expect(throws: FrameError.self) { try promise.futureResult.wait() }
+    }
+
+    @Test func serverWithoutPlainRefusesAPlainOnlyClient() throws {
+        let channel = EmbeddedChannel()
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, configuration: .init(allowPlain: false))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        #expect(throws: FrameError.self) { try channel.writeInbound(ByteBuffer(string: "SHARESYNC versions=1 encodings=plain\n")) }
+        let line = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: line).hasPrefix("SHARESYNC-ERROR unsupportedEncoding"))
+    }
+
+    @Test func clientSendsHelloBuffersEarlyWritesAndInstallsTheCodec() throws {
+        let channel = EmbeddedChannel()
+        let promise = channel.eventLoop.makePromise(of: NegotiatedSession.self)
+        let configuration = ClientConfiguration(encodings: [.deflateBase64, .plain])
+        try FrameCodec.addClientHandlers(to: channel.pipeline.syncOperations, configuration: configuration, completion: promise)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "SHARESYNC versions=1 encodings=deflate-base64,plain\n"))
+
+        let early = channel.write(ByteBuffer(string: "{\"early\":true}"))
+        channel.flush()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+
+        try channel.writeInbound(ByteBuffer(string: "SHARESYNC version=1 encoding=plain\n{\"hi\":1}\n"))
+        #expect(try promise.futureResult.wait().encoding == .plain)
+        try early.wait()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "{\"early\":true}\n"))
+        #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "{\"hi\":1}"))
+        _ = try channel.finish()
+    }
+
+    @Test func clientFailsOnRefusalWithTheServersCode() throws {
+        let channel = EmbeddedChannel()
+        let promise = channel.eventLoop.makePromise(of: NegotiatedSession.self)
+        try FrameCodec.addClientHandlers(to: channel.pipeline.syncOperations, completion: promise)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        _ = try channel.readOutbound(as: ByteBuffer.self)
+        #expect(throws: FrameError.self) {
+            try channel.writeInbound(ByteBuffer(string: "SHARESYNC-ERROR unsupportedVersion server speaks 2 only\n"))
+        }
+        do {
+            _ = try promise.futureResult.wait()
+        } catch let error as FrameError {
+            #expect(error == FrameError(.unsupportedVersion, "server speaks 2 only"))
+        }
+        #expect(!channel.isActive)
+    }
+
+    @Test func clientRejectsAnEncodingItDidNotOffer() throws {
+        let channel = EmbeddedChannel()
+        let promise = channel.eventLoop.makePromise(of: NegotiatedSession.self)
+        try FrameCodec.addClientHandlers(to: channel.pipeline.syncOperations, configuration: .init(encodings: [.deflate]), completion: promise)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        #expect(throws: FrameError.self) { try channel.writeInbound(ByteBuffer(string: "SHARESYNC version=1 encoding=plain\n")) }
+        #expect(throws: FrameError.self) { try promise.futureResult.wait() }
+    }
+
+    @Test func handshakeTimesOut() throws {
+        let loop = EmbeddedEventLoop()
+        let channel = EmbeddedChannel(loop: loop)
+        let promise = channel.eventLoop.makePromise(of: NegotiatedSession.self)
+        let limits = FrameLimits(handshakeTimeout: .seconds(10))
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, configuration: .init(limits: limits), completion: promise)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try channel.writeInbound(ByteBuffer(string: "SHARESYNC vers"))
+        loop.advanceTime(by: .seconds(9))
+        #expect(channel.isActive)
+        loop.advanceTime(by: .seconds(2))
+        let line = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: line).hasPrefix("SHARESYNC-ERROR handshakeTimeout"))
+        #expect(!channel.isActive)
+        do {
+            _ = try promise.futureResult.wait()
+        } catch let error as FrameError {
+            #expect(error.code == .handshakeTimeout)
+        }
+    }
+
+    @Test func idleConnectionFailsWithIdleTimeout() throws {
+        let loop = EmbeddedEventLoop()
+        let channel = EmbeddedChannel(loop: loop)
+        let limits = FrameLimits(idleTimeout: .seconds(120))
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, configuration: .init(limits: limits))
+        try channel.pipeline.syncOperations.addHandler(FrameErrorHandler(errorPayload: { error in
+            ByteBuffer(string: #"{"error":"\#(error.code)"}"#)
+        }))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try channel.writeInbound(ByteBuffer(string: "SHARESYNC versions=1 encodings=plain\n"))
+        _ = try channel.readOutbound(as: ByteBuffer.self)
+        loop.advanceTime(by: .seconds(119))
+        #expect(channel.isActive)
+        loop.advanceTime(by: .seconds(2))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "{\"error\":\"idleTimeout\"}\n"))
+        #expect(!channel.isActive)
+    }
+}
