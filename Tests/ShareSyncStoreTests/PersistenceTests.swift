@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+import ShareSyncCore
+@testable import ShareSyncStore
+
+@Suite("An on-disk database")
+struct PersistenceTests {
+    @Test("zones, records and change tokens survive closing and reopening the database")
+    func survivesReopen() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite")
+
+        let (records, snapshotBefore, token, databaseID) = try {
+            let db = try PrivateDatabase(path: path, ownerName: ownerName)
+            try db.saveZones([RecordZone(zoneID: topics), RecordZone(zoneName: "Gone")])
+            try db.deleteZone(RecordZone.ID(zoneName: "Gone"))
+            var saved = try db.save([
+                makeRecord("a", ["title": "A", "when": .date(Date(timeIntervalSince1970: 1_700_000_000.5))]),
+                makeRecord("b", ["owner": deleteSelf("a")]), makeRecord("c", ["bytes": .bytes(Data([1, 2, 3]))]),
+            ])
+            saved["d"] = try db.save(makeRecord("d", in: .default, ["n": 4]))
+            return (saved, try snapshot(db), try db.currentChangeToken(), db.databaseID)
+        }()
+
+        let db = try PrivateDatabase(path: path, ownerName: ownerName)
+        #expect(db.databaseID == databaseID)
+        #expect(try snapshot(db) == snapshotBefore)
+        let ids = records.values.map(\.recordID)
+        let fetched = try db.fetchRecords(ids)
+        for id in ids { #expect(try fetched[id]?.get() == records[id.recordName]) }
+        #expect(try db.fetchAllZones().map(\.zoneID.zoneName) == ["_defaultZone", "Topics"])
+
+        // The token from before still works: nothing new, then exactly what changed since.
+        #expect(try db.fetchZoneChanges(topics, since: token).changes.isEmpty)
+        #expect(try db.fetchDatabaseChanges(since: token).changedZoneIDs.isEmpty)
+        try db.delete([recordID("a")])
+        let changes = try db.fetchZoneChanges(topics, since: token)
+        #expect(Set(changes.deletedRecords.map(\.recordID.recordName)) == ["a", "b"])
+
+        // Change tags keep working: a stale copy still conflicts, the current one saves.
+        var c = try #require(records["c"])
+        c["title"] = "C"
+        try db.save(c)
+        let stale = try #require(records["c"])
+        #expect(failure(try db.modifyRecords(saving: [stale]).saveResults[stale.recordID])?.code == .serverRecordChanged)
+    }
+
+    @Test("the database file is readable and writable by its user only")
+    func fileMode() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite")
+        func mode(_ path: String) throws -> Int? {
+            guard FileManager.default.fileExists(atPath: path) else { return nil }
+            return try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        }
+        do {
+            let db = try PrivateDatabase(path: path, ownerName: ownerName)
+            try db.saveZone(RecordZone(zoneID: topics))
+            try db.save(makeRecord("a", ["title": "A"]))
+            #expect(try mode(path) == 0o600)
+            for suffix in ["-wal", "-shm"] {
+                if let m = try mode(path + suffix) { #expect(m == 0o600, "\(suffix) has mode \(String(m, radix: 8))") }
+            }
+        }
+        // Reopening keeps it so.
+        let db = try PrivateDatabase(path: path, ownerName: ownerName)
+        #expect(try db.exists(recordID("a")))
+        #expect(try mode(path) == 0o600)
+    }
+
+    @Test("two databases in two files are independent and issue different tokens")
+    func twoDatabases() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let one = try PrivateDatabase(path: dir.path("one.sqlite"), ownerName: ownerName)
+        let two = try PrivateDatabase(path: dir.path("two.sqlite"), ownerName: ownerName)
+        #expect(one.databaseID != two.databaseID)
+        try one.saveZone(RecordZone(zoneID: topics))
+        try one.save(makeRecord("a"))
+        #expect(try two.fetchAllZones().map(\.zoneID) == [.default])
+        expectError(.changeTokenExpired) { try two.fetchDatabaseChanges(since: try one.currentChangeToken()) }
+    }
+}
