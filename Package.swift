@@ -76,6 +76,7 @@ let package = Package(
         ),
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
+        .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),
         .testTarget(
             name: "ShareSyncWireTests",
             dependencies: [

@@ -149,3 +149,30 @@ public struct Record: Sendable, Hashable {
         fields = newFields
     }
 }
+
+extension Record {
+    /// The same record placed in a zone ID with another owner name (as a shared database shows it).
+    package func relocated(to zoneID: RecordZone.ID) -> Record {
+        func move(_ r: Reference?) -> Reference? {
+            r.map { Reference(recordID: Record.ID(recordName: $0.recordID.recordName, zoneID: zoneID), action: $0.action) }
+        }
+        var fields = self.fields
+        for (key, value) in fields {
+            switch value {
+            case .reference(let r): fields[key] = .reference(move(r)!)
+            case .list(.reference(let rs)): fields[key] = .list(.reference(rs.map { move($0)! }))
+            default: break
+            }
+        }
+        var copy = Record(
+            recordType: recordType, recordID: Record.ID(recordName: recordID.recordName, zoneID: zoneID), fields: fields,
+            parent: move(parent), share: move(share), creationDate: creationDate, modificationDate: modificationDate,
+            creatorUserRecordID: creatorUserRecordID, lastModifiedUserRecordID: lastModifiedUserRecordID,
+            recordChangeTag: recordChangeTag)
+        copy.shareState = shareState
+        if let root = shareState?.rootRecordID {
+            copy.shareState?.rootRecordID = Record.ID(recordName: root.recordName, zoneID: zoneID)
+        }
+        return copy
+    }
+}

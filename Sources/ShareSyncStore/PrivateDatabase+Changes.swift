@@ -58,7 +58,7 @@ extension PrivateDatabase {
             let owned = self.zoneID(zoneID.zoneName)
             let changes: [RecordChange] = try page.map { row in
                 if let json = row["json"] as Data? {
-                    return .changed(present(try Record(jsonData: json), zoneID: owned))
+                    return .changed(present(try Record(jsonData: json), zoneID: owned, in: db))
                 }
                 return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: owned), recordType: row["type"]))
             }
@@ -115,7 +115,7 @@ extension PrivateDatabase {
     }
 
     /// A stored record as the owner sees it in their private database.
-    func present(_ record: Record, zoneID: RecordZone.ID) -> Record {
-        record
+    func present(_ record: Record, zoneID: RecordZone.ID, in db: Database) -> Record {
+        present(record, to: ownerName, zoneID: zoneID, in: db)
     }
 }

@@ -215,6 +215,10 @@ extension WriteContext {
         try requireZone(id.zoneID)
         let zone = id.zoneID.zoneName
         guard let existing = try loadRecord(zone: zone, name: id.recordName) else { return }
+        if existing.recordType == Record.shareRecordType {
+            // Deleting a share record stops sharing (the owner) or leaves the share (a participant).
+            return try deleteShare(zone: zone, name: id.recordName)
+        }
         try willDelete(existing)
         let deleted = try delete(zone: zone, name: id.recordName)
         try didDelete(deleted)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import ShareSyncCore
+import Synchronization
 
 /// A node's private database: its owner's zones and records in SQLite, with change feeds.
 ///
@@ -25,6 +26,7 @@ public final class PrivateDatabase: Sendable {
 
     let writer: any DatabaseWriter
     let clock: @Sendable () -> Date
+    let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
 
     /// Opens (or creates) a private database in a file, in WAL mode. The file is readable by its user only.
     public convenience init(

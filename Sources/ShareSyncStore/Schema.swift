@@ -35,6 +35,36 @@ enum Schema {
                     CREATE INDEX deleteSelfReference_source ON deleteSelfReference(zone, source);
                     """)
         }
+        migrator.registerMigration("v2-sharing") { db in
+            try db.execute(
+                sql: """
+                    -- the share a record belongs to (a share record belongs to itself)
+                    ALTER TABLE record ADD COLUMN shareName TEXT;
+                    CREATE INDEX record_share ON record(zone, shareName);
+                    -- every share: its root (NULL for a zone-wide share) and its stable URL token
+                    CREATE TABLE share (
+                        zone TEXT NOT NULL, name TEXT NOT NULL, root TEXT, token TEXT NOT NULL,
+                        PRIMARY KEY (zone, name));
+                    CREATE UNIQUE INDEX share_token ON share(token);
+                    -- accepted participants (other than the owner): who sees a share's records
+                    CREATE TABLE member (
+                        zone TEXT NOT NULL, share TEXT NOT NULL, user TEXT NOT NULL,
+                        PRIMARY KEY (zone, share, user));
+                    CREATE INDEX member_user ON member(user, zone);
+                    -- each viewer's feed: the last change of each record in (or once in) their view
+                    CREATE TABLE viewLog (
+                        viewer TEXT NOT NULL, zone TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL,
+                        seq INTEGER NOT NULL, present INTEGER NOT NULL,
+                        PRIMARY KEY (viewer, zone, name));
+                    CREATE INDEX viewLog_seq ON viewLog(viewer, zone, seq);
+                    -- each viewer's zones: present while they see any share in it
+                    CREATE TABLE viewZone (
+                        viewer TEXT NOT NULL, zone TEXT NOT NULL, seq INTEGER NOT NULL,
+                        present INTEGER NOT NULL, enteredSeq INTEGER NOT NULL,
+                        PRIMARY KEY (viewer, zone));
+                    CREATE INDEX viewZone_seq ON viewZone(viewer, seq);
+                    """)
+        }
         return migrator
     }
 }

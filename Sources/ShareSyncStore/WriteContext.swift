@@ -13,8 +13,17 @@ struct WriteContext {
     let actor: String
     let now: Date
     private(set) var seq: Int64
-    /// Records saved, deleted or otherwise changed in this transaction, by zone.
+    /// Records saved or deleted in this transaction, by zone.
     var touched: [String: Set<String>] = [:]
+    /// The share each record belonged to before this transaction first changed it, by zone and name.
+    var shareBefore: [String: [String: String?]] = [:]
+    /// Records whose share membership (and their descendants') must be recomputed, by zone.
+    var membershipDirty: [String: Set<String>] = [:]
+    /// Shares saved or deleted in this transaction, by zone.
+    var sharesChanged: [String: Set<String>] = [:]
+
+    /// Whether the writer is the owner (otherwise a participant, checked by ``AccessPolicy``).
+    var isOwner: Bool { actor == database.ownerName }
 
     init(db: Database, database: PrivateDatabase, actor: String) throws {
         self.db = db
@@ -65,16 +74,20 @@ struct WriteContext {
         var record = record
         let zone = record.recordID.zoneID.zoneName
         let name = record.recordID.recordName
+        try noteShareBefore(zone: zone, name: name)
         let seq = nextSeq()
         record.recordChangeTag = String(seq, radix: 36)
         let json = try record.jsonData()
         try db.execute(
             sql: """
-                INSERT INTO record (zone, name, type, seq, parent, json) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO record (zone, name, type, seq, parent, json, shareName) VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                     parent = excluded.parent, json = excluded.json
                 """,
-            arguments: [zone, name, record.recordType, seq, record.parent?.recordID.recordName, json])
+            arguments: [
+                zone, name, record.recordType, seq, record.parent?.recordID.recordName, json,
+                record.recordType == Record.shareRecordType ? name : nil,
+            ])
         try db.execute(sql: "DELETE FROM recordTombstone WHERE zone = ? AND name = ?", arguments: [zone, name])
         try db.execute(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?", arguments: [zone, name])
         let targets = Set(record.fields.values.flatMap(\.references).filter { $0.action == .deleteSelf }.map(\.recordID.recordName))
@@ -87,13 +100,12 @@ struct WriteContext {
         return record
     }
 
-    /// Moves a record to a new sequence number without changing it (it re-enters feeds, for example
-    /// when its share membership changes).
-    mutating func republish(zone: String, name: String) throws {
-        let seq = nextSeq()
-        try db.execute(sql: "UPDATE record SET seq = ? WHERE zone = ? AND name = ?", arguments: [seq, zone, name])
-        try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [seq, zone])
-        touched[zone, default: []].insert(name)
+    /// Remembers the share a record belongs to before this transaction changes it.
+    mutating func noteShareBefore(zone: String, name: String) throws {
+        guard shareBefore[zone]?[name] == nil else { return }
+        let current = try String?.fetchOne(
+            db, sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? nil
+        shareBefore[zone, default: [:]][name] = .some(current)
     }
 
     /// Deletes a record and, transitively, the records whose `deleteSelf` references point at it.
@@ -105,6 +117,7 @@ struct WriteContext {
         var seen: Set<String> = []
         while let next = work.popLast() {
             guard seen.insert(next).inserted, let record = try loadRecord(zone: zone, name: next) else { continue }
+            try noteShareBefore(zone: zone, name: next)
             let seq = nextSeq()
             try db.execute(sql: "DELETE FROM record WHERE zone = ? AND name = ?", arguments: [zone, next])
             try db.execute(

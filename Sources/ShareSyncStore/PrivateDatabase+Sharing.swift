@@ -1,0 +1,208 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+import Synchronization
+
+/// Where share URLs point: the owner node's advertised address and key fingerprint.
+public struct ShareURLBase: Sendable, Hashable {
+    public var host: String
+    public var port: Int
+    public var ownerFingerprint: String?
+
+    public init(host: String, port: Int, ownerFingerprint: String? = nil) {
+        self.host = host
+        self.port = port
+        self.ownerFingerprint = ownerFingerprint
+    }
+}
+
+extension PrivateDatabase {
+    /// Sets the address and fingerprint that share URLs carry. URLs are computed when read, so a node
+    /// that moves keeps its shares' tokens and hands out its new address.
+    public func setShareURLBase(_ base: ShareURLBase) {
+        urlBase.withLock { $0 = base }
+    }
+
+    /// The container identifier of this database, as ``ShareMetadata`` reports it.
+    public var containerIdentifier: String { "sharesync.\(ownerName)" }
+
+    /// The shared database of a participant: what this owner shares with them, filtered to their view.
+    public func sharedDatabase(for caller: Caller) -> SharedDatabaseView {
+        SharedDatabaseView(database: self, caller: caller)
+    }
+
+    /// A stored record as `viewer` sees it: in a shared view the zone carries the owner's name, and a
+    /// share shows only the participants the viewer may see, with its URL.
+    func present(_ record: Record, to viewer: String, zoneID: RecordZone.ID, in db: Database) -> Record {
+        var record = zoneID == record.recordID.zoneID ? record : record.relocated(to: zoneID)
+        guard var share = Share(record) else { return record }
+        share = AccessPolicy.visibleShare(share, to: viewer, isOwner: viewer == ownerName)
+        record = share.record
+        let token = try? String.fetchOne(
+            db, sql: "SELECT token FROM share WHERE zone = ? AND name = ?",
+            arguments: [zoneID.zoneName, record.recordID.recordName])
+        if let token {
+            let base = urlBase.withLock { $0 }
+            record.shareState?.url = ShareURL(
+                host: base.host, port: base.port, token: token, ownerFingerprint: base.ownerFingerprint
+            ).absoluteString
+        }
+        return record
+    }
+
+    /// The zone ID under which participants see a zone.
+    func sharedZoneID(_ name: String) -> RecordZone.ID { RecordZone.ID(zoneName: name, ownerName: ownerName) }
+
+    // MARK: URLs, metadata, accepting, requesting access
+
+    /// What a user may learn from a share URL, like `CKFetchShareMetadataOperation`.
+    ///
+    /// An uninvited user of a private share that does not take access requests gets
+    /// ``ShareSyncError/Code/participantMayNeedVerification``, exactly as for a URL that names no share.
+    public func fetchShareMetadata(url: String, for caller: Caller, shouldFetchRootRecord: Bool = false) throws(ShareSyncError)
+        -> ShareMetadata
+    {
+        try read { db in
+            let (parsed, zone, share) = try resolve(url, db)
+            let me = match(caller, in: share, invitation: parsed.invitation)
+            let role: Participant.Role
+            let permission: Participant.Permission
+            let status: Participant.AcceptanceStatus
+            var mayRead = true
+            if caller.userRecordName == ownerName {
+                (role, permission, status) = (.owner, .readWrite, .accepted)
+            } else if let me, me.acceptanceStatus != .removed {
+                (role, permission, status) = (me.role, me.permission, me.acceptanceStatus)
+            } else if isBlocked(caller, share) {
+                throw Self.notInvited
+            } else if share.publicPermission != .none {
+                (role, permission, status) = (.publicUser, share.publicPermission, .unknown)
+            } else if share.allowsAccessRequests {
+                (role, permission, status) = (.unknown, .none, .unknown)
+                mayRead = false
+            } else {
+                throw Self.notInvited
+            }
+            let zoneID = caller.userRecordName == ownerName ? RecordZone.ID(zoneName: zone) : sharedZoneID(zone)
+            var visible = Share(present(share.record, to: caller.userRecordName, zoneID: zoneID, in: db))!
+            if !mayRead {
+                visible.updateState { $0.participants = $0.participants.filter { $0.role == .owner } }
+            }
+            var root: Record?
+            if shouldFetchRootRecord, mayRead, let rootID = share.rootRecordID,
+                let json = try Data.fetchOne(db, sql: "SELECT json FROM record WHERE zone = ? AND name = ?", arguments: [zone, rootID.recordName])
+            {
+                root = present(try Record(jsonData: json), to: caller.userRecordName, zoneID: zoneID, in: db)
+            }
+            return ShareMetadata(
+                share: visible, containerIdentifier: containerIdentifier,
+                ownerIdentity: UserIdentity(userRecordName: ownerName, lookupInfo: .init(userRecordName: ownerName)),
+                hierarchicalRootRecordID: share.rootRecordID.map { Record.ID(recordName: $0.recordName, zoneID: zoneID) },
+                rootRecord: root, participantRole: role, participantPermission: permission, participantStatus: status)
+        }
+    }
+
+    /// Accepts a share, like `CKAcceptSharesOperation`: an invited participant (by identity, or by
+    /// their invitation link) becomes accepted; on a public share, anyone with the URL joins as a
+    /// public user with the share's public permission. The share's zone then appears in the caller's
+    /// shared database.
+    @discardableResult
+    public func acceptShare(url: String, as caller: Caller) throws(ShareSyncError) -> ShareMetadata {
+        try write { db in
+            let (parsed, _, existing) = try resolve(url, db)
+            guard caller.userRecordName != ownerName else { return }
+            var share = existing
+            var ctx = try WriteContext(db: db, database: self, actor: caller.userRecordName)
+            if isBlocked(caller, share) { throw Self.notInvited }
+            let limit = limits.maximumParticipants
+            var failure: ShareSyncError?
+            let matched = match(caller, in: share, invitation: parsed.invitation)
+            let now = ctx.now
+            share.updateState { state in
+                if let me = matched,
+                    let i = state.participants.firstIndex(where: { $0.participantID == me.participantID })
+                {
+                    if state.participants[i].acceptanceStatus == .removed {
+                        failure = ShareSyncError(
+                            .permissionFailure, "you left this share; the owner must invite you again", rule: "leftShare")
+                        return
+                    }
+                    state.participants[i].userIdentity.userRecordName = caller.userRecordName
+                    if state.participants[i].userIdentity.displayName == nil {
+                        state.participants[i].userIdentity.displayName = caller.displayName
+                    }
+                    state.participants[i].acceptanceStatus = .accepted
+                    state.participants[i].invitationToken = nil
+                } else if state.publicPermission != .none {
+                    guard state.participants.count < limit else {
+                        failure = ShareSyncError(
+                            .tooManyParticipants, "the share already has \(limit) participants", rule: "maximumParticipants")
+                        return
+                    }
+                    state.participants.append(Participant(
+                        participantID: UUID().uuidString, userIdentity: caller.identity, role: .publicUser,
+                        permission: state.publicPermission, acceptanceStatus: .accepted, dateAddedToShare: now,
+                        isApprovedRequester: false, isOneTimeURLParticipant: false, invitationToken: nil))
+                } else {
+                    failure = Self.notInvited
+                }
+            }
+            if let failure { throw failure }
+            _ = try ctx.storeShareState(share)
+            try ctx.settleSharing()
+            try ctx.finish()
+        }
+        return try fetchShareMetadata(url: ShareURL(string: url)?.shareURL.absoluteString ?? url, for: caller)
+    }
+
+    /// Asks the owner for access to a share that allows access requests.
+    public func requestAccess(url: String, as caller: Caller) throws(ShareSyncError) {
+        try write { db in
+            let (_, _, existing) = try resolve(url, db)
+            guard existing.allowsAccessRequests, !isBlocked(caller, existing) else { throw Self.notInvited }
+            if AccessPolicy.acceptedParticipant(caller.userRecordName, in: existing) != nil { return }
+            var share = existing
+            var ctx = try WriteContext(db: db, database: self, actor: caller.userRecordName)
+            let now = ctx.now
+            share.updateState { state in
+                guard !state.requesters.contains(where: { $0.userRecordName == caller.userRecordName }) else { return }
+                state.requesters.append(AccessRequester(userIdentity: caller.identity, requestDate: now))
+            }
+            _ = try ctx.storeShareState(share)
+            try ctx.settleSharing()
+            try ctx.finish()
+        }
+    }
+
+    static var notInvited: ShareSyncError {
+        ShareSyncError(
+            .participantMayNeedVerification,
+            "there is no share at this URL that you are invited to; ask the owner to invite you (or use your invitation link)",
+            rule: "notInvited")
+    }
+
+    private func resolve(_ url: String, _ db: Database) throws -> (ShareURL, String, Share) {
+        guard let parsed = ShareURL(string: url) else {
+            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: "shareURLSyntax")
+        }
+        guard let row = try Row.fetchOne(db, sql: "SELECT zone, name FROM share WHERE token = ?", arguments: [parsed.token]),
+            let json = try Data.fetchOne(
+                db, sql: "SELECT json FROM record WHERE zone = ? AND name = ?", arguments: [row["zone"], row["name"]]),
+            let share = Share(try Record(jsonData: json))
+        else { throw Self.notInvited }
+        return (parsed, row["zone"], share)
+    }
+
+    private func match(_ caller: Caller, in share: Share, invitation: String?) -> Participant? {
+        if let invitation,
+            let p = share.participants.first(where: { $0.invitationToken == invitation && $0.acceptanceStatus == .pending })
+        {
+            return p
+        }
+        return share.participants.first { $0.role != .owner && $0.isIdentity(of: caller) }
+    }
+
+    private func isBlocked(_ caller: Caller, _ share: Share) -> Bool {
+        share.blockedIdentities.contains { $0.userRecordName == caller.userRecordName }
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+/// A participant's shared database, as the owner's node serves it: the zones and records of the
+/// shares they accepted, and nothing else.
+///
+/// Its feeds work like the private database's (tokens, paging, `moreComing`), filtered to the view:
+/// records entering the view arrive as changes, records leaving it as deletions, and a zone that
+/// leaves the view (share stopped, participant removed, left or blocked) as a deleted zone.
+/// Every read and write goes through ``AccessPolicy``.
+public struct SharedDatabaseView: Sendable {
+    /// The owner's database.
+    public let database: PrivateDatabase
+    /// Whose view this is.
+    public let caller: Caller
+
+    var viewer: String { caller.userRecordName }
+
+    /// The zones shared with the caller, changed or deleted since a token.
+    public func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int? = nil) throws(ShareSyncError)
+        -> DatabaseChanges
+    {
+        let limit = database.effectiveLimit(resultsLimit)
+        return try database.read { db in
+            let since = try database.position(of: token, db)
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT zone, seq, present FROM viewZone WHERE viewer = ? AND seq > ? AND (present = 1 OR ?) ORDER BY seq LIMIT ?",
+                arguments: [viewer, since, token != nil, limit + 1])
+            let page = rows.prefix(limit)
+            let moreComing = rows.count > limit
+            let last: Int64 = moreComing ? page.last!["seq"] : try database.currentSeq(db)
+            return DatabaseChanges(
+                changedZoneIDs: page.filter { $0["present"] as Bool }.map { database.sharedZoneID($0["zone"]) },
+                deletedZoneIDs: page.filter { !($0["present"] as Bool) }.map { database.sharedZoneID($0["zone"]) },
+                changeToken: ServerChangeToken(databaseID: database.databaseID, sequence: last), moreComing: moreComing)
+        }
+    }
+
+    /// The zones shared with the caller.
+    public func fetchAllZones() throws(ShareSyncError) -> [RecordZone] {
+        try database.read { db in
+            try String.fetchAll(db, sql: "SELECT zone FROM viewZone WHERE viewer = ? AND present = 1 ORDER BY zone", arguments: [viewer])
+        }.map { RecordZone(zoneID: database.sharedZoneID($0)) }
+    }
+
+    /// The records of a shared zone that changed in (or entered, or left) the caller's view since a token.
+    public func fetchZoneChanges(_ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil)
+        throws(ShareSyncError) -> ZoneChanges
+    {
+        let limit = database.effectiveLimit(resultsLimit)
+        let shared = database.sharedZoneID(zoneID.zoneName)
+        return try database.read { db in
+            guard zoneID.ownerName == database.ownerName,
+                let entered = try Int64.fetchOne(
+                    db, sql: "SELECT enteredSeq FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1",
+                    arguments: [viewer, zoneID.zoneName])
+            else {
+                throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) is not shared with you", zoneID: zoneID)
+            }
+            let since = try database.position(of: token, db)
+            if token != nil, since < entered {
+                throw ShareSyncError(
+                    .changeTokenExpired, "zone \(zoneID.zoneName) was shared with you again since this token; fetch it from nil",
+                    zoneID: zoneID, rule: "changeTokenExpired")
+            }
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT v.name, v.type, v.seq, v.present, r.json FROM viewLog v
+                    LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
+                    WHERE v.viewer = ? AND v.zone = ? AND v.seq > ? AND (v.present = 1 OR ?)
+                    ORDER BY v.seq LIMIT ?
+                    """,
+                arguments: [viewer, zoneID.zoneName, since, token != nil, limit + 1])
+            let page = rows.prefix(limit)
+            let moreComing = rows.count > limit
+            let changes: [RecordChange] = try page.map { row in
+                if let json = row["json"] as Data? {
+                    return .changed(database.present(try Record(jsonData: json), to: viewer, zoneID: shared, in: db))
+                }
+                return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: shared), recordType: row["type"]))
+            }
+            let last: Int64 = moreComing ? page.last!["seq"] : try database.currentSeq(db)
+            return ZoneChanges(
+                zoneID: shared, changes: changes,
+                changeToken: ServerChangeToken(databaseID: database.databaseID, sequence: last), moreComing: moreComing)
+        }
+    }
+
+    /// Fetches records in the caller's view. A record outside it fails with
+    /// ``ShareSyncError/Code/unknownItem``, exactly as a record that does not exist.
+    public func fetchRecords(_ recordIDs: [ShareSyncCore.Record.ID]) throws(ShareSyncError)
+        -> [ShareSyncCore.Record.ID: Result<ShareSyncCore.Record, ShareSyncError>]
+    {
+        try database.read { db in
+            var results: [Record.ID: Result<Record, ShareSyncError>] = [:]
+            for id in recordIDs {
+                let json = id.zoneID.ownerName == database.ownerName
+                    ? try Data.fetchOne(
+                        db,
+                        sql: """
+                            SELECT r.json FROM record r JOIN member m ON m.zone = r.zone AND m.share = r.shareName AND m.user = ?
+                            WHERE r.zone = ? AND r.name = ?
+                            """,
+                        arguments: [viewer, id.zoneID.zoneName, id.recordName]) : nil
+                if let json {
+                    results[id] = .success(
+                        database.present(try Record(jsonData: json), to: viewer, zoneID: database.sharedZoneID(id.zoneID.zoneName), in: db))
+                } else {
+                    results[id] = .failure(ShareSyncError(.unknownItem, "record \(id.recordName) does not exist", recordID: id))
+                }
+            }
+            return results
+        }
+    }
+
+    /// Saves and deletes records in the caller's shares, as a read-write participant. The same rules
+    /// as the owner's `modifyRecords`, plus the access policy: read-only participants and records
+    /// outside the view get ``ShareSyncError/Code/permissionFailure``. Deleting a share record leaves it.
+    public func modifyRecords(
+        saving recordsToSave: [ShareSyncCore.Record] = [], deleting recordIDsToDelete: [ShareSyncCore.Record.ID] = [],
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+    ) throws(ShareSyncError) -> ModifyRecordsResult {
+        guard viewer != database.ownerName else {
+            return try database.modifyRecords(
+                saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically)
+        }
+        for id in recordsToSave.map(\.recordID) + recordIDsToDelete where id.zoneID.ownerName != database.ownerName {
+            throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) is not shared with you", zoneID: id.zoneID)
+        }
+        var result = try database.modifyRecords(
+            saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically,
+            as: viewer, authorize: { _ in })
+        // Results come back as the participant sees them.
+        let database = self.database
+        let viewer = self.viewer
+        return try database.read { db in
+            for (id, outcome) in result.saveResults {
+                let zoneID = database.sharedZoneID(id.zoneID.zoneName)
+                if case .success(let r) = outcome {
+                    result.saveResults[id] = .success(database.present(r, to: viewer, zoneID: zoneID, in: db))
+                }
+                if case .failure(var e) = outcome, let server = e.serverRecord {
+                    e.serverRecord = database.present(server, to: viewer, zoneID: zoneID, in: db)
+                    result.saveResults[id] = .failure(e)
+                }
+            }
+            return result
+        }
+    }
+
+    /// Leaves a share: the caller's status becomes removed and the share's records leave their view.
+    public func leaveShare(_ shareID: ShareSyncCore.Record.ID) throws(ShareSyncError) {
+        _ = try modifyRecords(deleting: [shareID]).get()
+    }
+}

@@ -1,0 +1,387 @@
+import Crypto
+import Foundation
+import GRDB
+import ShareSyncCore
+
+// Sharing on the write path: saving and deleting shares, the rules that keep one record in one share,
+// and (in `settleSharing`) membership and each viewer's feed. See Sources/ShareSyncCore/SharingRules.md.
+
+extension WriteContext {
+    // MARK: Lookups
+
+    func share(zone: String, name: String) throws -> Share? {
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM share WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? false,
+            let record = try loadRecord(zone: zone, name: name)
+        else { return nil }
+        return Share(record)
+    }
+
+    func zoneShareName(_ zone: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT name FROM share WHERE zone = ? AND root IS NULL", arguments: [zone])
+    }
+
+    func shareRooted(zone: String, at root: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT name FROM share WHERE zone = ? AND root = ?", arguments: [zone, root])
+    }
+
+    func zoneHasShares(_ zone: String) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM share WHERE zone = ? LIMIT 1", arguments: [zone]) ?? false
+    }
+
+    /// The share a record belongs to, computed from first principles: the zone-wide share, or the
+    /// nearest share root found walking up `parent` (a root's own parent is ignored).
+    func membership(zone: String, name: String) throws -> String? {
+        if let zoneShare = try zoneShareName(zone) { return zoneShare }
+        var current: String? = name
+        var steps = 0
+        while let c = current, steps < 100_000 {
+            if let s = try shareRooted(zone: zone, at: c) { return s }
+            current = try String?.fetchOne(
+                db, sql: "SELECT parent FROM record WHERE zone = ? AND name = ?", arguments: [zone, c]) ?? nil
+            steps += 1
+        }
+        return nil
+    }
+
+    /// The share a record with this parent would belong to.
+    func membership(zone: String, parent: String?) throws -> String? {
+        if let zoneShare = try zoneShareName(zone) { return zoneShare }
+        guard let parent else { return nil }
+        return try membership(zone: zone, name: parent)
+    }
+
+    func storedShareName(zone: String, name: String) throws -> String? {
+        try String?.fetchOne(db, sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? nil
+    }
+
+    // MARK: Hooks of the record write path
+
+    /// Checks a record save against the sharing rules and (for a participant) the access policy.
+    mutating func willSave(_ record: Record, existing: Record?) throws {
+        let zone = record.recordID.zoneID.zoneName
+        let name = record.recordID.recordName
+        let newParent = record.parent?.recordID.recordName
+        let parentChanged = existing == nil || existing?.parent?.recordID.recordName != newParent
+        let isRoot = try shareRooted(zone: zone, at: name) != nil
+        guard try zoneHasShares(zone) else {
+            if !isOwner { try AccessPolicy.checkRecordWrite(.create(into: nil), by: actor, recordID: record.recordID) }
+            membershipDirty[zone, default: []].insert(name)
+            return
+        }
+        let newShare: String? = isRoot ? try shareRooted(zone: zone, at: name) : try membership(zone: zone, parent: newParent)
+        if parentChanged, !isRoot, let target = newShare, try zoneShareName(zone) == nil {
+            // A subtree holding a share root cannot move into another shared hierarchy.
+            for d in try descendants(zone: zone, of: name) where try shareRooted(zone: zone, at: d) != nil {
+                throw ShareSyncError(
+                    .alreadyShared, "record \(d) under \(name) is the root of another share; it cannot join share \(target)",
+                    recordID: record.recordID, rule: "oneSharePerRecord")
+            }
+        }
+        if isRoot, parentChanged, let parent = newParent, try zoneShareName(zone) == nil,
+            let enclosing = try membership(zone: zone, name: parent)
+        {
+            throw ShareSyncError(
+                .alreadyShared, "record \(name) is the root of a share; it cannot move into share \(enclosing)",
+                recordID: record.recordID, rule: "oneSharePerRecord")
+        }
+        if !isOwner {
+            let write: AccessPolicy.RecordWrite
+            if let existing {
+                _ = existing
+                let oldShare = try storedShareName(zone: zone, name: name)
+                write = .modify(
+                    in: try oldShare.flatMap { try share(zone: zone, name: $0) },
+                    newShare: try newShare.flatMap { try share(zone: zone, name: $0) }, isRoot: isRoot,
+                    parentChanged: parentChanged)
+            } else {
+                write = .create(into: try newShare.flatMap { try share(zone: zone, name: $0) })
+            }
+            try AccessPolicy.checkRecordWrite(write, by: actor, recordID: record.recordID)
+        }
+        if parentChanged { membershipDirty[zone, default: []].insert(name) }
+    }
+
+    /// Checks a record delete against the sharing rules and (for a participant) the access policy.
+    mutating func willDelete(_ record: Record) throws {
+        let zone = record.recordID.zoneID.zoneName
+        let name = record.recordID.recordName
+        guard !isOwner else { return }
+        let shareName = try storedShareName(zone: zone, name: name)
+        try AccessPolicy.checkRecordWrite(
+            .delete(in: try shareName.flatMap { try share(zone: zone, name: $0) }, isRoot: try shareRooted(zone: zone, at: name) != nil),
+            by: actor, recordID: record.recordID)
+    }
+
+    /// After records are deleted: a deleted root takes its share with it; children of deleted records
+    /// are re-examined.
+    mutating func didDelete(_ records: [Record]) throws {
+        for record in records {
+            let zone = record.recordID.zoneID.zoneName
+            let name = record.recordID.recordName
+            if let shareName = try shareRooted(zone: zone, at: name) {
+                try removeShare(zone: zone, name: shareName)
+            }
+            for child in try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ? AND parent = ?", arguments: [zone, name]) {
+                membershipDirty[zone, default: []].insert(child)
+            }
+        }
+    }
+
+    // MARK: Shares
+
+    /// Saves a share record: creates it (owner only, with the overlap rules) or updates it (owner or
+    /// administrator), normalizing participants, statuses and tokens.
+    mutating func saveShare(_ record: Record, policy: SavePolicy) throws -> Record {
+        let id = record.recordID
+        let zone = id.zoneID.zoneName
+        guard var share = Share(record) else {
+            throw ShareSyncError(.invalidArguments, "a cloudkit.share record must carry share properties", recordID: id, rule: "shareRecord")
+        }
+        guard !id.zoneID.isDefaultZone else {
+            throw ShareSyncError(.invalidArguments, "only custom zones can be shared, not the default zone", recordID: id, rule: "defaultZoneNotShareable")
+        }
+        for key in share.record.fields.keys where !key.hasPrefix("cloudkit.") {
+            throw ShareSyncError(.invalidArguments, "a share holds only its system fields, not \(key)", recordID: id, rule: "shareFields")
+        }
+        let existingRecord = try loadRecord(zone: zone, name: id.recordName)
+        if let existingRecord, existingRecord.recordType != Record.shareRecordType {
+            throw ShareSyncError(.invalidArguments, "record \(id.recordName) is not a share", recordID: id, rule: "recordTypeImmutable")
+        }
+        let existing = existingRecord.flatMap(Share.init)
+        if let existing {
+            if policy == .ifServerRecordUnchanged, existing.recordChangeTag != record.recordChangeTag {
+                throw ShareSyncError(
+                    .serverRecordChanged, "share \(id.recordName) changed on the server since it was fetched", recordID: id,
+                    serverRecord: present(existing.record, zoneID: id.zoneID))
+            }
+            guard existing.rootRecordID?.recordName == share.rootRecordID?.recordName else {
+                throw ShareSyncError(.invalidArguments, "a share's root cannot change", recordID: id, rule: "shareRootImmutable")
+            }
+            if !isOwner { try AccessPolicy.checkShareEdit(old: existing, new: share, by: actor) }
+        } else {
+            guard isOwner else {
+                throw ShareSyncError(.permissionFailure, "only the owner can share records", recordID: id, rule: "shareCreateOwnerOnly")
+            }
+            try checkNewShare(share, zone: zone)
+        }
+        share = try normalize(share, existing: existing)
+        let token = try urlToken(zone: zone, root: share.rootRecordID?.recordName)
+        let stored = Record(
+            recordType: Record.shareRecordType, recordID: Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: zone)),
+            fields: share.record.fields, parent: nil, share: nil, creationDate: existingRecord?.creationDate ?? now,
+            modificationDate: now, creatorUserRecordID: existingRecord?.creatorUserRecordID ?? Record.ID(recordName: actor),
+            lastModifiedUserRecordID: Record.ID(recordName: actor), recordChangeTag: nil)
+        var withState = stored
+        withState.shareState = share.shareState
+        withState.shareState?.url = nil
+        withState.shareState?.currentUserParticipantID = nil
+        _ = try withState.validate(limits: database.limits)
+        let saved = try store(withState)
+        if existing == nil {
+            try db.execute(
+                sql: "INSERT INTO share (zone, name, root, token) VALUES (?, ?, ?, ?)",
+                arguments: [zone, id.recordName, share.rootRecordID?.recordName, token])
+            if let root = share.rootRecordID?.recordName, var rootRecord = try loadRecord(zone: zone, name: root) {
+                rootRecord.share = Record.Reference(recordID: Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: zone)))
+                _ = try store(rootRecord)
+                membershipDirty[zone, default: []].insert(root)
+            } else if share.rootRecordID == nil {
+                for name in try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ? AND parent IS NULL", arguments: [zone]) {
+                    membershipDirty[zone, default: []].insert(name)
+                }
+                membershipDirty[zone, default: []].formUnion(try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ?", arguments: [zone]))
+            }
+        }
+        sharesChanged[zone, default: []].insert(id.recordName)
+        return saved
+    }
+
+    /// The overlap rules for a new share.
+    func checkNewShare(_ share: Share, zone: String) throws {
+        let id = share.recordID
+        if let root = share.rootRecordID {
+            guard root.zoneID.zoneName == zone else {
+                throw ShareSyncError(.invalidArguments, "a share lives in its root's zone", recordID: id, rule: "shareRootZone")
+            }
+            guard try loadRecord(zone: zone, name: root.recordName) != nil else {
+                throw ShareSyncError(
+                    .invalidArguments, "the root record \(root.recordName) must exist or be saved in the same request as its share",
+                    recordID: id, rule: "shareRootExists")
+            }
+            if try zoneShareName(zone) != nil {
+                throw ShareSyncError(.alreadyShared, "zone \(zone) is already shared as a whole", recordID: id, rule: "oneShareperRecord")
+            }
+            if let other = try membership(zone: zone, name: root.recordName) {
+                throw ShareSyncError(
+                    .alreadyShared, "record \(root.recordName) is already part of share \(other)", recordID: root, rule: "oneSharePerRecord")
+            }
+            for d in try descendants(zone: zone, of: root.recordName) where try shareRooted(zone: zone, at: d) != nil {
+                throw ShareSyncError(
+                    .alreadyShared, "record \(d) under \(root.recordName) is the root of another share", recordID: root,
+                    rule: "oneSharePerRecord")
+            }
+        } else {
+            guard id.recordName == Share.zoneShareRecordName else {
+                throw ShareSyncError(
+                    .invalidArguments, "a zone-wide share's record name is \(Share.zoneShareRecordName)", recordID: id, rule: "zoneShareName")
+            }
+            if try zoneHasShares(zone) {
+                throw ShareSyncError(
+                    .alreadyShared, "zone \(zone) already has a share; a zone-wide share cannot overlap it", recordID: id,
+                    rule: "oneSharePerRecord")
+            }
+        }
+    }
+
+    /// Applies the rules that the server, not the client, decides: the owner participant, statuses,
+    /// dates, invitation secrets, public/private mixing, requesters, blocks and the participant limit.
+    func normalize(_ proposed: Share, existing: Share?) throws -> Share {
+        var share = proposed
+        let id = share.recordID
+        let old = existing?.participants ?? []
+        let oldByID = Dictionary(old.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
+        let blocked = Set(share.blockedIdentities.map(\.userRecordName))
+        // Adding or removing private participants needs publicPermission none.
+        let privateIDs = { (ps: [Participant]) in Set(ps.filter { $0.role == .privateUser || $0.role == .administrator }.map(\.participantID)) }
+        if share.publicPermission != .none, existing != nil, privateIDs(old) != privateIDs(share.participants) {
+            throw ShareSyncError(
+                .invalidArguments, "participants can be added or removed only while publicPermission is none", recordID: id,
+                rule: "publicAndPrivateDoNotMix")
+        }
+        let ownerName = database.ownerName
+        var participants: [Participant] = []
+        for var p in share.participants where p.role != .owner {
+            if let before = oldByID[p.participantID] {
+                // Only the server changes statuses and bindings.
+                p.acceptanceStatus = before.acceptanceStatus
+                p.userIdentity.userRecordName = before.userIdentity.userRecordName
+                p.dateAddedToShare = before.dateAddedToShare
+                p.invitationToken = before.invitationToken
+                p.isApprovedRequester = before.isApprovedRequester || p.isApprovedRequester
+                if proposed.participants.first(where: { $0.participantID == p.participantID })?.acceptanceStatus == .pending,
+                    before.acceptanceStatus == .removed, before.role != .publicUser
+                {
+                    p.acceptanceStatus = .pending  // re-invited after leaving
+                }
+            } else {
+                if p.userIdentity.lookupInfo?.isEmpty ?? true, !p.isOneTimeURLParticipant, p.userIdentity.userRecordName == nil {
+                    throw ShareSyncError(
+                        .invalidArguments, "a participant needs an email address, a phone number or a user record name",
+                        recordID: id, rule: "participantLookupInfo")
+                }
+                guard p.role != .publicUser else {
+                    throw ShareSyncError(
+                        .invalidArguments, "public participants join through the URL; they cannot be added", recordID: id,
+                        rule: "publicUserJoinsByURL")
+                }
+                if p.userIdentity.userRecordName == ownerName { continue }
+                p.acceptanceStatus = .pending
+                p.dateAddedToShare = now
+                p.invitationToken = Self.randomToken()
+            }
+            if p.permission == .unknown || p.permission == .none { p.permission = .readOnly }
+            if let name = p.userIdentity.userRecordName, blocked.contains(name) { continue }
+            if share.publicPermission == .none, p.role == .publicUser { continue }
+            participants.append(p)
+        }
+        let owner = old.first { $0.role == .owner } ?? Participant(
+            participantID: UUID().uuidString, userIdentity: UserIdentity(userRecordName: ownerName, lookupInfo: .init(userRecordName: ownerName)),
+            role: .owner, permission: .readWrite, acceptanceStatus: .accepted, dateAddedToShare: now,
+            isApprovedRequester: false, isOneTimeURLParticipant: false, invitationToken: nil)
+        participants.insert(owner, at: 0)
+        guard participants.count <= database.limits.maximumParticipants else {
+            throw ShareSyncError(
+                .tooManyParticipants,
+                "a share may have at most \(database.limits.maximumParticipants) participants, the owner included",
+                recordID: id, rule: "maximumParticipants")
+        }
+        let oldRequesters = Set((existing?.requesters ?? []).map(\.userRecordName))
+        let keptRequesters = share.requesters.filter { oldRequesters.contains($0.userRecordName) && !blocked.contains($0.userRecordName) }
+        share.updateState { state in
+            state.participants = participants
+            state.requesters = keptRequesters
+            state.url = nil
+            state.currentUserParticipantID = nil
+        }
+        return share
+    }
+
+    /// Deleting a share record: the owner stops sharing; a participant leaves.
+    mutating func deleteShare(zone: String, name: String) throws {
+        guard var share = try share(zone: zone, name: name) else { return }
+        if isOwner {
+            if let root = share.rootRecordID?.recordName, var rootRecord = try loadRecord(zone: zone, name: root) {
+                rootRecord.share = nil
+                _ = try store(rootRecord)
+            }
+            try removeShare(zone: zone, name: name)
+            return
+        }
+        guard let me = AccessPolicy.acceptedParticipant(actor, in: share) else {
+            throw ShareSyncError(
+                .permissionFailure, "share \(name) is not visible to you", recordID: share.recordID, rule: "outsideView")
+        }
+        share.updateState { state in
+            if let i = state.participants.firstIndex(where: { $0.participantID == me.participantID }) {
+                if state.participants[i].role == .publicUser {
+                    state.participants.remove(at: i)
+                } else {
+                    state.participants[i].acceptanceStatus = .removed
+                }
+            }
+        }
+        _ = try storeShareState(share)
+    }
+
+    /// Removes a share and its record (its members lose it at settle time).
+    mutating func removeShare(zone: String, name: String) throws {
+        let root = try String?.fetchOne(db, sql: "SELECT root FROM share WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? nil
+        try db.execute(sql: "DELETE FROM share WHERE zone = ? AND name = ?", arguments: [zone, name])
+        _ = try delete(zone: zone, name: name)
+        if let root {
+            membershipDirty[zone, default: []].insert(root)
+        } else {
+            membershipDirty[zone, default: []].formUnion(try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ?", arguments: [zone]))
+        }
+        sharesChanged[zone, default: []].insert(name)
+    }
+
+    /// Stores a share's new state as the server decided it (acceptance, leaving, requests).
+    mutating func storeShareState(_ share: Share) throws -> Record {
+        let zone = share.recordID.zoneID.zoneName
+        var record = share.record
+        record.shareState?.url = nil
+        record.shareState?.currentUserParticipantID = nil
+        record.modificationDate = now
+        record.lastModifiedUserRecordID = Record.ID(recordName: actor)
+        let saved = try store(record)
+        sharesChanged[zone, default: []].insert(share.recordID.recordName)
+        return saved
+    }
+
+    /// The stable, unguessable URL token of a share of this root (or of the whole zone).
+    func urlToken(zone: String, root: String?) throws -> String {
+        let secret = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'urlSecret'") ?? {
+            let s = Self.randomToken() + Self.randomToken()
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('urlSecret', ?)", arguments: [s])
+            return s
+        }()
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Data("\(zone)\u{0}\(root ?? "\u{0}zone")".utf8), using: SymmetricKey(data: Data(secret.utf8)))
+        return Self.base64url(Data(mac).prefix(18))
+    }
+
+    static func randomToken() -> String {
+        base64url(Data(SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }))
+    }
+
+    static func base64url(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// A stored record as the owner sees it: share records get their URL.
+    func present(_ record: Record, zoneID: RecordZone.ID) -> Record {
+        database.present(record, to: database.ownerName, zoneID: zoneID, in: db)
+    }
+}

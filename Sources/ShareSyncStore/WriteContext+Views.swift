@@ -1,0 +1,196 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+// Keeping each participant's view current. A viewer's view of a zone is the records of the shares in
+// it that they have accepted. `viewLog` holds, per viewer, the last change of every record that is or
+// was in their view (present or not); `viewZone` says which zones they see. Both take fresh sequence
+// numbers, so a participant's feeds are "rows above my token, in order", exactly like the owner's.
+
+extension WriteContext {
+    /// Recomputes share membership for what this transaction touched, syncs the member lists of
+    /// changed shares, and updates every affected viewer's feed. Call once, after all items.
+    mutating func settleSharing() throws {
+        let zones = Set(touched.keys).union(membershipDirty.keys).union(sharesChanged.keys)
+        for zone in zones.sorted() {
+            let hasShares = try zoneHasShares(zone)
+            let hadViewers = try Bool.fetchOne(db, sql: "SELECT 1 FROM member WHERE zone = ? LIMIT 1", arguments: [zone]) ?? false
+            if !hasShares && !hadViewers && (sharesChanged[zone]?.isEmpty ?? true) {
+                // Nothing shared here: clear any stale membership and move on.
+                try db.execute(sql: "UPDATE record SET shareName = NULL WHERE zone = ? AND shareName IS NOT NULL", arguments: [zone])
+                continue
+            }
+            let moved = try recomputeMembership(zone: zone)
+            let memberChanges = try syncMembers(zone: zone)
+            try updateViews(zone: zone, records: (touched[zone] ?? []).union(moved), memberChanges: memberChanges)
+        }
+    }
+
+    /// Recomputes the share of touched records, and of dirty records with all their descendants.
+    /// Returns the records whose share changed.
+    private mutating func recomputeMembership(zone: String) throws -> Set<String> {
+        var names = touched[zone] ?? []
+        for name in membershipDirty[zone] ?? [] {
+            names.insert(name)
+            names.formUnion(try descendants(zone: zone, of: name))
+        }
+        var changed: Set<String> = []
+        for name in names {
+            guard let row = try Row.fetchOne(
+                db, sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name])
+            else { continue }
+            let type: String = row["type"]
+            let current: String? = row["shareName"]
+            let computed = type == Record.shareRecordType ? name : try membership(zone: zone, name: name)
+            if computed != current {
+                try noteShareBefore(zone: zone, name: name)
+                try db.execute(
+                    sql: "UPDATE record SET shareName = ? WHERE zone = ? AND name = ?", arguments: [computed, zone, name])
+                changed.insert(name)
+            }
+        }
+        return changed
+    }
+
+    /// Brings the `member` table in line with the accepted participants of each changed share.
+    /// Returns, per viewer, whether they gained or lost shares in this zone.
+    private mutating func syncMembers(zone: String) throws -> [String: (added: Set<String>, removed: Set<String>)] {
+        var changes: [String: (added: Set<String>, removed: Set<String>)] = [:]
+        for name in sharesChanged[zone] ?? [] {
+            let before = Set(try String.fetchAll(
+                db, sql: "SELECT user FROM member WHERE zone = ? AND share = ?", arguments: [zone, name]))
+            let after = try share(zone: zone, name: name).map(AccessPolicy.viewers(of:)) ?? []
+            for user in after.subtracting(before) {
+                try db.execute(sql: "INSERT INTO member (zone, share, user) VALUES (?, ?, ?)", arguments: [zone, name, user])
+                changes[user, default: ([], [])].added.insert(name)
+            }
+            for user in before.subtracting(after) {
+                try db.execute(sql: "DELETE FROM member WHERE zone = ? AND share = ? AND user = ?", arguments: [zone, name, user])
+                changes[user, default: ([], [])].removed.insert(name)
+            }
+        }
+        return changes
+    }
+
+    private func members(zone: String, share: String?) throws -> [String] {
+        guard let share else { return [] }
+        return try String.fetchAll(db, sql: "SELECT user FROM member WHERE zone = ? AND share = ?", arguments: [zone, share])
+    }
+
+    private mutating func updateViews(
+        zone: String, records: Set<String>, memberChanges: [String: (added: Set<String>, removed: Set<String>)]
+    ) throws {
+        var viewersTouched: Set<String> = []
+        // Viewers who gained or lost shares.
+        for (viewer, change) in memberChanges.sorted(by: { $0.key < $1.key }) {
+            let accepted = Set(try String.fetchAll(
+                db, sql: "SELECT share FROM member WHERE zone = ? AND user = ?", arguments: [zone, viewer]))
+            if accepted.isEmpty {
+                try leaveZone(viewer: viewer, zone: zone)
+                continue
+            }
+            try enterZoneIfNeeded(viewer: viewer, zone: zone)
+            for share in change.added.sorted() {
+                for row in try Row.fetchAll(
+                    db, sql: "SELECT name, type FROM record WHERE zone = ? AND shareName = ? ORDER BY seq", arguments: [zone, share])
+                {
+                    try setView(viewer: viewer, zone: zone, name: row["name"], type: row["type"], present: true)
+                }
+            }
+            if !change.removed.isEmpty {
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT v.name, v.type, r.shareName FROM viewLog v LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name
+                        WHERE v.viewer = ? AND v.zone = ? AND v.present = 1 ORDER BY v.seq
+                        """,
+                    arguments: [viewer, zone])
+                for row in rows where !accepted.contains((row["shareName"] as String?) ?? "") {
+                    try setView(viewer: viewer, zone: zone, name: row["name"], type: row["type"], present: false)
+                }
+            }
+            viewersTouched.insert(viewer)
+        }
+        // Records that changed, were deleted, or moved between shares.
+        for name in records.sorted() {
+            let row = try Row.fetchOne(db, sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name])
+            let now: String? = row?["shareName"]
+            let before: String? = shareBefore[zone]?[name] ?? now
+            var type: String = row?["type"] ?? ""
+            if row == nil {
+                type = try String.fetchOne(
+                    db, sql: "SELECT type FROM recordTombstone WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? ""
+            }
+            let seeing = Set(try members(zone: zone, share: now))
+            for viewer in seeing.sorted() where row != nil {
+                try setView(viewer: viewer, zone: zone, name: name, type: type, present: true)
+                viewersTouched.insert(viewer)
+            }
+            for viewer in Set(try members(zone: zone, share: before)).subtracting(seeing).sorted() {
+                try setView(viewer: viewer, zone: zone, name: name, type: type, present: false)
+                viewersTouched.insert(viewer)
+            }
+        }
+        for viewer in viewersTouched.sorted() {
+            try db.execute(
+                sql: "UPDATE viewZone SET seq = ? WHERE viewer = ? AND zone = ? AND present = 1",
+                arguments: [nextSeq(), viewer, zone])
+        }
+    }
+
+    /// Records that a record is (or is no longer) in a viewer's view. A record that leaves a view it
+    /// was never in leaves no trace.
+    private mutating func setView(viewer: String, zone: String, name: String, type: String, present: Bool) throws {
+        if present {
+            try enterZoneIfNeeded(viewer: viewer, zone: zone)
+            try db.execute(
+                sql: """
+                    INSERT INTO viewLog (viewer, zone, name, type, seq, present) VALUES (?, ?, ?, ?, ?, 1)
+                    ON CONFLICT (viewer, zone, name) DO UPDATE SET seq = excluded.seq, present = 1, type = excluded.type
+                    """,
+                arguments: [viewer, zone, name, type, nextSeq()])
+        } else {
+            try db.execute(
+                sql: "UPDATE viewLog SET seq = ?, present = 0 WHERE viewer = ? AND zone = ? AND name = ? AND present = 1",
+                arguments: [nextSeq(), viewer, zone, name])
+        }
+    }
+
+    private mutating func enterZoneIfNeeded(viewer: String, zone: String) throws {
+        let present = try Bool.fetchOne(
+            db, sql: "SELECT present FROM viewZone WHERE viewer = ? AND zone = ?", arguments: [viewer, zone]) ?? false
+        guard !present else { return }
+        let seq = nextSeq()
+        try db.execute(
+            sql: """
+                INSERT INTO viewZone (viewer, zone, seq, present, enteredSeq) VALUES (?, ?, ?, 1, ?)
+                ON CONFLICT (viewer, zone) DO UPDATE SET seq = excluded.seq, present = 1, enteredSeq = excluded.enteredSeq
+                """,
+            arguments: [viewer, zone, seq, seq])
+    }
+
+    /// The zone leaves a viewer's shared database: their feed of it is dropped.
+    mutating func leaveZone(viewer: String, zone: String) throws {
+        try db.execute(sql: "DELETE FROM viewLog WHERE viewer = ? AND zone = ?", arguments: [viewer, zone])
+        try db.execute(
+            sql: "UPDATE viewZone SET seq = ?, present = 0 WHERE viewer = ? AND zone = ? AND present = 1",
+            arguments: [nextSeq(), viewer, zone])
+    }
+
+    /// Before a zone is deleted: every viewer loses it, and its shares and members go.
+    mutating func willDeleteZone(_ zone: String) throws {
+        for viewer in try String.fetchAll(db, sql: "SELECT viewer FROM viewZone WHERE zone = ? AND present = 1", arguments: [zone]) {
+            try leaveZone(viewer: viewer, zone: zone)
+        }
+        try db.execute(sql: "DELETE FROM member WHERE zone = ?", arguments: [zone])
+        try db.execute(sql: "DELETE FROM share WHERE zone = ?", arguments: [zone])
+    }
+}
+
+extension PrivateDatabase {
+    /// Drops view history up to the horizon (rows of records that left a view, zones that left).
+    func compactSharedViews(_ db: Database, upTo: Int64) throws {
+        try db.execute(sql: "DELETE FROM viewLog WHERE present = 0 AND seq <= ?", arguments: [upTo])
+        try db.execute(sql: "DELETE FROM viewZone WHERE present = 0 AND seq <= ?", arguments: [upTo])
+    }
+}
