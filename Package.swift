@@ -29,7 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "3.12.3"),
     ],
     targets: [
-        .target(name: "ShareSyncCore"),
+        .target(name: "ShareSyncCore", exclude: ["SharingRules.md"]),
         .target(
             name: "ShareSyncStore",
             dependencies: [

@@ -73,7 +73,12 @@ struct JSONZoneID: Codable, Hashable {
 
 /// Milliseconds since 1970, the JSON form of dates.
 package enum Millis {
-    package static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    /// The largest date magnitude JSON and storage hold: about ±3 million years around 1970, in seconds.
+    package static let maximumSeconds: Double = 1e14
+    package static func from(_ date: Date) -> Int64 {
+        let seconds = min(max(date.timeIntervalSince1970, -maximumSeconds), maximumSeconds)
+        return seconds.isFinite ? Int64((seconds * 1000).rounded()) : 0
+    }
     package static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
     /// A date rounded to the millisecond precision it keeps in JSON and storage.
     package static func normalize(_ date: Date) -> Date { self.date(from(date)) }
@@ -127,20 +132,28 @@ struct FieldValueCoding {
             return d
         }
         func location(_ l: JSONLocation) -> Location { Location(latitude: l.latitude, longitude: l.longitude) }
+        func integers<T: Decodable>(_ type: T.Type) throws -> T {
+            do {
+                return try c.decode(T.self, forKey: .value)
+            } catch {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .value, in: c, debugDescription: "field \(key.stringValue): \(type) value must be whole numbers in range")
+            }
+        }
         switch type {
         case "STRING": return .string(try c.decode(String.self, forKey: .value))
-        case "INT64": return .int64(try c.decode(Int64.self, forKey: .value))
+        case "INT64": return .int64(try integers(Int64.self))
         case "DOUBLE": return .double(try c.decode(Double.self, forKey: .value))
         case "BOOLEAN": return .bool(try c.decode(Bool.self, forKey: .value))
-        case "TIMESTAMP": return .date(Millis.date(try c.decode(Int64.self, forKey: .value)))
+        case "TIMESTAMP": return .date(Millis.date(try integers(Int64.self)))
         case "BYTES": return .bytes(try bytes(try c.decode(String.self, forKey: .value)))
         case "REFERENCE": return .reference(try c.decode(JSONReference.self, forKey: .value).reference(defaultZone: zone))
         case "LOCATION": return .location(location(try c.decode(JSONLocation.self, forKey: .value)))
         case "STRING_LIST": return .list(.string(try c.decode([String].self, forKey: .value)))
-        case "INT64_LIST": return .list(.int64(try c.decode([Int64].self, forKey: .value)))
+        case "INT64_LIST": return .list(.int64(try integers([Int64].self)))
         case "DOUBLE_LIST": return .list(.double(try c.decode([Double].self, forKey: .value)))
         case "BOOLEAN_LIST": return .list(.bool(try c.decode([Bool].self, forKey: .value)))
-        case "TIMESTAMP_LIST": return .list(.date(try c.decode([Int64].self, forKey: .value).map(Millis.date)))
+        case "TIMESTAMP_LIST": return .list(.date(try integers([Int64].self).map(Millis.date)))
         case "BYTES_LIST": return .list(.bytes(try c.decode([String].self, forKey: .value).map(bytes)))
         case "REFERENCE_LIST":
             return .list(.reference(try c.decode([JSONReference].self, forKey: .value).map { $0.reference(defaultZone: zone) }))

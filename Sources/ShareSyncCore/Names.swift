@@ -7,9 +7,9 @@
 /// - Zone names: letters, digits, `_`, `-` and `.`, not starting with `_` (except `_defaultZone`).
 public enum Names {
     /// Checks a record type name.
-    public static func checkRecordType(_ name: String, limits: Limits) throws(ShareSyncError) {
+    public static func checkRecordType(_ name: String, limits: Limits, recordID: Record.ID? = nil) throws(ShareSyncError) {
         if name == Record.shareRecordType { return }
-        try checkIdentifier(name, what: "record type", limits: limits, rule: "recordTypeSyntax")
+        try checkIdentifier(name, what: "record type", limits: limits, rule: "recordTypeSyntax", recordID: recordID)
     }
 
     /// Checks a field key.

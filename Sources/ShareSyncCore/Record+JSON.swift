@@ -115,6 +115,7 @@ extension Record {
     public func jsonData(includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .millisecondsSince1970
         if includingChangedKeys { encoder.userInfo[Self.encodeChangedKeys] = true }
         do {
             return try encoder.encode(self)
@@ -127,7 +128,9 @@ extension Record {
     /// Reads a record from JSON; a clear ``ShareSyncError/Code/invalidArguments`` error if it is malformed.
     public init(jsonData: Data) throws(ShareSyncError) {
         do {
-            self = try JSONDecoder().decode(Record.self, from: jsonData)
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .millisecondsSince1970
+            self = try decoder.decode(Record.self, from: jsonData)
         } catch {
             throw ShareSyncError(.invalidArguments, "malformed record JSON: \(JSONErrors.describe(error))", rule: "recordJSON")
         }

@@ -8,13 +8,13 @@ extension Record {
     public func validate(limits: Limits) throws(ShareSyncError) -> Data {
         try Names.checkZoneName(recordID.zoneID.zoneName, limits: limits)
         try Names.checkRecordName(recordID.recordName, limits: limits, recordID: recordID)
-        try Names.checkRecordType(recordType, limits: limits)
+        try Names.checkRecordType(recordType, limits: limits, recordID: recordID)
         for (key, value) in fields {
             try Names.checkFieldKey(key, limits: limits, recordID: recordID)
             try check(value, key: key)
         }
         if let parent {
-            guard parent.recordID.zoneID.zoneName == recordID.zoneID.zoneName else {
+            guard parent.recordID.zoneID == recordID.zoneID else {
                 throw .invalid(
                     "the parent must be in the record's own zone", recordID: recordID, rule: "parentSameZone")
             }
@@ -45,18 +45,22 @@ extension Record {
                     rule: "locationRange")
             }
         }
+        func date(_ d: Date) throws(ShareSyncError) {
+            guard d.timeIntervalSince1970.isFinite, abs(d.timeIntervalSince1970) <= Millis.maximumSeconds else {
+                throw .invalid(
+                    "field \(key): a date must be within about 3 million years of 1970", recordID: recordID, rule: "validDate")
+            }
+        }
         switch value {
         case .double(let d): try finite(d)
         case .list(.double(let ds)): for d in ds { try finite(d) }
         case .location(let l): try location(l)
         case .list(.location(let ls)): for l in ls { try location(l) }
-        case .date(let d):
-            guard d.timeIntervalSince1970.isFinite else {
-                throw .invalid("field \(key): invalid date", recordID: recordID, rule: "validDate")
-            }
+        case .date(let d): try date(d)
+        case .list(.date(let ds)): for d in ds { try date(d) }
         default: break
         }
-        for reference in value.references where reference.recordID.zoneID.zoneName != recordID.zoneID.zoneName {
+        for reference in value.references where reference.recordID.zoneID != recordID.zoneID {
             throw .invalid(
                 "field \(key): a reference must point into the record's own zone", recordID: recordID,
                 rule: "referenceSameZone")

@@ -12,7 +12,7 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
 
     public init(stringValue: String) { self.stringValue = stringValue }
 
-    /// Token layout, version 1: `1.<database id>.<sequence number>`.
+    /// Token layout, version 1: `1.<database id>.<sequence number>`. Database ids are hex, without dots.
     package init(databaseID: String, sequence: Int64) {
         stringValue = "1.\(databaseID).\(sequence)"
     }

@@ -35,7 +35,9 @@ public struct ShareURL: Sendable, Hashable, CustomStringConvertible {
         else { return nil }
         let parts = components.path.split(separator: "/")
         guard parts.count == 2, parts[0] == "share", Self.isToken(parts[1]) else { return nil }
-        self.host = host
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard !bare.isEmpty, (1...65535).contains(components.port ?? 7420) else { return nil }
+        self.host = bare
         self.port = components.port ?? 7420
         self.token = String(parts[1])
         let items = components.queryItems ?? []

@@ -41,10 +41,15 @@ extension PrivateDatabase {
         try checkOwner(zoneID)
         let limit = effectiveLimit(resultsLimit)
         return try read { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE name = ?", arguments: [zoneID.zoneName]) ?? false else {
+            guard let created = try Int64.fetchOne(db, sql: "SELECT createdSeq FROM zone WHERE name = ?", arguments: [zoneID.zoneName]) else {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist", zoneID: zoneID)
             }
             let since = try position(of: token, db)
+            if token != nil, since < created {
+                throw ShareSyncError(
+                    .changeTokenExpired, "zone \(zoneID.zoneName) was deleted and created again since this token; fetch it from nil",
+                    zoneID: zoneID, rule: "changeTokenExpired")
+            }
             let rows = try Row.fetchAll(
                 db,
                 sql: """

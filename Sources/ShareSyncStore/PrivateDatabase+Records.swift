@@ -34,7 +34,7 @@ extension PrivateDatabase {
                     guard let json else {
                         throw ShareSyncError(.unknownItem, "record \(id.recordName) does not exist", recordID: id)
                     }
-                    results[id] = .success(try Record(jsonData: json))
+                    results[id] = .success(present(try Record(jsonData: json), zoneID: id.zoneID, in: db))
                 } catch let error as ShareSyncError {
                     results[id] = .failure(error)
                 }

@@ -14,8 +14,13 @@ extension PrivateDatabase {
         return try write { db in
             var ctx = try WriteContext(db: db, database: self, actor: ownerName)
             for zone in zones where try !ctx.zoneExists(zone.zoneID.zoneName) {
+                let seq = ctx.nextSeq()
+                // A zone created again after a deletion expires older zone tokens (see fetchZoneChanges).
+                let recreated = try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM zoneTombstone WHERE name = ?", arguments: [zone.zoneID.zoneName]) ?? false
                 try db.execute(
-                    sql: "INSERT INTO zone (name, seq) VALUES (?, ?)", arguments: [zone.zoneID.zoneName, ctx.nextSeq()])
+                    sql: "INSERT INTO zone (name, seq, createdSeq) VALUES (?, ?, ?)",
+                    arguments: [zone.zoneID.zoneName, seq, recreated ? seq : 0])
                 try db.execute(sql: "DELETE FROM zoneTombstone WHERE name = ?", arguments: [zone.zoneID.zoneName])
             }
             try ctx.finish()

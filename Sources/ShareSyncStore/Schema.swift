@@ -65,6 +65,11 @@ enum Schema {
                     CREATE INDEX viewZone_seq ON viewZone(viewer, seq);
                     """)
         }
+        migrator.registerMigration("v3-zone-created") { db in
+            // When a zone was created again after being deleted: a zone token from before that
+            // refers to the zone that was deleted, and expires.
+            try db.execute(sql: "ALTER TABLE zone ADD COLUMN createdSeq INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

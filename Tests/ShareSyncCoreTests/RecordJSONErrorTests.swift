@@ -77,7 +77,6 @@ struct RecordJSONErrorTests {
 
     @Test(
         "a fractional number for INT64 or TIMESTAMP is rejected, naming the field",
-        .disabled("bug: FieldValueCoding.decode passes Foundation's error through; for 1.5 as INT64 it says only 'The given data was not valid JSON.' with no field"),
         arguments: [
             #"{"type":"INT64","value":1.5}"#,
             #"{"type":"TIMESTAMP","value":1700000000000.5}"#,

@@ -82,7 +82,6 @@ struct ValidationTests {
 
     @Test(
         "an invalid record type error names the record",
-        .disabled("bug: Names.checkRecordType takes no recordID, so Record.validate's recordTypeSyntax error has recordID and zoneID nil"),
         arguments: Storage.allCases)
     func recordTypeErrorNamesRecord(storage: Storage) throws {
         try withDatabase(storage) { db in
@@ -247,7 +246,6 @@ struct ForeignOwnerReferenceTests {
 
     @Test(
         "a reference into a same-named zone of another owner is a reference into another zone",
-        .disabled("bug: Record.validate (ShareSyncCore/Record+Validation.swift) compares zone names only, so a reference into another owner's zone of the same name is accepted"),
         arguments: Storage.allCases)
     func referenceIntoForeignZone(storage: Storage) throws {
         try withDatabase(storage) { db in
@@ -263,7 +261,6 @@ struct ForeignOwnerReferenceTests {
 
     @Test(
         "a parent in a same-named zone of another owner is a parent in another zone",
-        .disabled("bug: Record.validate compares zone names only, and WriteContext.save rewrites the parent into the record's own zone, so the foreign parent is silently accepted"),
         arguments: Storage.allCases)
     func parentInForeignZone(storage: Storage) throws {
         try withDatabase(storage) { db in

@@ -128,7 +128,6 @@ struct ZoneTests {
 struct ZoneRecreationTests {
     @Test(
         "a token from before a zone was deleted and created again does not hide the deletion of its old records",
-        .disabled("bug: PrivateDatabase.deleteZone drops the zone's record tombstones and saveZones drops the zone tombstone, so a feed from an older token shows neither the zone's deletion nor its records'"),
         arguments: Storage.allCases)
     func recreatedZoneKeepsDeletionVisible(storage: Storage) throws {
         try withDatabase(storage) { db in
