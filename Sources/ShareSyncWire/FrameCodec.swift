@@ -10,7 +10,7 @@ import NIOCore
 /// ```
 ///
 /// After the handshake, the message layer reads and writes payload `ByteBuffer`s (one JSON value
-/// each); the transport turns them into lines. See `protocol-framing.md` for the wire format.
+/// each); the transport turns them into lines. See `protocol.md` for the wire format.
 public enum FrameCodec {
     /// Adds the server side of the transport: a ``HandshakeHandler`` with the server role.
     public static func addServerHandlers(

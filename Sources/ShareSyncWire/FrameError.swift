@@ -8,7 +8,7 @@
 /// catch let error as FrameError where error.code == .lineTooLong { ... }
 /// ```
 ///
-/// The rules are specified in `protocol-framing.md`.
+/// The rules are specified in `protocol.md`.
 public struct FrameError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The rule that was broken. Its `rawValue` is the code sent in a `SHARESYNC-ERROR` line.
     public struct Code: Hashable, Sendable, CustomStringConvertible {

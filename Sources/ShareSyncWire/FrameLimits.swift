@@ -1,7 +1,7 @@
 import NIOCore
 
 /// The limits one connection enforces. All are configurable; the defaults are documented in
-/// `protocol-framing.md` ("Limits").
+/// `protocol.md` ("Limits").
 public struct FrameLimits: Hashable, Sendable {
     /// The default maximum payload size: 16 MiB.
     public static let defaultMaximumFrameSize = 16 * 1024 * 1024

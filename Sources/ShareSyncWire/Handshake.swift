@@ -7,7 +7,7 @@
 /// ```
 ///
 /// These are pure values: parse and render them, and negotiate with ``negotiate(_:configuration:)``.
-/// The grammar is specified in `protocol-framing.md` ("Handshake").
+/// The grammar is specified in `protocol.md` ("Handshake").
 public enum Handshake {
     /// The first word of both hello lines.
     public static let magic = "SHARESYNC"

@@ -2,7 +2,7 @@ import NIOCore
 import Testing
 @testable import ShareSyncWire
 
-/// Fixtures produced by the Python reference snippet in protocol-framing.md
+/// Fixtures produced by the Python reference snippet in protocol.md
 /// (`zlib.compressobj(wbits=-15)` + `Z_SYNC_FLUSH`, zlib 1.2.13) for these payloads.
 @Suite struct PythonInteropTests {
     static let payloads: [ByteBuffer] = (0..<3).map { index in
