@@ -27,6 +27,8 @@ public final class PrivateDatabase: Sendable {
     let writer: any DatabaseWriter
     let clock: @Sendable () -> Date
     let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
+    let observers = Mutex<[UInt64: @Sendable () -> Void]>([:])
+    let nextObserverID = Mutex<UInt64>(0)
 
     /// Opens (or creates) a private database in a file, in WAL mode. The file is readable by its user only.
     public convenience init(
@@ -75,10 +77,25 @@ public final class PrivateDatabase: Sendable {
         }
     }
 
-    /// Runs a write transaction, turning database failures into ``ShareSyncError``.
+    /// Calls `observer` after every committed write (on the writing thread; keep it short, for
+    /// example a wake-up of a task that then reads the feeds). Returns an ID for ``removeCommitObserver(_:)``.
+    public func addCommitObserver(_ observer: @escaping @Sendable () -> Void) -> UInt64 {
+        let id = nextObserverID.withLock { $0 += 1; return $0 }
+        observers.withLock { $0[id] = observer }
+        return id
+    }
+
+    /// Stops calling an observer.
+    public func removeCommitObserver(_ id: UInt64) {
+        _ = observers.withLock { $0.removeValue(forKey: id) }
+    }
+
+    /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
         do {
-            return try writer.write(body)
+            let result = try writer.write(body)
+            for observer in observers.withLock({ Array($0.values) }) { observer() }
+            return result
         } catch let error as ShareSyncError {
             throw error
         } catch {
