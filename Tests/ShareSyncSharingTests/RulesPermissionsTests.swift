@@ -1,0 +1,246 @@
+import Foundation
+import ShareSyncCore
+import Testing
+
+@testable import ShareSyncStore
+
+@Suite("Rules: permissions")
+struct RulesPermissionsTests {
+    /// topic (shared with _b as given, _c read-write) ← note; other ← other-note (unshared hierarchy);
+    /// plus a second zone "Private" with a record.
+    func world(_ permission: Participant.Permission) throws -> (World, Share) {
+        let w = try World()
+        try w.save(
+            w.record("Topic", "topic"), w.record("Note", "note", parent: "topic", title: "n"),
+            w.record("Topic", "other"), w.record("Note", "other-note", parent: "other", title: "o"))
+        try w.db.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Private")))
+        _ = try w.db.modifyRecords(saving: [
+            Record(recordType: "Secret", recordID: Record.ID(recordName: "secret", zoneID: RecordZone.ID(zoneName: "Private")))
+        ]).get()
+        let share = try w.share(root: "topic", invite: [("_b", permission), ("_c", .readWrite)])
+        try w.accept(share, "_b")
+        try w.accept(share, "_c")
+        return (w, share)
+    }
+
+    @Test("a readWrite participant creates (parent inside), modifies and deletes inside a hierarchy share; owner and others see it")
+    func readWriteHierarchy() throws {
+        let (w, _) = try world(.readWrite)
+        var owner = try w.db.fetchZoneChanges(w.zone, since: nil)
+        var ownerToken = owner.changeToken
+        var c = Replica("_c")
+        try c.sync(w.db)
+        let b = w.view("_b")
+
+        // Create.
+        _ = try b.modifyRecords(saving: [w.sharedRecord("Note", "by-b", parent: "topic", title: "hello")]).get()
+        let created = try w.db.fetchRecord(w.id("by-b"))
+        #expect(created["title"] == .string("hello"))
+        #expect(created.creatorUserRecordID?.recordName == "_b")
+        owner = try w.db.fetchZoneChanges(w.zone, since: ownerToken)
+        #expect(owner.changedRecords.map(\.recordID.recordName).contains("by-b"))
+        ownerToken = owner.changeToken
+        try c.sync(w.db)
+        #expect(c.records["Topics"]?["by-b"]?["title"] == .string("hello"))
+
+        // Modify (a record the owner made).
+        var note = try b.fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        note["title"] = .string("edited")
+        _ = try b.modifyRecords(saving: [note]).get()
+        #expect(try w.db.fetchRecord(w.id("note"))["title"] == .string("edited"))
+        #expect(try w.db.fetchRecord(w.id("note")).lastModifiedUserRecordID?.recordName == "_b")
+        owner = try w.db.fetchZoneChanges(w.zone, since: ownerToken)
+        #expect(owner.changedRecords.first { $0.recordID.recordName == "note" }?["title"] == .string("edited"))
+        ownerToken = owner.changeToken
+        try c.sync(w.db)
+        #expect(c.records["Topics"]?["note"]?["title"] == .string("edited"))
+
+        // Delete.
+        _ = try b.modifyRecords(deleting: [w.sid("by-b")]).get()
+        #expect(failure { _ = try w.db.fetchRecord(w.id("by-b")) }?.code == .unknownItem)
+        owner = try w.db.fetchZoneChanges(w.zone, since: ownerToken)
+        #expect(owner.deletedRecords.map(\.recordID.recordName) == ["by-b"])
+        try c.sync(w.db)
+        #expect(c.records["Topics"]?["by-b"] == nil)
+    }
+
+    @Test("a readWrite participant of a zone-wide share creates anywhere in the zone")
+    func readWriteZoneWide() throws {
+        let w = try World()
+        try w.save(w.record("Topic", "topic"))
+        let share = try w.shareZone(invite: [("_b", .readWrite), ("_c", .readOnly)])
+        try w.accept(share, "_b")
+        try w.accept(share, "_c")
+        let b = w.view("_b")
+        _ = try b.modifyRecords(saving: [w.sharedRecord("Topic", "top-level", title: "x")]).get()
+        _ = try b.modifyRecords(saving: [w.sharedRecord("Note", "child", parent: "topic")]).get()
+        #expect(try w.db.fetchRecord(w.id("top-level"))["title"] == .string("x"))
+        #expect(try w.visible("_c", ["top-level", "child", "topic"]) == ["top-level", "child", "topic"])
+        _ = try b.modifyRecords(deleting: [w.sid("topic")]).get()
+        #expect(failure { _ = try w.db.fetchRecord(w.id("topic")) }?.code == .unknownItem)
+    }
+
+    @Test("a readOnly participant gets permissionFailure on create, modify and delete")
+    func readOnlyRefused() throws {
+        let (w, _) = try world(.readOnly)
+        let b = w.view("_b")
+        let create = try b.modifyRecords(saving: [w.sharedRecord("Note", "new", parent: "topic")])
+        #expect(create.error("new")?.code == .permissionFailure)
+        #expect(failure { _ = try w.db.fetchRecord(w.id("new")) }?.code == .unknownItem)
+        var note = try b.fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        note["title"] = .string("changed")
+        #expect(try b.modifyRecords(saving: [note]).error("note")?.code == .permissionFailure)
+        #expect(try b.modifyRecords(saving: [note], savePolicy: .allKeys).error("note")?.code == .permissionFailure)
+        #expect(try w.db.fetchRecord(w.id("note"))["title"] == .string("n"))
+        #expect(try b.modifyRecords(deleting: [w.sid("note")]).error("note")?.code == .permissionFailure)
+        #expect(try w.db.fetchRecord(w.id("note"))["title"] == .string("n"))
+    }
+
+    @Test("only the owner deletes a hierarchy's root")
+    func rootDeleteOwnerOnly() throws {
+        let (w, share) = try world(.readWrite)
+        let result = try w.view("_b").modifyRecords(deleting: [w.sid("topic")])
+        #expect(result.error("topic")?.code == .permissionFailure)
+        #expect(try w.db.fetchRecord(w.id("topic")).share != nil)
+        #expect(try w.visible("_c", ["topic", "note"]) == ["topic", "note"])
+        #expect(try w.currentShare(share.recordID).rootRecordID?.recordName == "topic")
+    }
+
+    @Test("a participant cannot move a record outside their share")
+    func noMoveOutside() throws {
+        let (w, _) = try world(.readWrite)
+        let b = w.view("_b")
+        var note = try b.fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        note.setParent(nil)
+        #expect(try b.modifyRecords(saving: [note], savePolicy: .allKeys).error("note")?.code == .permissionFailure)
+        note.setParent(w.sid("other"))
+        #expect(try b.modifyRecords(saving: [note], savePolicy: .allKeys).error("note")?.code == .permissionFailure)
+        #expect(try w.db.fetchRecord(w.id("note")).parent?.recordID.recordName == "topic")
+        // Nor move the root.
+        var topic = try b.fetchRecords([w.sid("topic")])[w.sid("topic")]!.get()
+        topic.setParent(w.sid("other"))
+        #expect(try b.modifyRecords(saving: [topic], savePolicy: .allKeys).error("topic")?.code == .permissionFailure)
+        #expect(try w.db.fetchRecord(w.id("topic")).parent == nil)
+    }
+
+    /// The message of an error with the record name abstracted away.
+    func shape(_ e: ShareSyncError?, _ name: String) -> String? {
+        e.map { "\($0.code.rawValue): \($0.message.replacingOccurrences(of: name, with: "NAME"))" }
+    }
+
+    @Test("nobody reads outside their view: unknownItem with the same message as a nonexistent record")
+    func noReadOutsideView() throws {
+        let (w, _) = try world(.readWrite)
+        try w.save(w.record("Folder", "elsewhere"))
+        try w.reparent("note", to: "elsewhere")  // re-parented out
+        let b = w.view("_b")
+        let privateZone = RecordZone.ID(zoneName: "Private", ownerName: "_owner")
+        let targets: [Record.ID] = [
+            Record.ID(recordName: "secret", zoneID: privateZone), w.sid("other"), w.sid("other-note"), w.sid("note"),
+        ]
+        let ghost = try b.fetchRecords([w.sid("ghost")])[w.sid("ghost")]!
+        let expected = shape(failure { _ = try ghost.get() }, "ghost")
+        #expect(expected?.hasPrefix("unknownItem") == true)
+        for id in targets {
+            let r = try b.fetchRecords([id])[id]!
+            #expect(shape(failure { _ = try r.get() }, id.recordName) == expected, "\(id.recordName)")
+        }
+    }
+
+    @Test("nobody writes outside their view: permissionFailure with the same message as a nonexistent record, database unchanged")
+    func noWriteOutsideView() throws {
+        let (w, _) = try world(.readWrite)
+        try w.save(w.record("Folder", "elsewhere"), w.record("Note", "moved", parent: "topic"))
+        try w.reparent("moved", to: "elsewhere")
+        let b = w.view("_b")
+        let privateZone = RecordZone.ID(zoneName: "Private", ownerName: "_owner")
+
+        // Creating a nonexistent record outside the view: the reference answer.
+        let ghost = try b.modifyRecords(saving: [w.sharedRecord("Note", "ghost", parent: "other")], savePolicy: .allKeys)
+        let expected = shape(ghost.error("ghost"), "ghost")
+        #expect(expected?.hasPrefix("permissionFailure") == true)
+
+        let before = try w.db.fetchZoneChanges(w.zone, since: nil).changeToken
+        let beforePrivate = try w.db.fetchZoneChanges(RecordZone.ID(zoneName: "Private"), since: nil).changeToken
+        for (zone, name) in [(privateZone, "secret"), (w.sharedZone, "other"), (w.sharedZone, "other-note"), (w.sharedZone, "moved")] {
+            let type = ["secret": "Secret", "other": "Topic"][name] ?? "Note"
+            var r = Record(recordType: type, recordID: Record.ID(recordName: name, zoneID: zone))
+            r["title"] = .string("overwritten")
+            let save = try b.modifyRecords(saving: [r], savePolicy: .allKeys)
+            #expect(shape(save.error(name), name) == expected, "save \(name)")
+        }
+        #expect(try w.db.fetchZoneChanges(w.zone, since: before).changes.isEmpty)
+        #expect(try w.db.fetchZoneChanges(RecordZone.ID(zoneName: "Private"), since: beforePrivate).changes.isEmpty)
+        #expect(try w.db.fetchRecord(w.id("other"))["title"] == .string(""))
+    }
+
+    @Test("nobody deletes outside their view: permissionFailure, same as for a nonexistent record; database unchanged")
+    func noDeleteOutsideView() throws {
+        let (w, _) = try world(.readWrite)
+        try w.save(w.record("Folder", "elsewhere"), w.record("Note", "moved", parent: "topic"))
+        try w.reparent("moved", to: "elsewhere")
+        let b = w.view("_b")
+        let privateZone = RecordZone.ID(zoneName: "Private", ownerName: "_owner")
+        let before = try w.db.fetchZoneChanges(w.zone, since: nil).changeToken
+        var shapes: [String: String?] = [:]
+        for id in [Record.ID(recordName: "secret", zoneID: privateZone), w.sid("other"), w.sid("other-note"), w.sid("moved")] {
+            let del = try b.modifyRecords(deleting: [id])
+            #expect(del.error(id.recordName)?.code == .permissionFailure, "delete \(id.recordName)")
+            shapes[id.recordName] = shape(del.error(id.recordName), id.recordName)
+        }
+        #expect(try w.db.fetchZoneChanges(w.zone, since: before).changes.isEmpty)
+        #expect(try w.db.fetchRecord(Record.ID(recordName: "secret", zoneID: RecordZone.ID(zoneName: "Private"))).recordType == "Secret")
+        #expect(Set(shapes.values).count == 1)
+    }
+
+    @Test(
+        "deleting a nonexistent record answers a participant exactly as deleting a record outside their view",
+        .disabled("bug: WriteContext.deleteRecord returns success for a missing record before any access check, so a participant tells 'absent' from 'outside my view'"))
+    func deleteNonexistentSameAsOutside() throws {
+        let (w, _) = try world(.readWrite)
+        let b = w.view("_b")
+        let outside = try b.modifyRecords(deleting: [w.sid("other")])
+        let ghost = try b.modifyRecords(deleting: [w.sid("ghost")])
+        #expect(shape(ghost.error("ghost"), "ghost") == shape(outside.error("other"), "other"))
+        #expect(ghost.error("ghost")?.code == .permissionFailure)
+    }
+
+    @Test(
+        "writing to a nonexistent zone answers a participant exactly as writing to an unshared zone",
+        .disabled("bug: SharedDatabaseView.modifyRecords → WriteContext.requireZone answers zoneNotFound for a missing zone but permissionFailure for an existing unshared one, revealing which zones exist"))
+    func nonexistentZoneSameAsUnsharedZone() throws {
+        let (w, _) = try world(.readWrite)
+        let b = w.view("_b")
+        let existing = try b.modifyRecords(
+            saving: [Record(recordType: "N", recordID: Record.ID(recordName: "x", zoneID: RecordZone.ID(zoneName: "Private", ownerName: "_owner")))])
+        let missing = try b.modifyRecords(
+            saving: [Record(recordType: "N", recordID: Record.ID(recordName: "x", zoneID: RecordZone.ID(zoneName: "Nowhere", ownerName: "_owner")))])
+        #expect(existing.error("x")?.code == missing.error("x")?.code)
+        #expect(shape(existing.error("x"), "Private") == shape(missing.error("x"), "Nowhere"))
+    }
+
+    @Test(
+        "saving a record outside the view with the wrong type reveals nothing (permissionFailure, same message)",
+        .disabled("bug: WriteContext.save checks recordTypeImmutable before the access policy (willSave), so a participant learns an out-of-view record exists and its type"))
+    func wrongTypeOutsideView() throws {
+        let (w, _) = try world(.readWrite)
+        let b = w.view("_b")
+        let ghost = try b.modifyRecords(saving: [w.sharedRecord("Note", "ghost", parent: "other")], savePolicy: .allKeys)
+        let outside = try b.modifyRecords(saving: [w.sharedRecord("Note", "other")], savePolicy: .allKeys)
+        #expect(shape(outside.error("other"), "other") == shape(ghost.error("ghost"), "ghost"))
+    }
+
+    @Test(
+        "saving over a record outside the view with the default save policy reveals nothing (no serverRecord)",
+        .disabled("bug: WriteContext.save returns serverRecordChanged carrying the out-of-view record (serverRecord) before the access policy runs"))
+    func conflictOutsideViewLeaksNothing() throws {
+        let (w, _) = try world(.readWrite)
+        let b = w.view("_b")
+        let ghost = try b.modifyRecords(saving: [w.sharedRecord("Note", "ghost", parent: "other")])
+        let outside = try b.modifyRecords(saving: [w.sharedRecord("Note", "other-note", parent: "other")])
+        let e = outside.error("other-note")
+        #expect(e?.serverRecord == nil)
+        #expect(e?.code == .permissionFailure)
+        #expect(shape(e, "other-note") == shape(ghost.error("ghost"), "ghost"))
+    }
+}
