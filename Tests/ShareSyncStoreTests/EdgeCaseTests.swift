@@ -8,7 +8,6 @@ import ShareSyncCore
 struct EdgeCaseTests {
     @Test(
         "a zone created after a token is fetched from that token with all its records",
-        .disabled("bug: fetchZoneChanges (PrivateDatabase+Changes.swift, uncommitted createdSeq check) refuses any token older than the zone's creation with changeTokenExpired 'deleted and created again', even for a zone that was never deleted; compare with the zone's last deletion instead"),
         arguments: Storage.allCases)
     func zoneCreatedAfterToken(storage: Storage) throws {
         try withDatabase(storage) { db in
