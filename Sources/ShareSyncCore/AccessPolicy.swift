@@ -17,6 +17,14 @@ public enum AccessPolicy {
         })
     }
 
+    /// The answer to a participant who reaches outside their view: the same whether or not the record
+    /// (or its zone) exists, so it reveals nothing.
+    public static func outsideView(_ recordID: Record.ID) -> ShareSyncError {
+        ShareSyncError(
+            .permissionFailure, "record \(recordID.recordName) is not in a share you can write", recordID: recordID,
+            rule: "outsideView")
+    }
+
     /// What a write by a participant does to a record.
     public enum RecordWrite: Sendable {
         /// Creating a record that will belong to `share` (nil: to no share).
@@ -34,11 +42,7 @@ public enum AccessPolicy {
     /// with ``ShareSyncError/Code/permissionFailure``, so the answer reveals nothing.
     public static func checkRecordWrite(_ write: RecordWrite, by user: String, recordID: Record.ID) throws(ShareSyncError) {
         func writable(_ share: Share?) throws(ShareSyncError) -> Participant {
-            guard let share, let p = acceptedParticipant(user, in: share) else {
-                throw ShareSyncError(
-                    .permissionFailure, "record \(recordID.recordName) is not in a share you can write",
-                    recordID: recordID, rule: "outsideView")
-            }
+            guard let share, let p = acceptedParticipant(user, in: share) else { throw outsideView(recordID) }
             guard p.permission == .readWrite else {
                 throw ShareSyncError(
                     .permissionFailure, "you have read-only permission in this share", recordID: recordID,
@@ -74,11 +78,7 @@ public enum AccessPolicy {
     /// Decides a participant's save of a share record: only administrators may change a share, and
     /// even they cannot change the owner, the public permission or access-request setting.
     public static func checkShareEdit(old: Share, new: Share, by user: String) throws(ShareSyncError) {
-        guard let p = acceptedParticipant(user, in: old) else {
-            throw ShareSyncError(
-                .permissionFailure, "share \(old.recordID.recordName) is not visible to you", recordID: old.recordID,
-                rule: "outsideView")
-        }
+        guard let p = acceptedParticipant(user, in: old) else { throw outsideView(old.recordID) }
         guard p.role == .administrator else {
             throw ShareSyncError(
                 .permissionFailure, "only the owner or an administrator can change a share", recordID: old.recordID,

@@ -152,10 +152,39 @@ extension PrivateDatabase {
 }
 
 extension WriteContext {
+    /// The zone must exist; a participant asking about a zone that does not exist gets the answer
+    /// for a record outside their view.
+    func requireVisibleZone(_ id: Record.ID) throws {
+        if !isOwner {
+            try database.checkOwner(id.zoneID)
+            guard try zoneExists(id.zoneID.zoneName) else { throw AccessPolicy.outsideView(id) }
+        }
+        try requireZone(id.zoneID)
+    }
+
+    /// For a participant, an existing record must be in a share they accepted before anything else
+    /// about it (its change tag, its type) is looked at, so nothing leaks from outside the view.
+    func requireVisibleRecord(_ id: Record.ID) throws {
+        guard !isOwner else { return }
+        let zone = id.zoneID.zoneName
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM record WHERE zone = ? AND name = ?", arguments: [zone, id.recordName]) ?? false
+        else { return }
+        guard let shareName = try storedShareName(zone: zone, name: id.recordName),
+            let share = try share(zone: zone, name: shareName), AccessPolicy.acceptedParticipant(actor, in: share) != nil
+        else { throw AccessPolicy.outsideView(id) }
+    }
+
+    /// Whether a record was ever in the writer's view (their feed has a row for it).
+    func hasSeen(zone: String, name: String) throws -> Bool {
+        try Bool.fetchOne(
+            db, sql: "SELECT 1 FROM viewLog WHERE viewer = ? AND zone = ? AND name = ?", arguments: [actor, zone, name]) ?? false
+    }
+
     /// Saves one record under a save policy.
     mutating func save(_ record: Record, policy: SavePolicy) throws -> Record {
         let id = record.recordID
-        try requireZone(id.zoneID)
+        try requireVisibleZone(id)
+        try requireVisibleRecord(id)
         if record.recordType == Record.shareRecordType { return try saveShare(record, policy: policy) }
         _ = try record.validate(limits: database.limits)
         let zone = id.zoneID.zoneName
@@ -212,9 +241,14 @@ extension WriteContext {
 
     /// Deletes one record (and what cascades from it).
     mutating func deleteRecord(_ id: Record.ID) throws {
-        try requireZone(id.zoneID)
+        try requireVisibleZone(id)
         let zone = id.zoneID.zoneName
-        guard let existing = try loadRecord(zone: zone, name: id.recordName) else { return }
+        guard let existing = try loadRecord(zone: zone, name: id.recordName) else {
+            // Gone already: fine for the owner, and for a participant who saw it; anyone else learns nothing.
+            if !isOwner, try !hasSeen(zone: zone, name: id.recordName) { throw AccessPolicy.outsideView(id) }
+            return
+        }
+        try requireVisibleRecord(id)
         if existing.recordType == Record.shareRecordType {
             // Deleting a share record stops sharing (the owner) or leaves the share (a participant).
             return try deleteShare(zone: zone, name: id.recordName)

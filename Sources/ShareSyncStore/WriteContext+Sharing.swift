@@ -317,10 +317,7 @@ extension WriteContext {
             try removeShare(zone: zone, name: name)
             return
         }
-        guard let me = AccessPolicy.acceptedParticipant(actor, in: share) else {
-            throw ShareSyncError(
-                .permissionFailure, "share \(name) is not visible to you", recordID: share.recordID, rule: "outsideView")
-        }
+        guard let me = AccessPolicy.acceptedParticipant(actor, in: share) else { throw AccessPolicy.outsideView(share.recordID) }
         share.updateState { state in
             if let i = state.participants.firstIndex(where: { $0.participantID == me.participantID }) {
                 if state.participants[i].role == .publicUser {
