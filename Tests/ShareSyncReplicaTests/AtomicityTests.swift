@@ -86,4 +86,28 @@ struct AtomicityTests {
             #expect(try replica.allZones().isEmpty)
         }
     }
+
+    @Test("readers running alongside never see half of a page", arguments: Storage.allCases)
+    func readersSeeWholePages(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            let pageSize = 40
+            let pages = try (0..<25).map { p in
+                page(saving: try (0..<pageSize).map { try fetchedRecord("r\(p)-\($0)") }, token: token(Int64(p + 1)))
+            }
+            let counts = Box<[Int]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { worker in
+                if worker == 0 {
+                    for changes in pages { try? replica.apply(changes, owner: alice.ownerName) }
+                } else {
+                    for _ in 0..<200 {
+                        let count = (try? replica.recordCount(owner: alice.ownerName, zoneName: "Topics")) ?? -1
+                        counts.withLock { $0.append(count) }
+                    }
+                }
+            }
+            #expect(counts.withLock { $0 }.allSatisfy { $0 >= 0 && $0 % pageSize == 0 })
+            #expect(try replica.recordCount(owner: alice.ownerName, zoneName: "Topics") == pageSize * pages.count)
+            #expect(try replica.zoneChangeToken(owner: alice.ownerName, zoneName: "Topics") == token(25))
+        }
+    }
 }

@@ -1,16 +1,8 @@
 import Foundation
-import Synchronization
 import Testing
 
 import ShareSyncCore
 @testable import ShareSyncStore
-
-/// A value shared with observer callbacks.
-final class Box<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<T: Sendable>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
-}
 
 @Suite("Change observers")
 struct ObserverTests {

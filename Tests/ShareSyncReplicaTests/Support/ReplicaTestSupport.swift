@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 import ShareSyncCore
@@ -113,4 +114,11 @@ func expectRejected(
     }
     #expect(try ReplicaSnapshot(replica) == before, "a rejected write changed the replica", sourceLocation: sourceLocation)
     return caught
+}
+
+/// A value shared with callbacks and other threads.
+final class Box<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<T: Sendable>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
 }
