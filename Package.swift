@@ -77,6 +77,7 @@ let package = Package(
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
         .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),
+        .testTarget(name: "ShareSyncReplicaTests", dependencies: ["ShareSyncStore"]),
         .testTarget(
             name: "ShareSyncWireTests",
             dependencies: [

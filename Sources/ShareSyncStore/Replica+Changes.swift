@@ -1,0 +1,129 @@
+import GRDB
+import ShareSyncCore
+
+// Applying what an owner's node sends: pages of fetchZoneChanges and fetchDatabaseChanges, and pushes.
+// Each call is one transaction that stores the changes together with the token after them: after a
+// crash the replica holds either the page and its token, or neither, and the next fetch resumes from
+// the token it holds. Applying a page twice is harmless (saves are upserts, deletions idempotent).
+
+extension SharedDatabaseReplica {
+    /// Applies one page of a zone's changes (a `fetchZoneChanges` result): saves the changed records,
+    /// deletes the deleted ones and stores the page's change token, in one transaction.
+    ///
+    /// The zone ID of the page and of every record in it must carry `owner` as its owner name
+    /// (``ShareSyncError/Code/invalidArguments`` otherwise, and nothing is changed). The owner must have
+    /// been added with ``setOwner(_:)``.
+    public func apply(_ changes: ZoneChanges, owner: String) throws(ShareSyncError) {
+        try write { db in
+            try requireOwner(db, owner)
+            try applyZoneChanges(db, changes, owner: owner)
+        }
+    }
+
+    /// Applies one page of database changes (a `fetchDatabaseChanges` result) in one transaction:
+    /// deleted zones (deleted by the owner, or no longer shared with you) are purged with their
+    /// records and token, changed zones become known (with no token until they are fetched), and the
+    /// page's token is stored as the owner's ``databaseChangeToken(owner:)``.
+    public func apply(databaseChanges: DatabaseChanges, owner: String) throws(ShareSyncError) {
+        try write { db in
+            try requireOwner(db, owner)
+            try applyDatabaseChanges(db, databaseChanges, owner: owner)
+        }
+    }
+
+    /// Applies a push from the owner's subscription in one transaction: the database changes, every
+    /// zone's changes (each storing its zone token) and finally `token` as the owner's database change
+    /// token. If anything is invalid nothing is changed.
+    public func apply(
+        databaseChanges: DatabaseChanges, zoneChanges: [ZoneChanges], token: ServerChangeToken, owner: String
+    ) throws(ShareSyncError) {
+        try write { db in
+            try requireOwner(db, owner)
+            try applyDatabaseChanges(db, databaseChanges, owner: owner)
+            for changes in zoneChanges { try applyZoneChanges(db, changes, owner: owner) }
+            try db.execute(
+                sql: "UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", arguments: [token.stringValue, owner])
+        }
+    }
+
+    /// Removes a zone and all its records and token, as when the owner revokes the share or the zone
+    /// stops being shared with you. Pending writes to the zone stay in the outbox (the owner's node
+    /// will refuse them). Purging a zone that is not there does nothing.
+    public func purgeZone(owner: String, zoneName: String) throws(ShareSyncError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
+            try db.execute(sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
+        }
+    }
+
+    // MARK: Inside a transaction
+
+    func applyZoneChanges(_ db: Database, _ changes: ZoneChanges, owner: String) throws {
+        let zoneID = changes.zoneID
+        try checkOwner(zoneID, owner)
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", arguments: [owner, zoneID.zoneName])
+        try applyRecordChanges(db, changes, table: "replicaRecord", owner: owner)
+        try db.execute(
+            sql: "UPDATE replicaZone SET token = ? WHERE owner = ? AND zone = ?",
+            arguments: [changes.changeToken.stringValue, owner, zoneID.zoneName])
+    }
+
+    /// Saves and deletes the records of a page in `table` (the live records or the staging area),
+    /// checking each one as it goes: a bad item throws, and the caller's transaction rolls back.
+    func applyRecordChanges(_ db: Database, _ changes: ZoneChanges, table: String, owner: String) throws {
+        let zoneID = changes.zoneID
+        for change in changes.changes {
+            switch change {
+            case .changed(let record):
+                try checkZone(record.recordID, zoneID)
+                let json = try record.jsonData()
+                try db.execute(
+                    sql: """
+                        INSERT INTO \(table) (owner, zone, name, type, json) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (owner, zone, name) DO UPDATE SET type = excluded.type, json = excluded.json
+                        """,
+                    arguments: [owner, zoneID.zoneName, record.recordID.recordName, record.recordType, json])
+            case .deleted(let deleted):
+                try checkZone(deleted.recordID, zoneID)
+                try db.execute(
+                    sql: "DELETE FROM \(table) WHERE owner = ? AND zone = ? AND name = ?",
+                    arguments: [owner, zoneID.zoneName, deleted.recordID.recordName])
+            }
+        }
+    }
+
+    func applyDatabaseChanges(_ db: Database, _ changes: DatabaseChanges, owner: String) throws {
+        // Deletions first: a zone deleted and created again is purged, then known afresh with no token.
+        for zoneID in changes.deletedZoneIDs {
+            try checkOwner(zoneID, owner)
+            try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneID.zoneName])
+            try db.execute(
+                sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneID.zoneName])
+        }
+        for zoneID in changes.changedZoneIDs {
+            try checkOwner(zoneID, owner)
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", arguments: [owner, zoneID.zoneName])
+        }
+        try db.execute(
+            sql: "UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?",
+            arguments: [changes.changeToken.stringValue, owner])
+    }
+
+    func checkOwner(_ zoneID: RecordZone.ID, _ owner: String) throws(ShareSyncError) {
+        guard zoneID.ownerName == owner else {
+            throw ShareSyncError(
+                .invalidArguments, "zone \(zoneID.zoneName) belongs to owner \(zoneID.ownerName), not to \(owner)",
+                zoneID: zoneID, rule: "replicaOwnerMismatch")
+        }
+    }
+
+    func checkZone(_ recordID: Record.ID, _ zoneID: RecordZone.ID) throws(ShareSyncError) {
+        guard recordID.zoneID == zoneID else {
+            throw ShareSyncError(
+                .invalidArguments, "record \(recordID.recordName) is in zone \(recordID.zoneID), not in \(zoneID)",
+                recordID: recordID, rule: "replicaZoneMismatch")
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import GRDB
+
+/// The schema of a participant's replica of its shared database, built by named migrations that are
+/// only ever appended. It is separate from the private database's schema (``Schema``): a node keeps
+/// the two in separate files.
+///
+/// Everything is keyed by the owner's user record name first, so shares from several owners (who may
+/// well use the same zone names) never mix.
+enum ReplicaSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("replica-v1") { db in
+            try db.execute(
+                sql: """
+                    -- one row per owner whose shares this node replicates: where to reconnect, and the
+                    -- owner's shared-database change token (NULL until the first fetch)
+                    CREATE TABLE replicaOwner (
+                        owner TEXT PRIMARY KEY NOT NULL, host TEXT NOT NULL, port INTEGER NOT NULL,
+                        fingerprint TEXT NOT NULL, databaseToken TEXT);
+                    -- one row per zone known to be shared with us; token is NULL until its first fetch
+                    CREATE TABLE replicaZone (
+                        owner TEXT NOT NULL REFERENCES replicaOwner(owner) ON DELETE CASCADE,
+                        zone TEXT NOT NULL, token TEXT,
+                        PRIMARY KEY (owner, zone));
+                    -- one row per replicated record; json is the record's full JSON form
+                    CREATE TABLE replicaRecord (
+                        owner TEXT NOT NULL, zone TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL,
+                        json BLOB NOT NULL,
+                        PRIMARY KEY (owner, zone, name),
+                        FOREIGN KEY (owner, zone) REFERENCES replicaZone(owner, zone) ON DELETE CASCADE);
+                    -- a zone being refetched from no token (after changeTokenExpired), swapped in at commit
+                    -- (complete: the last page staged had no moreComing)
+                    CREATE TABLE replicaStagedZone (
+                        owner TEXT NOT NULL REFERENCES replicaOwner(owner) ON DELETE CASCADE,
+                        zone TEXT NOT NULL, token TEXT, complete INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (owner, zone));
+                    CREATE TABLE replicaStagedRecord (
+                        owner TEXT NOT NULL, zone TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL,
+                        json BLOB NOT NULL,
+                        PRIMARY KEY (owner, zone, name),
+                        FOREIGN KEY (owner, zone) REFERENCES replicaStagedZone(owner, zone) ON DELETE CASCADE);
+                    -- writes made locally and not yet accepted by the owner, sent in id order
+                    CREATE TABLE replicaOutbox (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        owner TEXT NOT NULL REFERENCES replicaOwner(owner) ON DELETE CASCADE,
+                        json BLOB NOT NULL);
+                    CREATE INDEX replicaOutbox_owner ON replicaOutbox(owner, id);
+                    """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import ShareSyncCore
+
+/// An owner whose shares a participant replicates, and where to reach the owner's node again.
+///
+/// The owner is named by the user record name (`_` followed by the fingerprint of the owner's key);
+/// zone IDs of the owner's shared zones carry it as their ``RecordZone/ID/ownerName``.
+public struct OwnerInfo: Sendable, Hashable, Codable {
+    /// The owner's user record name, such as `_ab12…`.
+    public var ownerName: String
+    /// The owner node's host name or address.
+    public var host: String
+    /// The owner node's TCP port.
+    public var port: Int
+    /// The fingerprint of the owner's public key; a reconnect checks that the node proves this key.
+    public var fingerprint: String
+
+    /// Creates an owner entry.
+    public init(ownerName: String, host: String, port: Int, fingerprint: String) {
+        self.ownerName = ownerName
+        self.host = host
+        self.port = port
+        self.fingerprint = fingerprint
+    }
+}
+
+/// A write made on the participant and kept until the owner's node accepts it: the parameters of one
+/// `modifyRecords` request, like a `CKModifyRecordsOperation` waiting to run.
+///
+/// Operations of an owner are sent in the order they were enqueued (see
+/// ``SharedDatabaseReplica/pendingOperations(owner:)``).
+public struct OutboxOperation: Sendable, Hashable, Codable {
+    /// The operation's position in the outbox, assigned by ``SharedDatabaseReplica/enqueue(owner:operation:)``.
+    public var id: Int64
+    /// The zone the records live in, in the owner's database.
+    public var zoneName: String
+    /// The records to save, with their ``Record/changedKeys`` (kept for ``SavePolicy/changedKeys``).
+    public var saving: [ShareSyncCore.Record]
+    /// The names of the records to delete.
+    public var deleting: [String]
+    /// How the saves treat the records on the owner's node.
+    public var savePolicy: SavePolicy
+    /// Whether the whole operation fails if any item fails.
+    public var atomically: Bool
+
+    /// Creates an operation to enqueue; its ``id`` is assigned when it is enqueued.
+    public init(
+        zoneName: String, saving: [ShareSyncCore.Record] = [], deleting: [String] = [],
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+    ) {
+        self.id = 0
+        self.zoneName = zoneName
+        self.saving = saving
+        self.deleting = deleting
+        self.savePolicy = savePolicy
+        self.atomically = atomically
+    }
+}

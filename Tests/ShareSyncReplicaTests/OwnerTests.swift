@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+
+import ShareSyncCore
+@testable import ShareSyncStore
+
+@Suite("Owners")
+struct OwnerTests {
+    @Test("owners are listed with their addresses; setOwner updates an address and keeps the data", arguments: Storage.allCases)
+    func setAndList(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            #expect(try replica.owners() == [alice, bob])
+            try replica.apply(page(saving: [try fetchedRecord("milk")], token: token(1)), owner: alice.ownerName)
+            try replica.apply(databaseChanges: DatabaseChanges(changedZoneIDs: [zone()], deletedZoneIDs: [], changeToken: token(2), moreComing: false), owner: alice.ownerName)
+
+            var moved = alice
+            moved.host = "alice.new.example"
+            moved.port = 9000
+            try replica.setOwner(moved)
+            #expect(try replica.owner(named: alice.ownerName) == moved)
+            #expect(try replica.owners().count == 2)
+            #expect(try replica.recordCount(owner: alice.ownerName, zoneName: "Topics") == 1)
+            #expect(try replica.databaseChangeToken(owner: alice.ownerName) == token(2))
+        }
+    }
+
+    @Test("removeOwner forgets the owner's zones, records and tokens, and no one else's", arguments: Storage.allCases)
+    func remove(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            try replica.apply(page(saving: [try fetchedRecord("milk")], token: token(1)), owner: alice.ownerName)
+            try replica.apply(page(zone(of: bob), saving: [try fetchedRecord("milk", in: zone(of: bob))], token: token(1)), owner: bob.ownerName)
+            try replica.removeOwner(alice.ownerName)
+            #expect(try replica.owners() == [bob])
+            #expect(try replica.allZones() == [zone(of: bob)])
+            #expect(try replica.fetchRecord(Record.ID(recordName: "milk", zoneID: zone(of: alice))) == nil)
+            #expect(try replica.zoneChangeToken(owner: alice.ownerName, zoneName: "Topics") == nil)
+            #expect(try replica.recordCount(owner: bob.ownerName, zoneName: "Topics") == 1)
+
+            // Added again, it starts from scratch.
+            try replica.setOwner(alice)
+            #expect(try replica.databaseChangeToken(owner: alice.ownerName) == nil)
+            #expect(try replica.fetchAllZones(owner: alice.ownerName).isEmpty)
+        }
+    }
+}
