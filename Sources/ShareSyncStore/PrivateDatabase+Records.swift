@@ -223,11 +223,6 @@ extension WriteContext {
                     recordID: id, rule: "recordTypeImmutable")
             }
         }
-        if let parent = toStore.parent?.recordID.recordName, try wouldCycle(zone: zone, name: id.recordName, parent: parent) {
-            throw ShareSyncError(
-                .invalidArguments, "making \(parent) the parent of \(id.recordName) would close a cycle", recordID: id,
-                rule: "parentCycle")
-        }
         let stored = Record(
             recordType: record.recordType, recordID: Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: zone)),
             fields: toStore.fields, parent: toStore.parent.map { Record.Reference(recordID: Record.ID(recordName: $0.recordID.recordName, zoneID: RecordZone.ID(zoneName: zone))) },
@@ -235,6 +230,14 @@ extension WriteContext {
             creatorUserRecordID: existing?.creatorUserRecordID ?? Record.ID(recordName: actor),
             lastModifiedUserRecordID: Record.ID(recordName: actor), recordChangeTag: nil)
         _ = try stored.validate(limits: database.limits)
+        // For a participant the access policy comes first: no later check may tell them anything
+        // about records outside their view.
+        try authorizeSave(stored, existing: existing)
+        if let parent = stored.parent?.recordID.recordName, try wouldCycle(zone: zone, name: id.recordName, parent: parent) {
+            throw ShareSyncError(
+                .invalidArguments, "making \(parent) the parent of \(id.recordName) would close a cycle", recordID: id,
+                rule: "parentCycle")
+        }
         try willSave(stored, existing: existing)
         return try store(stored)
     }

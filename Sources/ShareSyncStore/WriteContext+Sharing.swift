@@ -56,7 +56,30 @@ extension WriteContext {
 
     // MARK: Hooks of the record write path
 
-    /// Checks a record save against the sharing rules and (for a participant) the access policy.
+    /// For a participant, checks a record save against the access policy. It runs before any other
+    /// rule, so that no answer says anything about records outside their view.
+    func authorizeSave(_ record: Record, existing: Record?) throws {
+        guard !isOwner else { return }
+        let zone = record.recordID.zoneID.zoneName
+        let name = record.recordID.recordName
+        let newParent = record.parent?.recordID.recordName
+        let parentChanged = existing == nil || existing?.parent?.recordID.recordName != newParent
+        let rootOf = try shareRooted(zone: zone, at: name)
+        let newShare: String? = try rootOf ?? membership(zone: zone, parent: newParent)
+        let write: AccessPolicy.RecordWrite
+        if existing != nil {
+            let oldShare = try storedShareName(zone: zone, name: name)
+            write = .modify(
+                in: try oldShare.flatMap { try share(zone: zone, name: $0) },
+                newShare: try newShare.flatMap { try share(zone: zone, name: $0) }, isRoot: rootOf != nil,
+                parentChanged: parentChanged)
+        } else {
+            write = .create(into: try newShare.flatMap { try share(zone: zone, name: $0) })
+        }
+        try AccessPolicy.checkRecordWrite(write, by: actor, recordID: record.recordID)
+    }
+
+    /// Checks a record save against the sharing rules (one share per record).
     mutating func willSave(_ record: Record, existing: Record?) throws {
         let zone = record.recordID.zoneID.zoneName
         let name = record.recordID.recordName
@@ -64,7 +87,6 @@ extension WriteContext {
         let parentChanged = existing == nil || existing?.parent?.recordID.recordName != newParent
         let isRoot = try shareRooted(zone: zone, at: name) != nil
         guard try zoneHasShares(zone) else {
-            if !isOwner { try AccessPolicy.checkRecordWrite(.create(into: nil), by: actor, recordID: record.recordID) }
             membershipDirty[zone, default: []].insert(name)
             return
         }
@@ -84,20 +106,7 @@ extension WriteContext {
                 .alreadyShared, "record \(name) is the root of a share; it cannot move into share \(enclosing)",
                 recordID: record.recordID, rule: "oneSharePerRecord")
         }
-        if !isOwner {
-            let write: AccessPolicy.RecordWrite
-            if let existing {
-                _ = existing
-                let oldShare = try storedShareName(zone: zone, name: name)
-                write = .modify(
-                    in: try oldShare.flatMap { try share(zone: zone, name: $0) },
-                    newShare: try newShare.flatMap { try share(zone: zone, name: $0) }, isRoot: isRoot,
-                    parentChanged: parentChanged)
-            } else {
-                write = .create(into: try newShare.flatMap { try share(zone: zone, name: $0) })
-            }
-            try AccessPolicy.checkRecordWrite(write, by: actor, recordID: record.recordID)
-        }
+
         if parentChanged { membershipDirty[zone, default: []].insert(name) }
     }
 
