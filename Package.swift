@@ -87,7 +87,10 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "ShareSyncNodeTests", dependencies: ["ShareSyncNode", "ShareSyncTestSupport"]),
+        .testTarget(
+            name: "ShareSyncNodeTests",
+            dependencies: ["ShareSyncNode", "ShareSyncTestSupport", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,164 @@
+import Foundation
+import NIOCore
+import ShareSyncCore
+import ShareSyncWire
+
+/// The client side of one connection after the handshake: authenticates, then routes responses to
+/// the requests waiting for them and pushes to the subscription stream.
+final class ClientConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum State {
+        case awaitingSession
+        case awaitingChallenge(clientNonce: String)
+        case awaitingWelcome
+        case ready(WelcomeMessage)
+        case closed
+    }
+
+    private let identity: NodeIdentity
+    private let expectedOwnerFingerprint: String?
+    private let hello: HelloMessage
+    private let authenticated: EventLoopPromise<WelcomeMessage>
+    private var state = State.awaitingSession
+    private var waiting: [Int: EventLoopPromise<ByteBuffer>] = [:]
+    private var pushes: AsyncStream<ChangesPush>.Continuation?
+    private var lastError: ShareSyncError?
+
+    init(
+        identity: NodeIdentity, expectedOwnerFingerprint: String?, displayName: String?,
+        authenticated: EventLoopPromise<WelcomeMessage>
+    ) {
+        self.identity = identity
+        self.expectedOwnerFingerprint = expectedOwnerFingerprint?.lowercased()
+        self.hello = HelloMessage(publicKey: identity.publicKeyBase64, nonce: AuthTranscript.makeNonce(), displayName: displayName)
+        self.authenticated = authenticated
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is NegotiatedSession, case .awaitingSession = state {
+            state = .awaitingChallenge(clientNonce: hello.nonce)
+            send(hello, context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(lastError ?? ShareSyncError(.networkFailure, "the connection to the owner closed"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if lastError == nil {
+            lastError = ShareSyncError(.networkFailure, "the connection to the owner failed: \(error)")
+        }
+        context.fireErrorCaught(error)
+    }
+
+    private func fail(_ error: ShareSyncError) {
+        if case .closed = state { return }
+        state = .closed
+        authenticated.fail(error)
+        let waiting = self.waiting
+        self.waiting = [:]
+        for promise in waiting.values { promise.fail(error) }
+        pushes?.finish()
+        pushes = nil
+    }
+
+    private func send<T: Encodable>(_ message: T, context: ChannelHandlerContext) {
+        guard let payload = try? MessageCoding.encode(message, allocator: context.channel.allocator) else { return }
+        context.writeAndFlush(Self.wrapOutboundOut(payload), promise: nil)
+    }
+
+    private func refuse(_ error: ShareSyncError, context: ChannelHandlerContext) {
+        lastError = error
+        fail(error)
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        let head: MessageHead
+        do {
+            head = try MessageCoding.decode(MessageHead.self, from: frame)
+        } catch {
+            return refuse(ShareSyncError(.networkFailure, "the owner sent a malformed message: \(error.message)"), context: context)
+        }
+        switch state {
+        case .awaitingChallenge(let clientNonce):
+            if let error = head.error { return refuse(error.shareSyncError(), context: context) }
+            guard let challenge = try? MessageCoding.decode(ChallengeMessage.self, from: frame), challenge.op == "challenge" else {
+                return refuse(ShareSyncError(.notAuthenticated, "expected a challenge from the owner", rule: "challengeExpected"), context: context)
+            }
+            let transcript = AuthTranscript.server(clientNonce: clientNonce, serverNonce: challenge.nonce, clientKey: hello.publicKey)
+            guard AuthTranscript.isBase64Of32Bytes(challenge.nonce),
+                AuthTranscript.verify(signature: challenge.signature, publicKey: challenge.publicKey, data: transcript)
+            else {
+                return refuse(ShareSyncError(.notAuthenticated, "the owner's signature does not verify", rule: "badSignature"), context: context)
+            }
+            let fingerprint = Fingerprint.of(publicKeyBase64: challenge.publicKey)
+            if let expected = expectedOwnerFingerprint, fingerprint != expected {
+                return refuse(
+                    ShareSyncError(
+                        .notAuthenticated,
+                        "the owner proved key \(fingerprint ?? "?"), but the share URL names \(expected); not talking to it",
+                        rule: "ownerFingerprintMismatch"),
+                    context: context)
+            }
+            state = .awaitingWelcome
+            let signature = identity.signBase64(
+                AuthTranscript.client(serverNonce: challenge.nonce, clientNonce: clientNonce, serverKey: challenge.publicKey))
+            send(AuthenticateMessage(signature: signature), context: context)
+        case .awaitingWelcome:
+            if let error = head.error { return refuse(error.shareSyncError(), context: context) }
+            guard let welcome = try? MessageCoding.decode(WelcomeMessage.self, from: frame), welcome.op == "welcome" else {
+                return refuse(ShareSyncError(.notAuthenticated, "expected a welcome from the owner", rule: "welcomeExpected"), context: context)
+            }
+            state = .ready(welcome)
+            authenticated.succeed(welcome)
+        case .ready(let welcome):
+            if head.push == "changes" {
+                if let push = try? MessageCoding.decode(ChangesPush.self, from: frame) { pushes?.yield(push) }
+            } else if let id = head.id, let promise = waiting.removeValue(forKey: id) {
+                promise.succeed(frame)
+            } else if let error = head.error {
+                // An error about the connection itself (no request id): remember it for what follows.
+                let failure = error.shareSyncError(ownerName: welcome.ownerName)
+                lastError = failure
+                if failure.code == .changeTokenExpired { pushes?.finish(); pushes = nil }
+            }
+        case .awaitingSession, .closed:
+            break
+        }
+    }
+
+    // MARK: Called by OwnerConnection on the event loop
+
+    func register(id: Int, promise: EventLoopPromise<ByteBuffer>) -> Bool {
+        guard case .ready = state else {
+            promise.fail(lastError ?? ShareSyncError(.networkFailure, "the connection to the owner is closed"))
+            return false
+        }
+        waiting[id] = promise
+        return true
+    }
+
+    func cancel(id: Int) {
+        waiting.removeValue(forKey: id)?.fail(ShareSyncError(.networkFailure, "the request failed to send"))
+    }
+
+    func setPushes(_ continuation: AsyncStream<ChangesPush>.Continuation?) {
+        pushes?.finish()
+        if case .closed = state {
+            continuation?.finish()
+            pushes = nil
+        } else {
+            pushes = continuation
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ClientConnectionHandler: Sendable {}

@@ -1,0 +1,276 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import ShareSyncCore
+import ShareSyncWire
+import Synchronization
+
+/// A participant's connection to an owner node: authenticated both ways, then the owner's shared
+/// database for this identity, with CloudKit-like calls.
+///
+/// ```swift
+/// let owner = try await OwnerConnection.connect(url: shareURL, identity: me)
+/// let metadata = try await owner.acceptShare(url: shareURL)
+/// let changes = try await owner.fetchDatabaseChanges(since: nil)
+/// ```
+///
+/// Every error is a ``ShareSyncError``; when the connection is lost, requests in flight fail with
+/// ``ShareSyncError/Code/networkFailure``.
+public final class OwnerConnection: Sendable {
+    /// A push from the owner: the changes in this identity's view since the subscription's cursor.
+    public struct Push: Sendable {
+        /// The zones changed or deleted.
+        public var databaseChanges: DatabaseChanges
+        /// Each changed zone's changes, complete.
+        public var zoneChanges: [ZoneChanges]
+        /// The token after these changes.
+        public var changeToken: ServerChangeToken
+    }
+
+    /// Who this node is to the owner (`_` + its fingerprint).
+    public let userRecordName: String
+    /// The owner's user record name; zone IDs of results carry it.
+    public let ownerName: String
+
+    private let channel: any Channel
+    private let handler: NIOLoopBound<ClientConnectionHandler>
+    private let nextID = Mutex(0)
+
+    private init(
+        channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, welcome: WelcomeMessage
+    ) {
+        self.channel = channel
+        self.handler = handler
+        self.userRecordName = welcome.userRecordName
+        self.ownerName = welcome.ownerName
+    }
+
+    /// Connects to the owner of a share URL and checks that it proves the key the URL names.
+    public static func connect(
+        url: String, identity: NodeIdentity, displayName: String? = nil,
+        configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10)
+    ) async throws(ShareSyncError) -> OwnerConnection {
+        guard let parsed = ShareURL(string: url) else {
+            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: "shareURLSyntax")
+        }
+        return try await connect(
+            host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: parsed.ownerFingerprint,
+            displayName: displayName, configuration: configuration, timeout: timeout)
+    }
+
+    /// Connects to an owner, runs the handshake and the authentication. With an
+    /// `expectedOwnerFingerprint`, an owner proving another key is ``ShareSyncError/Code/notAuthenticated``.
+    public static func connect(
+        host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String?, displayName: String? = nil,
+        configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10),
+        group: (any EventLoopGroup)? = nil
+    ) async throws(ShareSyncError) -> OwnerConnection {
+        let eventLoop = (group ?? MultiThreadedEventLoopGroup.singleton).next()
+        let authenticated = eventLoop.makePromise(of: WelcomeMessage.self)
+        let installed = eventLoop.makePromise(of: NIOLoopBound<ClientConnectionHandler>.self)
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler = ClientConnectionHandler(
+                        identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName,
+                        authenticated: authenticated)
+                    let pipeline = channel.pipeline.syncOperations
+                    try FrameCodec.addClientHandlers(to: pipeline, configuration: configuration)
+                    try pipeline.addHandlers([handler, FrameErrorHandler()])
+                    installed.succeed(NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(host: host, port: port).get()
+        } catch {
+            authenticated.fail(error)
+            installed.fail(error)
+            throw ShareSyncError(.networkUnavailable, "cannot connect to \(host):\(port): \(error)")
+        }
+        let deadline = eventLoop.scheduleTask(in: timeout) {
+            authenticated.fail(ShareSyncError(.networkFailure, "no authentication within \(timeout)"))
+        }
+        do {
+            let welcome = try await authenticated.futureResult.get()
+            deadline.cancel()
+            let handler = try await installed.futureResult.get()
+            return OwnerConnection(channel: channel, handler: handler, welcome: welcome)
+        } catch {
+            deadline.cancel()
+            installed.fail(error)
+            try? await channel.close()
+            throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "authentication failed: \(error)")
+        }
+    }
+
+    /// Closes the connection; requests in flight fail with ``ShareSyncError/Code/networkFailure``.
+    public func close() async {
+        try? await channel.close()
+    }
+
+    /// Whether the connection is open.
+    public var isActive: Bool { channel.isActive }
+
+    // MARK: Requests
+
+    /// Sends a request and waits for its response.
+    func send<T: Codable & Sendable>(_ body: RequestBody, expecting: T.Type) async throws(ShareSyncError) -> T {
+        let id = nextID.withLock { $0 += 1; return $0 }
+        let payload = try MessageCoding.encode(Request(id: id, body: body), includingChangedKeys: true, allocator: channel.allocator)
+        let eventLoop = channel.eventLoop
+        let promise = eventLoop.makePromise(of: ByteBuffer.self)
+        let handler = self.handler
+        let channel = self.channel
+        eventLoop.execute {
+            guard handler.value.register(id: id, promise: promise) else { return }
+            channel.writeAndFlush(payload).whenFailure { _ in handler.value.cancel(id: id) }
+        }
+        let frame: ByteBuffer
+        do {
+            frame = try await promise.futureResult.get()
+        } catch {
+            throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "\(error)")
+        }
+        return try MessageCoding.decode(Response<T>.self, from: frame).result(ownerName: ownerName)
+    }
+
+    /// What this identity may learn about a share before accepting it.
+    public func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool = false) async throws(ShareSyncError) -> ShareMetadata {
+        try await send(.fetchShareMetadata(url: url, shouldFetchRootRecord: shouldFetchRootRecord), expecting: ShareMetadataResult.self)
+            .metadata()
+    }
+
+    /// Accepts a share; its zone then appears in this identity's shared database.
+    @discardableResult
+    public func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata {
+        try await send(.acceptShare(url: url), expecting: ShareMetadataResult.self).metadata()
+    }
+
+    /// Asks the owner for access to a share that takes access requests.
+    public func requestAccess(url: String) async throws(ShareSyncError) {
+        _ = try await send(.requestAccess(url: url), expecting: EmptyResult.self)
+    }
+
+    /// The zones shared with this identity that changed since a token.
+    public func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int? = nil) async throws(ShareSyncError)
+        -> DatabaseChanges
+    {
+        try await send(.fetchDatabaseChanges(token: token, resultsLimit: resultsLimit), expecting: DatabaseChangesResult.self)
+            .databaseChanges(ownerName: ownerName)
+    }
+
+    /// A shared zone's changes since a token, in commit order.
+    public func fetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
+        async throws(ShareSyncError) -> ZoneChanges
+    {
+        try await send(
+            .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ZoneChangesResult.self
+        ).zoneChanges(ownerName: ownerName)
+    }
+
+    /// Fetches records of a shared zone; a record outside this identity's view is `unknownItem`.
+    public func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)
+        -> [Record.ID: Result<Record, ShareSyncError>]
+    {
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
+        var results: [Record.ID: Result<Record, ShareSyncError>] = [:]
+        for chunk in recordNames.chunked(maximumItemsPerRequest) {
+            let page = try await send(.fetchRecords(zoneName: zoneName, recordNames: Array(chunk)), expecting: FetchRecordsResult.self)
+            for record in page.records { results[record.recordID] = .success(record) }
+            for (name, error) in page.errors {
+                results[Record.ID(recordName: name, zoneID: zoneID)] = .failure(error.shareSyncError(ownerName: ownerName))
+            }
+        }
+        return results
+    }
+
+    /// At most this many records and names go in one `modifyRecords` request.
+    public var maximumItemsPerRequest: Int { Limits().maximumItemsPerRequest }
+
+    /// Saves and deletes records in a shared zone. Records carry the zone ID as fetched (owner name
+    /// ``ownerName``). More than ``maximumItemsPerRequest`` items go as several requests, in order
+    /// (saves first), each atomic on its own when `atomically`; the results are merged.
+    public func modifyRecords(
+        zoneName: String, saving: [Record] = [], deleting: [String] = [],
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
+        enum Item { case save(Record), delete(String) }
+        let items = saving.map(Item.save) + deleting.map(Item.delete)
+        var result = ModifyRecordsResult()
+        for chunk in items.chunked(maximumItemsPerRequest) {
+            var saves: [Record] = []
+            var deletes: [String] = []
+            for item in chunk {
+                switch item {
+                case .save(let r): saves.append(r)
+                case .delete(let name): deletes.append(name)
+                }
+            }
+            let page = try await send(
+                .modifyRecords(zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically),
+                expecting: ModifyRecordsWireResult.self)
+            let saved = Dictionary(page.saved.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
+            for record in saves {
+                let name = record.recordID.recordName
+                if let error = page.errors[name] {
+                    result.saveResults[record.recordID] = .failure(error.shareSyncError(ownerName: ownerName))
+                } else if let savedRecord = saved[name] {
+                    result.saveResults[record.recordID] = .success(savedRecord)
+                }
+            }
+            let deleted = Set(page.deleted)
+            for name in deletes {
+                let id = Record.ID(recordName: name, zoneID: zoneID)
+                if let error = page.errors[name] {
+                    result.deleteResults[id] = .failure(error.shareSyncError(ownerName: ownerName))
+                } else if deleted.contains(name) {
+                    result.deleteResults[id] = .success(())
+                }
+            }
+        }
+        return result
+    }
+
+    /// Leaves a share: this identity's status becomes removed and the share's records leave its view.
+    public func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError) {
+        _ = try await send(.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName), expecting: EmptyResult.self)
+    }
+
+    /// Subscribes to this identity's view: the stream yields a push after every change since `token`
+    /// (or since now, without one). The stream ends when the connection closes or the token expires.
+    public func subscribe(since token: ServerChangeToken? = nil) async throws(ShareSyncError) -> AsyncStream<Push> {
+        let (wireStream, continuation) = AsyncStream<ChangesPush>.makeStream()
+        let handler = self.handler
+        try? await channel.eventLoop.submit { handler.value.setPushes(continuation) }.get()
+        do {
+            _ = try await send(.subscribe(token: token), expecting: SubscribeResult.self)
+        } catch {
+            continuation.finish()
+            throw error
+        }
+        let ownerName = self.ownerName
+        return AsyncStream { out in
+            let task = Task {
+                for await push in wireStream {
+                    guard let zones = try? push.zoneChanges.map({ try $0.zoneChanges(ownerName: ownerName) })
+                    else { continue }
+                    out.yield(Push(
+                        databaseChanges: push.databaseChanges.databaseChanges(ownerName: ownerName), zoneChanges: zones,
+                        changeToken: push.token))
+                }
+                out.finish()
+            }
+            out.onTermination = { _ in task.cancel() }
+        }
+    }
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

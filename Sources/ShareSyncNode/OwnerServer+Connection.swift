@@ -1,0 +1,230 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ShareSyncCore
+import ShareSyncStore
+import ShareSyncWire
+
+/// One server connection after the handshake: authentication, then requests and pushes.
+///
+/// States: waiting for `hello` → waiting for `authenticate` → authenticated. Anything else before
+/// `welcome` is `notAuthenticated` and closes the connection. Requests run on the server's thread
+/// pool; their responses (and pushes) are written when ready, in any order.
+final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum State {
+        case awaitingHello
+        case awaitingAuthenticate(hello: HelloMessage, serverNonce: String)
+        case authenticated(Caller)
+        case closed
+    }
+
+    private let server: ServerContext
+    private var logger: Logger
+    private var state = State.awaitingHello
+    private var inFlight = 0
+    private var admittedName: String?
+    private var subscription: Subscription?
+
+    init(server: ServerContext, connectionID: Int) {
+        self.server = server
+        self.logger = server.logger
+        self.logger[metadataKey: "connection.id"] = "\(connectionID)"
+    }
+
+    /// Sets up a fresh server channel: the transport, this handler, and the error handler that
+    /// tells the peer which rule it broke before closing.
+    static func install(on channel: any Channel, context: ServerContext) throws {
+        let handler = ServerConnectionHandler(server: context, connectionID: context.registry.nextConnectionID())
+        let pipeline = channel.pipeline.syncOperations
+        try FrameCodec.addServerHandlers(to: pipeline, configuration: context.configuration.transport)
+        try pipeline.addHandler(handler)
+        try pipeline.addHandler(FrameErrorHandler { error in
+            try? MessageCoding.encode(ErrorResponse(id: nil, error.shareSyncError))
+        })
+    }
+
+    private var negotiated = false
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is NegotiatedSession { negotiated = true }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Handshake failures stop here: the ``HandshakeHandler`` answers them with its
+    /// `SHARESYNC-ERROR` line and closes, which the error handler would otherwise pre-empt.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !negotiated, error is FrameError { return }
+        context.fireErrorCaught(error)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        server.registry.add(context.channel)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.cleanUp(context: context)
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.cleanUp(context: context)
+    }
+
+    private func cleanUp(context: ChannelHandlerContext) {
+        state = .closed
+        server.registry.remove(context.channel)
+        if let name = admittedName {
+            admittedName = nil
+            server.registry.release(name)
+        }
+        subscription?.cancel()
+        subscription = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        switch state {
+        case .awaitingHello:
+            self.receiveHello(frame, context: context)
+        case .awaitingAuthenticate(let hello, let serverNonce):
+            self.receiveAuthenticate(frame, hello: hello, serverNonce: serverNonce, context: context)
+        case .authenticated(let caller):
+            self.receiveRequest(frame, caller: caller, context: context)
+        case .closed:
+            break
+        }
+    }
+
+    // MARK: Authentication
+
+    private func receiveHello(_ frame: ByteBuffer, context: ChannelHandlerContext) {
+        guard let hello = try? MessageCoding.decode(HelloMessage.self, from: frame), hello.op == "hello" else {
+            return refuse("the first message must be a hello", rule: "helloExpected", context: context)
+        }
+        guard AuthTranscript.isBase64Of32Bytes(hello.publicKey), AuthTranscript.isBase64Of32Bytes(hello.nonce) else {
+            return refuse("the hello's publicKey and nonce must each be 32 bytes in base64", rule: "malformedHello", context: context)
+        }
+        let serverNonce = AuthTranscript.makeNonce()
+        let signature = server.identity.signBase64(
+            AuthTranscript.server(clientNonce: hello.nonce, serverNonce: serverNonce, clientKey: hello.publicKey))
+        state = .awaitingAuthenticate(hello: hello, serverNonce: serverNonce)
+        let challenge = ChallengeMessage(publicKey: server.identity.publicKeyBase64, nonce: serverNonce, signature: signature)
+        self.send(challenge, context: context)
+    }
+
+    private func receiveAuthenticate(_ frame: ByteBuffer, hello: HelloMessage, serverNonce: String, context: ChannelHandlerContext) {
+        guard let message = try? MessageCoding.decode(AuthenticateMessage.self, from: frame), message.op == "authenticate" else {
+            return refuse("expected an authenticate message", rule: "authenticateExpected", context: context)
+        }
+        let transcript = AuthTranscript.client(
+            serverNonce: serverNonce, clientNonce: hello.nonce, serverKey: server.identity.publicKeyBase64)
+        guard AuthTranscript.verify(signature: message.signature, publicKey: hello.publicKey, data: transcript) else {
+            logger.notice("authentication failed: bad signature")
+            return refuse("the signature does not prove the key of the hello on this connection", rule: "badSignature", context: context)
+        }
+        let name = "_" + Fingerprint.of(publicKeyBase64: hello.publicKey)!
+        guard server.registry.admit(name, limit: server.configuration.maximumConnectionsPerIdentity) else {
+            let error = ShareSyncError(
+                .requestRateLimited, "this identity already has \(server.configuration.maximumConnectionsPerIdentity) connections",
+                rule: "maximumConnectionsPerIdentity", retryAfterSeconds: 5)
+            return close(with: error, context: context)
+        }
+        admittedName = name
+        logger[metadataKey: "user"] = "\(name)"
+        logger.debug("authenticated")
+        state = .authenticated(Caller(userRecordName: name, displayName: hello.displayName))
+        self.send(WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName), context: context)
+    }
+
+    private func refuse(_ message: String, rule: String, context: ChannelHandlerContext) {
+        close(with: ShareSyncError(.notAuthenticated, message, rule: rule), context: context)
+    }
+
+    private func close(with error: ShareSyncError, context: ChannelHandlerContext) {
+        state = .closed
+        guard let payload = try? MessageCoding.encode(ErrorResponse(id: nil, error), allocator: context.channel.allocator) else {
+            context.close(promise: nil)
+            return
+        }
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(Self.wrapOutboundOut(payload)).whenComplete { _ in bound.value.close(promise: nil) }
+    }
+
+    private func send<T: Encodable>(_ message: T, context: ChannelHandlerContext) {
+        guard let payload = try? MessageCoding.encode(message, allocator: context.channel.allocator) else { return }
+        context.writeAndFlush(Self.wrapOutboundOut(payload), promise: nil)
+    }
+
+    // MARK: Requests
+
+    private func receiveRequest(_ frame: ByteBuffer, caller: Caller, context: ChannelHandlerContext) {
+        let request: Request
+        do {
+            request = try MessageCoding.decode(Request.self, from: frame)
+        } catch {
+            let id = (try? MessageCoding.decode(MessageHead.self, from: frame))?.id
+            return self.send(ErrorResponse(id: id, error), context: context)
+        }
+        guard inFlight < server.configuration.maximumRequestsInFlight else {
+            let error = ShareSyncError(
+                .requestRateLimited, "more than \(server.configuration.maximumRequestsInFlight) requests in flight",
+                rule: "maximumRequestsInFlight", retryAfterSeconds: 0.1)
+            return self.send(ErrorResponse(id: request.id, error), context: context)
+        }
+        inFlight += 1
+        let executor = RequestExecutor(database: server.database, caller: caller)
+        let channel = context.channel
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let future: EventLoopFuture<ByteBuffer>
+        if case .subscribe(let token) = request.body {
+            future = self.subscribe(id: request.id, token: token, executor: executor, channel: channel, eventLoop: context.eventLoop)
+        } else {
+            future = server.threadPool.runIfActive(eventLoop: context.eventLoop) { executor.execute(request) }
+        }
+        future.whenComplete { result in
+            bound.value.inFlight -= 1
+            switch result {
+            case .success(let payload):
+                channel.writeAndFlush(payload, promise: nil)
+            case .failure(let error):
+                let payload = try? MessageCoding.encode(
+                    ErrorResponse(id: request.id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)")))
+                if let payload { channel.writeAndFlush(payload, promise: nil) }
+            }
+        }
+    }
+
+    private func subscribe(
+        id: Int, token: ServerChangeToken?, executor: RequestExecutor, channel: any Channel, eventLoop: any EventLoop
+    ) -> EventLoopFuture<ByteBuffer> {
+        let existing = subscription
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let server = self.server
+        return server.threadPool.runIfActive(eventLoop: eventLoop) { () -> Result<ServerChangeToken, ShareSyncError> in
+            Result { () throws(ShareSyncError) in try executor.subscriptionStart(token) }
+        }.map { result -> ByteBuffer in
+            switch result {
+            case .failure(let error):
+                return (try? MessageCoding.encode(ErrorResponse(id: id, error))) ?? ByteBuffer()
+            case .success(let start):
+                existing?.cancel()
+                let subscription = Subscription(
+                    executor: executor, cursor: start, channel: channel, threadPool: server.threadPool, logger: server.logger)
+                if case .closed = bound.value.state {
+                    subscription.cancel()
+                } else {
+                    bound.value.subscription = subscription
+                    subscription.begin()
+                }
+                return (try? MessageCoding.encode(Response(id: id, ok: SubscribeResult(token: start)))) ?? ByteBuffer()
+            }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ServerConnectionHandler: Sendable {}

@@ -1,0 +1,130 @@
+import Foundation
+import NIOCore
+import ShareSyncCore
+import ShareSyncStore
+import ShareSyncWire
+
+/// Runs one authenticated caller's requests against the owner's database (on a thread-pool
+/// thread: the database calls block). Every request goes through the caller's shared database view
+/// or the sharing entry points, so the store's access policy decides.
+struct RequestExecutor: Sendable {
+    let database: PrivateDatabase
+    let caller: Caller
+
+    var view: SharedDatabaseView { database.sharedDatabase(for: caller) }
+
+    func zoneID(_ zoneName: String) -> RecordZone.ID { RecordZone.ID(zoneName: zoneName, ownerName: database.ownerName) }
+
+    /// The response frame for a request: `{"id", "ok"}` or `{"id", "error"}`.
+    func execute(_ request: Request) -> ByteBuffer {
+        do {
+            return try run(request)
+        } catch {
+            return (try? MessageCoding.encode(ErrorResponse(id: request.id, error)))
+                ?? ByteBuffer(string: #"{"id":null,"error":{"code":"internalError","message":"cannot encode an error"}}"#)
+        }
+    }
+
+    private func ok<T: Codable & Sendable>(_ id: Int, _ result: T) throws(ShareSyncError) -> ByteBuffer {
+        try MessageCoding.encode(Response(id: id, ok: result))
+    }
+
+    private func run(_ request: Request) throws(ShareSyncError) -> ByteBuffer {
+        let id = request.id
+        switch request.body {
+        case .fetchShareMetadata(let url, let root):
+            let metadata = try database.fetchShareMetadata(url: url, for: caller, shouldFetchRootRecord: root)
+            return try ok(id, ShareMetadataResult(metadata))
+        case .acceptShare(let url):
+            return try ok(id, ShareMetadataResult(try database.acceptShare(url: url, as: caller)))
+        case .requestAccess(let url):
+            try database.requestAccess(url: url, as: caller)
+            return try ok(id, EmptyResult())
+        case .fetchDatabaseChanges(let token, let limit):
+            return try ok(id, DatabaseChangesResult(try view.fetchDatabaseChanges(since: token, resultsLimit: limit)))
+        case .fetchZoneChanges(let zoneName, let token, let limit):
+            return try ok(id, ZoneChangesResult(try view.fetchZoneChanges(zoneID(zoneName), since: token, resultsLimit: limit)))
+        case .fetchRecords(let zoneName, let names):
+            try checkCount(names.count)
+            let ids = names.map { Record.ID(recordName: $0, zoneID: zoneID(zoneName)) }
+            let results = try view.fetchRecords(ids)
+            var records: [Record] = []
+            var errors: [String: WireError] = [:]
+            for recordID in ids {
+                switch results[recordID] {
+                case .success(let record): records.append(record)
+                case .failure(let error): errors[recordID.recordName] = WireError(error)
+                case nil: errors[recordID.recordName] = WireError(ShareSyncError(.unknownItem, "record \(recordID.recordName) does not exist", recordID: recordID))
+                }
+            }
+            return try ok(id, FetchRecordsResult(records: records, errors: errors))
+        case .modifyRecords(let zoneName, let saving, let deleting, let policy, let atomically):
+            try checkCount(saving.count + deleting.count)
+            let zone = zoneID(zoneName)
+            for record in saving where record.recordID.zoneID != zone {
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone) named by the request",
+                    recordID: record.recordID, rule: "zoneMismatch")
+            }
+            let result = try view.modifyRecords(
+                saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: policy,
+                atomically: atomically)
+            return try ok(id, ModifyRecordsWireResult(result))
+        case .leaveShare(let zoneName, let shareRecordName):
+            try view.leaveShare(Record.ID(recordName: shareRecordName, zoneID: zoneID(zoneName)))
+            return try ok(id, EmptyResult())
+        case .subscribe:
+            throw ShareSyncError(.internalError, "subscribe is handled by the connection")
+        }
+    }
+
+    private func checkCount(_ n: Int) throws(ShareSyncError) {
+        let limit = database.limits.maximumItemsPerRequest
+        guard n <= limit else {
+            throw ShareSyncError(
+                .limitExceeded, "\(n) items in one request; at most \(limit) are allowed (split the request)",
+                rule: "maximumItemsPerRequest")
+        }
+    }
+
+    /// The token a subscription starts from: the one given (checked), or the current position.
+    func subscriptionStart(_ token: ServerChangeToken?) throws(ShareSyncError) -> ServerChangeToken {
+        guard let token else { return try database.currentChangeToken() }
+        _ = try view.fetchDatabaseChanges(since: token, resultsLimit: 1)
+        return token
+    }
+
+    /// Everything in the caller's view since `cursor`: the database changes (one page), each changed
+    /// zone's changes complete, and the token after them; nil if nothing changed.
+    func changes(since cursor: ServerChangeToken) throws(ShareSyncError) -> ChangesPush? {
+        let databaseChanges = try view.fetchDatabaseChanges(since: cursor)
+        guard !databaseChanges.changedZoneIDs.isEmpty || !databaseChanges.deletedZoneIDs.isEmpty else {
+            return nil
+        }
+        var zones: [ZoneChangesResult] = []
+        for zone in databaseChanges.changedZoneIDs {
+            var token: ServerChangeToken? = cursor
+            var merged: ZoneChanges?
+            while true {
+                let page: ZoneChanges
+                do {
+                    page = try view.fetchZoneChanges(zone, since: token)
+                } catch let error where error.code == .changeTokenExpired && token != nil {
+                    // The zone entered the view after the cursor: all of it is new.
+                    token = nil
+                    merged = nil
+                    continue
+                }
+                if merged == nil { merged = page } else { merged!.changes += page.changes }
+                merged!.changeToken = page.changeToken
+                merged!.moreComing = false
+                token = page.changeToken
+                if !page.moreComing { break }
+            }
+            if let merged { zones.append(ZoneChangesResult(merged)) }
+        }
+        let result = DatabaseChangesResult(databaseChanges)
+        return ChangesPush(databaseChanges: result, zoneChanges: zones, token: result.token)
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ShareSyncCore
+import ShareSyncStore
+import ShareSyncWire
+import Synchronization
+
+/// The owner node's server: serves its private database to participants over TCP, speaking the
+/// protocol of `protocol.md` (framing, then authentication, requests and pushes).
+///
+/// The server has no sharing rules of its own: each authenticated connection works on
+/// `database.sharedDatabase(for: Caller(userRecordName: "_" + fingerprint))`, and the store's
+/// access policy decides what that caller may see and do.
+///
+/// ```swift
+/// let server = try await OwnerServer.start(database: db, identity: me, configuration: .init(port: 7420))
+/// db.setShareURLBase(ShareURLBase(host: "example.org", port: server.port, ownerFingerprint: me.fingerprint))
+/// ...
+/// try await server.shutdown()
+/// ```
+public final class OwnerServer: Sendable {
+    /// Where to listen and which limits each connection gets.
+    public struct Configuration: Sendable {
+        /// The address to bind. Default `127.0.0.1`.
+        public var host: String
+        /// The port to bind; 0 picks a free one (see ``OwnerServer/port``).
+        public var port: Int
+        /// The transport: versions, encodings and frame limits.
+        public var transport: ServerConfiguration
+        /// How many connections one identity may have open at once. Default 8.
+        public var maximumConnectionsPerIdentity: Int
+        /// How many requests one connection may have in flight; more get `requestRateLimited`. Default 64.
+        public var maximumRequestsInFlight: Int
+        /// Threads that run database requests. Default 4.
+        public var requestThreads: Int
+        /// Event loop threads. Default 1.
+        public var eventLoopThreads: Int
+
+        public init(
+            host: String = "127.0.0.1", port: Int = 0, transport: ServerConfiguration = ServerConfiguration(),
+            maximumConnectionsPerIdentity: Int = 8, maximumRequestsInFlight: Int = 64, requestThreads: Int = 4,
+            eventLoopThreads: Int = 1
+        ) {
+            self.host = host
+            self.port = port
+            self.transport = transport
+            self.maximumConnectionsPerIdentity = maximumConnectionsPerIdentity
+            self.maximumRequestsInFlight = maximumRequestsInFlight
+            self.requestThreads = requestThreads
+            self.eventLoopThreads = eventLoopThreads
+        }
+    }
+
+    /// The database served.
+    public let database: PrivateDatabase
+    /// The owner's identity (proved to every client).
+    public let identity: NodeIdentity
+    /// The configuration the server runs with.
+    public let configuration: Configuration
+    /// The port the server listens on (the actual one when the configuration said 0).
+    public let port: Int
+
+    let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    let threadPool: NIOThreadPool
+    private let listener: any Channel
+    let registry: ConnectionRegistry
+
+    private init(
+        database: PrivateDatabase, identity: NodeIdentity, configuration: Configuration, logger: Logger,
+        group: MultiThreadedEventLoopGroup, threadPool: NIOThreadPool, listener: any Channel, registry: ConnectionRegistry
+    ) {
+        self.database = database
+        self.identity = identity
+        self.configuration = configuration
+        self.logger = logger
+        self.group = group
+        self.threadPool = threadPool
+        self.listener = listener
+        self.registry = registry
+        self.port = listener.localAddress?.port ?? configuration.port
+    }
+
+    /// Binds and starts serving. Fails with ``ShareSyncError/Code/networkUnavailable`` if it cannot bind.
+    public static func start(
+        database: PrivateDatabase, identity: NodeIdentity, configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "sharesync.owner-server")
+    ) async throws(ShareSyncError) -> OwnerServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
+        let threadPool = NIOThreadPool(numberOfThreads: max(1, configuration.requestThreads))
+        threadPool.start()
+        let registry = ConnectionRegistry()
+        let context = ServerContext(
+            database: database, identity: identity, configuration: configuration, logger: logger,
+            threadPool: threadPool, registry: registry)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try ServerConnectionHandler.install(on: channel, context: context)
+                }
+            }
+        do {
+            let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+            let server = OwnerServer(
+                database: database, identity: identity, configuration: configuration, logger: logger, group: group,
+                threadPool: threadPool, listener: listener, registry: registry)
+            logger.info("owner server listening", metadata: ["port": "\(server.port)"])
+            return server
+        } catch {
+            try? await threadPool.shutdownGracefully()
+            try? await group.shutdownGracefully()
+            throw ShareSyncError(
+                .networkUnavailable, "cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+    }
+
+    /// The number of open connections (authenticated or not).
+    public var connectionCount: Int { registry.count }
+
+    /// Stops listening, closes every connection, and stops the threads.
+    public func shutdown() async throws {
+        try? await listener.close()
+        for channel in registry.allChannels() { try? await channel.close() }
+        try await threadPool.shutdownGracefully()
+        try await group.shutdownGracefully()
+    }
+}
+
+/// What every connection handler needs from the server.
+struct ServerContext: Sendable {
+    let database: PrivateDatabase
+    let identity: NodeIdentity
+    let configuration: OwnerServer.Configuration
+    let logger: Logger
+    let threadPool: NIOThreadPool
+    let registry: ConnectionRegistry
+}
+
+/// The open connections, and how many each identity has.
+final class ConnectionRegistry: Sendable {
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var perIdentity: [String: Int] = [:]
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    func add(_ channel: any Channel) {
+        state.withLock { $0.channels[ObjectIdentifier(channel)] = channel }
+    }
+
+    func remove(_ channel: any Channel) {
+        _ = state.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+
+    func nextConnectionID() -> Int { state.withLock { $0.nextID += 1; return $0.nextID } }
+
+    /// Counts a connection for an identity; false if it already has `limit`.
+    func admit(_ userRecordName: String, limit: Int) -> Bool {
+        state.withLock { s in
+            let n = s.perIdentity[userRecordName, default: 0]
+            guard n < limit else { return false }
+            s.perIdentity[userRecordName] = n + 1
+            return true
+        }
+    }
+
+    func release(_ userRecordName: String) {
+        state.withLock { s in
+            let n = s.perIdentity[userRecordName, default: 0] - 1
+            s.perIdentity[userRecordName] = n > 0 ? n : nil
+        }
+    }
+
+    var count: Int { state.withLock { $0.channels.count } }
+
+    func allChannels() -> [any Channel] { state.withLock { Array($0.channels.values) } }
+}

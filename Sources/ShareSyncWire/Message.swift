@@ -1,0 +1,139 @@
+import Foundation
+import NIOCore
+import ShareSyncCore
+
+/// JSON coding of the message layer (`protocol.md`, "Messages"): one JSON object per frame.
+///
+/// Records inside messages use their JSON form (``Record`` is `Codable`; timestamps in milliseconds).
+/// Decoding failures become ``ShareSyncError/Code/invalidArguments`` with rule `malformedRequest`.
+public enum MessageCoding {
+    /// Encodes a message as a frame payload. `includingChangedKeys` adds `changedKeys` to records
+    /// (for save requests).
+    public static func encode<T: Encodable>(
+        _ message: T, includingChangedKeys: Bool = false, allocator: ByteBufferAllocator = ByteBufferAllocator()
+    ) throws(ShareSyncError) -> ByteBuffer {
+        allocator.buffer(bytes: try encodeData(message, includingChangedKeys: includingChangedKeys))
+    }
+
+    /// Encodes a message as JSON bytes.
+    public static func encodeData<T: Encodable>(_ message: T, includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        if includingChangedKeys { encoder.userInfo[Record.encodeChangedKeys] = true }
+        do {
+            return try encoder.encode(message)
+        } catch let error as ShareSyncError {
+            throw error
+        } catch {
+            throw ShareSyncError(.internalError, "message cannot be encoded as JSON: \(error)", rule: "messageJSON")
+        }
+    }
+
+    /// Decodes a frame payload; malformed JSON or a missing or mistyped field is
+    /// ``ShareSyncError/Code/invalidArguments`` with rule `malformedRequest`.
+    public static func decode<T: Decodable>(_ type: T.Type, from buffer: ByteBuffer) throws(ShareSyncError) -> T {
+        try decode(type, from: Data(buffer.readableBytesView))
+    }
+
+    /// Decodes JSON bytes, as ``decode(_:from:)-(_,ByteBuffer)``.
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(ShareSyncError) -> T {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        do {
+            return try decoder.decode(type, from: data)
+        } catch let error as ShareSyncError {
+            throw ShareSyncError(error.code, error.message, rule: "malformedRequest")
+        } catch {
+            throw ShareSyncError(.invalidArguments, "malformed message: \(describe(error))", rule: "malformedRequest")
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        func at(_ path: [any CodingKey]) -> String {
+            path.isEmpty ? "" : " at " + path.map(\.stringValue).joined(separator: ".")
+        }
+        switch error {
+        case DecodingError.dataCorrupted(let ctx): return ctx.debugDescription + at(ctx.codingPath)
+        case DecodingError.keyNotFound(let key, let ctx): return "missing key \(key.stringValue)" + at(ctx.codingPath)
+        case DecodingError.typeMismatch(let type, let ctx): return "expected \(type)" + at(ctx.codingPath)
+        case DecodingError.valueNotFound(let type, let ctx): return "missing \(type) value" + at(ctx.codingPath)
+        default: return "\(error)"
+        }
+    }
+}
+
+// MARK: Authentication
+
+/// Step 1, client → server: the client's key and nonce.
+public struct HelloMessage: Codable, Sendable, Hashable {
+    public var op = "hello"
+    public var publicKey: String
+    public var nonce: String
+    public var displayName: String?
+    public var emailAddress: String?
+    public var phoneNumber: String?
+
+    public init(publicKey: String, nonce: String, displayName: String? = nil, emailAddress: String? = nil, phoneNumber: String? = nil) {
+        self.publicKey = publicKey
+        self.nonce = nonce
+        self.displayName = displayName
+        self.emailAddress = emailAddress
+        self.phoneNumber = phoneNumber
+    }
+}
+
+/// Step 2, server → client: the owner's key, its nonce and its signature of the server transcript.
+public struct ChallengeMessage: Codable, Sendable, Hashable {
+    public var op = "challenge"
+    public var publicKey: String
+    public var nonce: String
+    public var signature: String
+
+    public init(publicKey: String, nonce: String, signature: String) {
+        self.publicKey = publicKey
+        self.nonce = nonce
+        self.signature = signature
+    }
+}
+
+/// Step 3, client → server: the client's signature of the client transcript.
+public struct AuthenticateMessage: Codable, Sendable, Hashable {
+    public var op = "authenticate"
+    public var signature: String
+
+    public init(signature: String) { self.signature = signature }
+}
+
+/// Step 4, server → client: who the client is to this owner, and who the owner is.
+public struct WelcomeMessage: Codable, Sendable, Hashable {
+    public var op = "welcome"
+    public var userRecordName: String
+    public var ownerName: String
+
+    public init(userRecordName: String, ownerName: String) {
+        self.userRecordName = userRecordName
+        self.ownerName = ownerName
+    }
+}
+
+/// The fields every frame may carry, read first to route it: `op` (authentication), `id` and
+/// `error` (responses), `push`.
+public struct MessageHead: Decodable, Sendable {
+    public var op: String?
+    public var id: Int?
+    public var push: String?
+    public var error: WireError?
+    public var hasOk: Bool
+
+    private enum Keys: String, CodingKey { case op, id, push, error, ok }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        op = try? c.decodeIfPresent(String.self, forKey: .op)
+        id = try? c.decodeIfPresent(Int.self, forKey: .id)
+        push = try? c.decodeIfPresent(String.self, forKey: .push)
+        error = try c.decodeIfPresent(WireError.self, forKey: .error)
+        hasOk = c.contains(.ok)
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncStore
+import ShareSyncWire
+import Testing
+
+@Suite("Attacks and misbehaving peers")
+struct AttackTests {
+    @Test("a client that claims one key but signs with another is refused and closed")
+    func wrongKey() async throws {
+        let owner = try await TestOwner.start()
+        let client = try await RawClient.plain(port: owner.server.port)
+        let (answer, _, _) = try await client.authenticate(NodeIdentity.generate(), signingWith: NodeIdentity.generate())
+        #expect(errorCode(answer) == "notAuthenticated")
+        #expect(try await client.closes())
+        await client.close()
+        try await owner.stop()
+    }
+
+    @Test("a signature recorded on one connection is refused on another")
+    func replay() async throws {
+        let owner = try await TestOwner.start()
+        let victim = NodeIdentity.generate()
+        let nonce = AuthTranscript.makeNonce()
+        let first = try await RawClient.plain(port: owner.server.port)
+        let recorded = try await first.authenticate(victim, nonce: nonce)
+        #expect(recorded.answer?["op"] as? String == "welcome")
+        await first.close()
+
+        // The attacker replays the victim's hello (same key, same nonce) and the recorded signature.
+        let attacker = try await RawClient.plain(port: owner.server.port)
+        try await attacker.sendJSON(["op": "hello", "publicKey": victim.publicKeyBase64, "nonce": nonce])
+        let challenge = try #require(try await attacker.json())
+        #expect(challenge["nonce"] as? String != recorded.challenge["nonce"] as? String)
+        try await attacker.sendJSON(["op": "authenticate", "signature": recorded.signature])
+        #expect(errorCode(try await attacker.json()) == "notAuthenticated")
+        #expect(try await attacker.closes())
+        await attacker.close()
+        try await owner.stop()
+    }
+
+    @Test("anything but hello and authenticate before welcome is notAuthenticated")
+    func requestBeforeAuthentication() async throws {
+        let owner = try await TestOwner.start()
+        let client = try await RawClient.plain(port: owner.server.port)
+        try await client.sendJSON(["id": 1, "op": "fetchDatabaseChanges"])
+        let answer = try await client.json()
+        #expect(errorCode(answer) == "notAuthenticated")
+        #expect(try await client.closes())
+        await client.close()
+        try await owner.stop()
+    }
+
+    @Test("a forged URL token is participantMayNeedVerification")
+    func forgedToken() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let parsed = try #require(ShareURL(string: url))
+        let forged = ShareURL(host: parsed.host, port: parsed.port, token: "forged-token", ownerFingerprint: parsed.ownerFingerprint)
+            .absoluteString
+        let connection = try await OwnerConnection.connect(url: forged, identity: b)
+        let error = await expectShareSyncError { _ = try await connection.fetchShareMetadata(url: forged) }
+        #expect(error?.code == .participantMayNeedVerification)
+        let accept = await expectShareSyncError { try await connection.acceptShare(url: forged) }
+        #expect(accept?.code == .participantMayNeedVerification)
+        await connection.close()
+        try await owner.stop()
+    }
+
+    @Test("an uninvited identity cannot see or accept a private share")
+    func uninvited() async throws {
+        let owner = try await TestOwner.start()
+        let (url, _) = try owner.shareTopic(invite: [(NodeIdentity.generate(), .readWrite)])
+        let stranger = try await OwnerConnection.connect(url: url, identity: NodeIdentity.generate())
+        let metadata = await expectShareSyncError { _ = try await stranger.fetchShareMetadata(url: url) }
+        #expect(metadata?.code == .participantMayNeedVerification)
+        let accept = await expectShareSyncError { try await stranger.acceptShare(url: url) }
+        #expect(accept?.code == .participantMayNeedVerification)
+        #expect(try await stranger.fetchDatabaseChanges(since: nil).changedZoneIDs.isEmpty)
+        let read = try await stranger.fetchRecords(zoneName: "Topics", recordNames: ["topic"])
+        #expect(read.values.allSatisfy { if case .failure(let e) = $0 { e.code == .unknownItem } else { false } })
+        await stranger.close()
+        try await owner.stop()
+    }
+
+    @Test("a client refuses an owner whose key does not match the URL's fingerprint")
+    func wrongOwnerFingerprint() async throws {
+        let owner = try await TestOwner.start()
+        let (url, _) = try owner.shareTopic(publicPermission: .readOnly)
+        let parsed = try #require(ShareURL(string: url))
+        let impostorURL = ShareURL(
+            host: parsed.host, port: parsed.port, token: parsed.token, ownerFingerprint: NodeIdentity.generate().fingerprint
+        ).absoluteString
+        let error = await expectShareSyncError { _ = try await OwnerConnection.connect(url: impostorURL, identity: NodeIdentity.generate()) }
+        #expect(error?.code == .notAuthenticated)
+        #expect(error?.rule == "ownerFingerprintMismatch")
+        try await owner.stop()
+    }
+
+    @Test("garbage frames get an error frame and a close; another client keeps working")
+    func garbage() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.transport.limits.maximumLineLength = 4096
+        let owner = try await TestOwner.start(configuration)
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let good = try await OwnerConnection.connect(url: url, identity: b)
+        try await good.acceptShare(url: url)
+
+        // Malformed requests are answered (with the id when there is one) and the connection stays.
+        let sloppy = try await RawClient.plain(port: owner.server.port)
+        #expect(try await sloppy.authenticate(NodeIdentity.generate()).answer?["op"] as? String == "welcome")
+        try await sloppy.send("this is not json")
+        let notJSON = try await sloppy.json()
+        #expect(notJSON?["id"] is NSNull)
+        #expect(errorRule(notJSON) == "malformedRequest")
+        try await sloppy.sendJSON(["id": 5, "op": "noSuchOp"])
+        let unknownOp = try await sloppy.json()
+        #expect(unknownOp?["id"] as? Int == 5)
+        #expect(errorCode(unknownOp) == "invalidArguments")
+        try await sloppy.sendJSON(["id": 6, "op": "fetchDatabaseChanges"])
+        #expect(try await sloppy.json()?["ok"] != nil)
+
+        // A line over the limit is a frame error: an error frame naming the rule, then the close.
+        try await sloppy.send(String(repeating: "x", count: 10_000))
+        let tooLong = try await sloppy.json()
+        #expect(errorRule(tooLong) == "lineTooLong")
+        #expect(errorCode(tooLong) == "limitExceeded")
+        #expect(try await sloppy.closes())
+        await sloppy.close()
+
+        // Bad deflate data: the connection closes.
+        let deflater = try await RawClient.connect(port: owner.server.port)
+        try await deflater.send("SHARESYNC versions=1 encodings=deflate")
+        #expect(try await deflater.line() == "SHARESYNC version=1 encoding=deflate")
+        try await deflater.send("\u{1B}\u{7}garbage")
+        #expect(try await deflater.closes())
+        await deflater.close()
+
+        // A broken handshake gets the SHARESYNC-ERROR line.
+        let rude = try await RawClient.connect(port: owner.server.port)
+        try await rude.send("HELLO THERE")
+        let refusal = try await rude.line()
+        #expect(refusal?.hasPrefix("SHARESYNC-ERROR malformedHandshake") == true, "\(refusal ?? "closed")")
+        #expect(try await rude.closes())
+        await rude.close()
+
+        #expect(try await good.fetchZoneChanges(zoneName: "Topics", since: nil).changedRecords.count == 2)
+        await good.close()
+        try await owner.stop()
+    }
+
+    @Test("too many requests in flight are requestRateLimited; too many connections per identity are refused")
+    func limits() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.maximumRequestsInFlight = 1
+        configuration.maximumConnectionsPerIdentity = 2
+        let owner = try await TestOwner.start(configuration)
+        let identity = NodeIdentity.generate()
+        let client = try await RawClient.plain(port: owner.server.port)
+        try await client.authenticate(identity)
+        let burst = (1...20).map { #"{"id":\#($0),"op":"fetchDatabaseChanges"}"# }.joined(separator: "\n")
+        try await client.send(burst)
+        var codes: [String] = []
+        for _ in 1...20 {
+            let answer = try await client.json()
+            codes.append(errorCode(answer) ?? "ok")
+        }
+        #expect(codes.contains("ok"))
+        #expect(codes.contains("requestRateLimited"))
+
+        let second = try await RawClient.plain(port: owner.server.port)
+        #expect(try await second.authenticate(identity).answer?["op"] as? String == "welcome")
+        let third = try await RawClient.plain(port: owner.server.port)
+        let refused = try await third.authenticate(identity).answer
+        #expect(errorCode(refused) == "requestRateLimited")
+        #expect(try await third.closes())
+        // Closing one makes room again.
+        await second.close()
+        try await Task.sleep(for: .milliseconds(200))
+        let fourth = try await RawClient.plain(port: owner.server.port)
+        #expect(try await fourth.authenticate(identity).answer?["op"] as? String == "welcome")
+        for c in [client, third, fourth] { await c.close() }
+        try await owner.stop()
+    }
+}

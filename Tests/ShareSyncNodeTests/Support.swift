@@ -1,0 +1,218 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncStore
+import ShareSyncWire
+import Synchronization
+import Testing
+
+struct TimeoutError: Error {}
+
+/// Runs `body`, failing after `seconds`.
+func withTimeout<T: Sendable>(_ seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TimeoutError()
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+/// An owner node on 127.0.0.1, port 0, with a zone "Topics" and a "topic" record.
+struct TestOwner {
+    let identity = NodeIdentity.generate()
+    let db: PrivateDatabase
+    let server: OwnerServer
+    let zone = RecordZone.ID(zoneName: "Topics")
+
+    static func start(_ configuration: OwnerServer.Configuration = .init()) async throws -> TestOwner {
+        try await TestOwner(configuration: configuration)
+    }
+
+    private init(configuration: OwnerServer.Configuration) async throws {
+        // Generous: under a loaded test run the test's own task may wait seconds to be scheduled.
+        var configuration = configuration
+        configuration.transport.limits.handshakeTimeout = .seconds(60)
+        db = try PrivateDatabase(inMemoryOwnerName: identity.userRecordName)
+        try db.saveZone(RecordZone(zoneID: zone))
+        var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: zone))
+        topic["title"] = "Groceries"
+        _ = try db.modifyRecords(saving: [topic]).get()
+        server = try await OwnerServer.start(database: db, identity: identity, configuration: configuration)
+        db.setShareURLBase(ShareURLBase(host: "127.0.0.1", port: server.port, ownerFingerprint: identity.fingerprint))
+    }
+
+    func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
+
+    /// Shares the topic with the given identities; returns the share's URL and record name.
+    func shareTopic(
+        invite: [(NodeIdentity, Participant.Permission)] = [], publicPermission: Participant.Permission = .none
+    ) throws -> (url: String, shareName: String) {
+        var share = Share(rootRecord: try db.fetchRecord(id("topic")))
+        for (who, permission) in invite {
+            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: who.userRecordName), permission: permission))
+        }
+        share.publicPermission = publicPermission
+        let saved = try db.modifyRecords(saving: [share.record]).get()
+        let record = saved.first { $0.recordType == Record.shareRecordType }!
+        return (Share(record)!.url!, record.recordID.recordName)
+    }
+
+    /// Saves a note under the topic, as the owner.
+    func saveNote(_ name: String, title: String) throws {
+        var note = Record(recordType: "Note", recordID: id(name))
+        note["title"] = .string(title)
+        note.setParent(id("topic"))
+        _ = try db.modifyRecords(saving: [note], savePolicy: .allKeys).get()
+    }
+
+    func stop() async throws { try await server.shutdown() }
+}
+
+/// Collects the lines a raw TCP peer receives.
+final class LineCollector: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    private struct State {
+        var pending: [UInt8] = []
+        var lines: [String] = []
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = Self.unwrapInboundIn(data).readableBytesView
+        state.withLock { s in
+            for byte in bytes {
+                if byte == 0x0A {
+                    s.lines.append(String(decoding: s.pending, as: UTF8.self))
+                    s.pending = []
+                } else {
+                    s.pending.append(byte)
+                }
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        state.withLock { $0.closed = true }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    func pop() -> (String?, Bool) {
+        state.withLock { s in (s.lines.isEmpty ? nil : s.lines.removeFirst(), s.closed) }
+    }
+}
+
+/// A TCP peer that writes and reads raw lines (the handshake by hand, then `plain` frames).
+struct RawClient {
+    let channel: any Channel
+    let collector: LineCollector
+    let group: MultiThreadedEventLoopGroup
+
+    static func connect(port: Int) async throws -> RawClient {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let collector = LineCollector()
+        let channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
+        return RawClient(channel: channel, collector: collector, group: group)
+    }
+
+    /// Connects and negotiates `plain`.
+    static func plain(port: Int) async throws -> RawClient {
+        let client = try await connect(port: port)
+        try await client.send("SHARESYNC versions=1 encodings=plain")
+        #expect(try await client.line() == "SHARESYNC version=1 encoding=plain")
+        return client
+    }
+
+    func send(_ line: String) async throws {
+        try await channel.writeAndFlush(channel.allocator.buffer(string: line + "\n"))
+    }
+
+    func sendJSON(_ object: [String: Any]) async throws {
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        try await send(String(decoding: data, as: UTF8.self))
+    }
+
+    /// The next line, or nil if the connection closed first; fails after `seconds`.
+    func line(_ seconds: Double = 10) async throws -> String? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while true {
+            let (line, closed) = collector.pop()
+            if let line { return line }
+            if closed { return nil }
+            guard ContinuousClock.now < deadline else { throw TimeoutError() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func json(_ seconds: Double = 10) async throws -> [String: Any]? {
+        guard let line = try await line(seconds) else { return nil }
+        return try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+    }
+
+    /// Whether the server closes the connection within `seconds` (draining lines meanwhile).
+    func closes(within seconds: Double = 10) async throws -> Bool {
+        do {
+            while try await line(seconds) != nil {}
+            return true
+        } catch is TimeoutError {
+            return false
+        }
+    }
+
+    /// Authenticates in plain mode, claiming `identity`'s key and signing with `signer`.
+    /// Returns the server's answer to `authenticate` and the messages exchanged.
+    @discardableResult
+    func authenticate(_ identity: NodeIdentity, signingWith signer: NodeIdentity? = nil, nonce: String = AuthTranscript.makeNonce())
+        async throws -> (answer: [String: Any]?, challenge: [String: Any], signature: String)
+    {
+        try await sendJSON(["op": "hello", "publicKey": identity.publicKeyBase64, "nonce": nonce])
+        let challenge = try #require(try await json())
+        let serverKey = try #require(challenge["publicKey"] as? String)
+        let serverNonce = try #require(challenge["nonce"] as? String)
+        let signature = (signer ?? identity).signBase64(
+            AuthTranscript.client(serverNonce: serverNonce, clientNonce: nonce, serverKey: serverKey))
+        try await sendJSON(["op": "authenticate", "signature": signature])
+        return (try await json(), challenge, signature)
+    }
+
+    func close() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+}
+
+func errorCode(_ object: [String: Any]?) -> String? {
+    (object?["error"] as? [String: Any])?["code"] as? String
+}
+
+func errorRule(_ object: [String: Any]?) -> String? {
+    (object?["error"] as? [String: Any])?["rule"] as? String
+}
+
+/// Runs `body` expecting a ShareSyncError; returns it.
+func expectShareSyncError(_ body: () async throws -> Void) async -> ShareSyncError? {
+    do {
+        try await body()
+        Issue.record("expected a ShareSyncError")
+        return nil
+    } catch let error as ShareSyncError {
+        return error
+    } catch {
+        Issue.record("expected a ShareSyncError, got \(error)")
+        return nil
+    }
+}
