@@ -113,10 +113,7 @@ extension Record.Reference {
 extension Record {
     /// The record as JSON (the CloudKit Web Services record dictionary).
     public func jsonData(includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .millisecondsSince1970
-        if includingChangedKeys { encoder.userInfo[Self.encodeChangedKeys] = true }
+        let encoder = JSONCoding.encoder(includingChangedKeys: includingChangedKeys)
         do {
             return try encoder.encode(self)
         } catch {
@@ -128,9 +125,7 @@ extension Record {
     /// Reads a record from JSON; a clear ``ShareSyncError/Code/invalidArguments`` error if it is malformed.
     public init(jsonData: Data) throws(ShareSyncError) {
         do {
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .millisecondsSince1970
-            self = try decoder.decode(Record.self, from: jsonData)
+            self = try JSONCoding.decoder().decode(Record.self, from: jsonData)
         } catch {
             throw ShareSyncError(.invalidArguments, "malformed record JSON: \(JSONErrors.describe(error))", rule: "recordJSON")
         }
@@ -151,5 +146,23 @@ package enum JSONErrors {
 
     private static func at(_ path: [any CodingKey]) -> String {
         path.isEmpty ? "" : " at " + path.map(\.stringValue).joined(separator: ".")
+    }
+}
+
+/// The JSON coders every ShareSync JSON form uses: sorted keys, unescaped slashes, dates as
+/// milliseconds since 1970, and (when asked) records with their changed keys.
+package enum JSONCoding {
+    package static func encoder(includingChangedKeys: Bool = false) -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        if includingChangedKeys { encoder.userInfo[Record.encodeChangedKeys] = true }
+        return encoder
+    }
+
+    package static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        return decoder
     }
 }

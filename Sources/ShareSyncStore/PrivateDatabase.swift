@@ -27,8 +27,7 @@ public final class PrivateDatabase: Sendable {
     let writer: any DatabaseWriter
     let clock: @Sendable () -> Date
     let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
-    let observers = Mutex<[UInt64: @Sendable () -> Void]>([:])
-    let nextObserverID = Mutex<UInt64>(0)
+    let observers = CommitObservers()
 
     /// Opens (or creates) a private database in a file, in WAL mode. The file is readable by its user only.
     public convenience init(
@@ -80,37 +79,23 @@ public final class PrivateDatabase: Sendable {
     /// Calls `observer` after every committed write (on the writing thread; keep it short, for
     /// example a wake-up of a task that then reads the feeds). Returns an ID for ``removeCommitObserver(_:)``.
     public func addCommitObserver(_ observer: @escaping @Sendable () -> Void) -> UInt64 {
-        let id = nextObserverID.withLock { $0 += 1; return $0 }
-        observers.withLock { $0[id] = observer }
-        return id
+        observers.add(observer)
     }
 
     /// Stops calling an observer.
     public func removeCommitObserver(_ id: UInt64) {
-        _ = observers.withLock { $0.removeValue(forKey: id) }
+        observers.remove(id)
     }
 
     /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        do {
-            let result = try writer.write(body)
-            for observer in observers.withLock({ Array($0.values) }) { observer() }
-            return result
-        } catch let error as ShareSyncError {
-            throw error
-        } catch {
-            throw ShareSyncError(.internalError, "database write failed: \(error)")
-        }
+        let result = try withStoreErrors("write") { try writer.write(body) }
+        observers.notify()
+        return result
     }
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        do {
-            return try writer.read(body)
-        } catch let error as ShareSyncError {
-            throw error
-        } catch {
-            throw ShareSyncError(.internalError, "database read failed: \(error)")
-        }
+        try withStoreErrors("read") { try writer.read(body) }
     }
 }

@@ -43,22 +43,16 @@ extension SharedDatabaseReplica {
     }
 
     static func encode(_ operation: OutboxOperation) throws(ShareSyncError) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .millisecondsSince1970
-        encoder.userInfo[ShareSyncCore.Record.encodeChangedKeys] = true
         do {
-            return try encoder.encode(operation)
+            return try JSONCoding.encoder(includingChangedKeys: true).encode(operation)
         } catch {
             throw ShareSyncError(.invalidArguments, "the operation cannot be encoded as JSON: \(error)", rule: "recordJSON")
         }
     }
 
     static func decode(_ data: Data) throws(ShareSyncError) -> OutboxOperation {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .millisecondsSince1970
         do {
-            return try decoder.decode(OutboxOperation.self, from: data)
+            return try JSONCoding.decoder().decode(OutboxOperation.self, from: data)
         } catch {
             throw ShareSyncError(.internalError, "a stored outbox operation is unreadable: \(JSONErrors.describe(error))")
         }

@@ -22,8 +22,7 @@ import Synchronization
 /// ```
 public final class SharedDatabaseReplica: Sendable {
     let writer: any DatabaseWriter
-    let observers = Mutex<[UInt64: @Sendable () -> Void]>([:])
-    let nextObserverID = Mutex<UInt64>(0)
+    let observers = CommitObservers()
 
     /// Opens (or creates) a replica in a file, in WAL mode. The file is readable by its user only.
     public convenience init(path: String) throws(ShareSyncError) {
@@ -70,14 +69,12 @@ public final class SharedDatabaseReplica: Sendable {
     /// Calls `callback` after every committed write (on the writing thread; keep it short, for example
     /// a wake-up of a task that then reads the replica). Returns an ID for ``removeChangeObserver(_:)``.
     public func addChangeObserver(_ callback: @escaping @Sendable () -> Void) -> UInt64 {
-        let id = nextObserverID.withLock { $0 += 1; return $0 }
-        observers.withLock { $0[id] = callback }
-        return id
+        observers.add(callback)
     }
 
     /// Stops calling an observer.
     public func removeChangeObserver(_ id: UInt64) {
-        _ = observers.withLock { $0.removeValue(forKey: id) }
+        observers.remove(id)
     }
 
     // MARK: Transactions
@@ -85,27 +82,14 @@ public final class SharedDatabaseReplica: Sendable {
     /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
     /// If `body` throws, the transaction is rolled back: nothing it wrote stays.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        let result: T
-        do {
-            result = try writer.write(body)
-        } catch let error as ShareSyncError {
-            throw error
-        } catch {
-            throw ShareSyncError(.internalError, "replica write failed: \(error)")
-        }
-        for observer in observers.withLock({ Array($0.values) }) { observer() }
+        let result = try withStoreErrors("replica write") { try writer.write(body) }
+        observers.notify()
         return result
     }
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        do {
-            return try writer.read(body)
-        } catch let error as ShareSyncError {
-            throw error
-        } catch {
-            throw ShareSyncError(.internalError, "replica read failed: \(error)")
-        }
+        try withStoreErrors("replica read") { try writer.read(body) }
     }
 
     /// Throws ``ShareSyncError/Code/unknownItem`` unless the owner was added with ``setOwner(_:)``:

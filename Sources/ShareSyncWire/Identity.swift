@@ -77,7 +77,9 @@ public struct NodeIdentity: Sendable {
             try fm.setAttributes([.posixPermissions: 0o700], ofItemAtPath: home)
             let path = (home as NSString).appendingPathComponent(Self.keyFileName)
             let tmp = path + ".tmp"
-            fm.createFile(atPath: tmp, contents: nil, attributes: [.posixPermissions: 0o600])
+            guard fm.createFile(atPath: tmp, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+                throw ShareSyncError(.internalError, "cannot create \(tmp)", rule: "identityKey")
+            }
             try Data((rawPrivateKey.base64EncodedString() + "\n").utf8).write(to: URL(fileURLWithPath: tmp))
             try fm.setAttributes([.posixPermissions: 0o600], ofItemAtPath: tmp)
             if fm.fileExists(atPath: path) { try fm.removeItem(atPath: path) }

@@ -17,10 +17,7 @@ public enum MessageCoding {
 
     /// Encodes a message as JSON bytes.
     public static func encodeData<T: Encodable>(_ message: T, includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .millisecondsSince1970
-        if includingChangedKeys { encoder.userInfo[Record.encodeChangedKeys] = true }
+        let encoder = JSONCoding.encoder(includingChangedKeys: includingChangedKeys)
         do {
             return try encoder.encode(message)
         } catch let error as ShareSyncError {
@@ -38,10 +35,8 @@ public enum MessageCoding {
 
     /// Decodes JSON bytes, as ``decode(_:from:)-(_,ByteBuffer)``.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(ShareSyncError) -> T {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .millisecondsSince1970
         do {
-            return try decoder.decode(type, from: data)
+            return try JSONCoding.decoder().decode(type, from: data)
         } catch let error as ShareSyncError {
             throw ShareSyncError(error.code, error.message, rule: "malformedRequest")
         } catch {
@@ -49,18 +44,8 @@ public enum MessageCoding {
         }
     }
 
-    static func describe(_ error: any Error) -> String {
-        func at(_ path: [any CodingKey]) -> String {
-            path.isEmpty ? "" : " at " + path.map(\.stringValue).joined(separator: ".")
-        }
-        switch error {
-        case DecodingError.dataCorrupted(let ctx): return ctx.debugDescription + at(ctx.codingPath)
-        case DecodingError.keyNotFound(let key, let ctx): return "missing key \(key.stringValue)" + at(ctx.codingPath)
-        case DecodingError.typeMismatch(let type, let ctx): return "expected \(type)" + at(ctx.codingPath)
-        case DecodingError.valueNotFound(let type, let ctx): return "missing \(type) value" + at(ctx.codingPath)
-        default: return "\(error)"
-        }
-    }
+    static func describe(_ error: any Error) -> String { JSONErrors.describe(error) }
+
 }
 
 // MARK: Authentication
