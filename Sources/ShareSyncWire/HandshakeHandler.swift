@@ -195,16 +195,22 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
         self.pendingWrites = []
         for (_, promise) in writes { promise?.fail(error) }
         self.completion?.fail(error)
-        context.fireErrorCaught(error)
-        guard reply, context.channel.isActive else { return }
+        guard reply, context.channel.isActive else {
+            context.fireErrorCaught(error)
+            return
+        }
         if case .server = self.role {
+            // The refusal line goes out before the error travels on, so a handler further down that
+            // closes on errors (FrameErrorHandler) cannot cut it off.
             var line = context.channel.allocator.buffer(string: Handshake.renderError(error))
             line.writeInteger(ByteStuffing.newline)
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.writeAndFlush(Self.wrapOutboundOut(line)).whenComplete { _ in
                 loopBound.value.close(promise: nil)
             }
+            context.fireErrorCaught(error)
         } else {
+            context.fireErrorCaught(error)
             context.close(promise: nil)
         }
     }

@@ -65,6 +65,17 @@ private final class EventRecorder: ChannelInboundHandler {
         #expect(throws: FrameError.self) { try promise.futureResult.wait() }
     }
 
+    @Test func refusalLineIsSentEvenWithAFrameErrorHandlerThatClosesOnErrors() throws {
+        let channel = EmbeddedChannel()
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations)
+        try channel.pipeline.syncOperations.addHandler(FrameErrorHandler())
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try? channel.writeInbound(ByteBuffer(string: "SHARESYNC versions=9 encodings=deflate\n"))
+        let line = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: line).hasPrefix("SHARESYNC-ERROR unsupportedVersion "))
+        #expect(!channel.isActive)
+    }
+
     @Test func serverWithoutPlainRefusesAPlainOnlyClient() throws {
         let channel = EmbeddedChannel()
         try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, configuration: .init(allowPlain: false))
