@@ -1,0 +1,381 @@
+import Foundation
+import Logging
+import ShareSyncCore
+import ShareSyncStore
+import ShareSyncWire
+import Synchronization
+
+/// One owner, followed by one task over one connection at a time: connect, send the outbox, catch up,
+/// follow pushes, back off, reconnect. The steps are described on ``ParticipantSync``.
+///
+/// Everything that changes the replica for this owner runs in the link's task, one step after another,
+/// so fetched pages and pushes are never applied concurrently.
+final class ParticipantOwnerLink: Sendable {
+    let ownerName: String
+    let replica: SharedDatabaseReplica
+    let identity: NodeIdentity
+    let configuration: ParticipantSync.Configuration
+    let hub: ParticipantEventHub
+    let logger: Logger
+
+    private struct State {
+        var status = ParticipantSync.LinkStatus.connecting
+        var connection: OwnerConnection?
+        var pushes: [OwnerConnection.Push] = []
+        var pushesEnded = false
+        var outboxPoked = false
+        var syncRequested = 0
+        var syncCompleted = 0
+        var task: Task<Void, Never>?
+    }
+
+    private let state = Mutex(State())
+    private let wakeup = ParticipantWakeup()
+
+    init(
+        ownerName: String, replica: SharedDatabaseReplica, identity: NodeIdentity,
+        configuration: ParticipantSync.Configuration, hub: ParticipantEventHub, logger: Logger
+    ) {
+        self.ownerName = ownerName
+        self.replica = replica
+        self.identity = identity
+        self.configuration = configuration
+        self.hub = hub
+        var logger = logger
+        logger[metadataKey: "owner"] = "\(ownerName)"
+        self.logger = logger
+    }
+
+    // MARK: Control
+
+    func start() {
+        let task = Task { await self.run() }
+        state.withLock { $0.task = task }
+    }
+
+    func stop() async {
+        let (task, connection) = state.withLock { ($0.task, $0.connection) }
+        task?.cancel()
+        await connection?.close()
+        await task?.value
+        setStatus(.stopped)
+    }
+
+    var status: ParticipantSync.LinkStatus { state.withLock { $0.status } }
+
+    /// The open connection, if the link has one.
+    var activeConnection: OwnerConnection? {
+        state.withLock { $0.connection }.flatMap { $0.isActive ? $0 : nil }
+    }
+
+    /// The number of the last sync request a completed catch-up covered.
+    var completedSync: Int { state.withLock { $0.syncCompleted } }
+
+    /// Asks for a catch-up; returns the request's number (see ``completedSync``).
+    func requestSync() -> Int {
+        let n = state.withLock { s in
+            s.syncRequested += 1
+            return s.syncRequested
+        }
+        wakeup.signal()
+        return n
+    }
+
+    /// Asks for the outbox to be sent now (a write was queued).
+    func pokeOutbox() {
+        state.withLock { $0.outboxPoked = true }
+        wakeup.signal()
+    }
+
+    private func setStatus(_ status: ParticipantSync.LinkStatus) {
+        state.withLock { $0.status = status }
+        hub.notifyWatchers()
+    }
+
+    static func isTransient(_ error: ShareSyncError) -> Bool {
+        [.networkFailure, .networkUnavailable, .serviceUnavailable, .requestRateLimited].contains(error.code)
+    }
+
+    // MARK: The loop
+
+    private func run() async {
+        var delay = configuration.initialBackoff
+        while !Task.isCancelled {
+            guard let info = try? replica.owner(named: ownerName) else {
+                logger.info("owner left the replica; link stops")
+                break
+            }
+            setStatus(.connecting)
+            var reachedFollowing = false
+            var failure: ShareSyncError?
+            do {
+                let connection = try await OwnerConnection.connect(
+                    host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
+                    displayName: configuration.displayName, configuration: configuration.client,
+                    timeout: configuration.connectTimeout)
+                try await session(connection) { reachedFollowing = true }
+            } catch {
+                failure = error
+            }
+            if Task.isCancelled { break }
+            if reachedFollowing { delay = configuration.initialBackoff }
+            var wait = delay
+            if let seconds = failure?.retryAfterSeconds { wait = max(wait, .milliseconds(Int(seconds * 1000))) }
+            logger.debug("disconnected", metadata: ["error": "\(failure.map(String.init(describing:)) ?? "none")"])
+            setStatus(.waitingToReconnect)
+            hub.emit(.disconnected(owner: ownerName, error: failure, retryIn: wait))
+            await wakeup.wait(upTo: wait)
+            delay = min(delay * 2, configuration.maximumBackoff)
+        }
+        setStatus(.stopped)
+    }
+
+    /// One connection's life: outbox, catch-up, then pushes until the connection ends.
+    private func session(_ connection: OwnerConnection, reachedFollowing: () -> Void) async throws(ShareSyncError) {
+        state.withLock { s in
+            s.connection = connection
+            s.pushes = []
+            s.pushesEnded = false
+        }
+        defer { state.withLock { $0.connection = nil } }
+        do {
+            try await runSession(connection, reachedFollowing: reachedFollowing)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
+    }
+
+    private func runSession(_ connection: OwnerConnection, reachedFollowing: () -> Void) async throws(ShareSyncError) {
+        guard connection.ownerName == ownerName else {
+            throw ShareSyncError(
+                .notAuthenticated, "the node at this address is owner \(connection.ownerName), not \(ownerName)",
+                rule: "ownerMismatch")
+        }
+        hub.emit(.connected(owner: ownerName))
+        setStatus(.syncing)
+        try await flushOutbox(connection)
+        while !Task.isCancelled {
+            try await catchUpAndMark(connection)
+            let pushes: AsyncStream<OwnerConnection.Push>
+            do {
+                pushes = try await connection.subscribe(since: try replica.databaseChangeToken(owner: ownerName))
+            } catch where error.code == .changeTokenExpired {
+                continue  // the history moved past the token since the catch-up: catch up again
+            }
+            setStatus(.following)
+            reachedFollowing()
+            state.withLock { $0.pushesEnded = false }
+            let forward = Task { await self.forward(pushes) }
+            defer { forward.cancel() }
+            try await follow(connection)
+            guard connection.isActive else {
+                throw ShareSyncError(.networkFailure, "the connection to the owner closed")
+            }
+            // The subscription ended with the connection still open: its token expired. Start over.
+            setStatus(.syncing)
+        }
+    }
+
+    /// Queues the subscription's pushes for ``follow(_:)``, then notes that the subscription ended.
+    private func forward(_ pushes: AsyncStream<OwnerConnection.Push>) async {
+        for await push in pushes {
+            state.withLock { $0.pushes.append(push) }
+            wakeup.signal()
+        }
+        state.withLock { $0.pushesEnded = true }
+        wakeup.signal()
+    }
+
+    /// Applies pushes and serves pokes until the subscription ends (or the task is cancelled).
+    private func follow(_ connection: OwnerConnection) async throws(ShareSyncError) {
+        while !Task.isCancelled {
+            let (pushes, ended, outboxPoked, syncWanted) = state.withLock { s in
+                defer {
+                    s.pushes = []
+                    s.outboxPoked = false
+                }
+                return (s.pushes, s.pushesEnded, s.outboxPoked, s.syncRequested > s.syncCompleted)
+            }
+            var fallenBehind = false
+            for push in pushes { fallenBehind = try apply(push) || fallenBehind }
+            if outboxPoked { try await flushOutbox(connection) }
+            if fallenBehind || syncWanted { try await catchUpAndMark(connection) }
+            if ended { return }
+            await wakeup.wait(upTo: .seconds(60))
+        }
+    }
+
+    /// Applies a push in one transaction; returns whether it says more is coming (fetch to catch up).
+    private func apply(_ push: OwnerConnection.Push) throws(ShareSyncError) -> Bool {
+        let purged = push.databaseChanges.deletedZoneIDs.map(\.zoneName)
+        try replica.apply(
+            databaseChanges: push.databaseChanges, zoneChanges: push.zoneChanges, token: push.changeToken, owner: ownerName)
+        for zone in purged { hub.emit(.zonePurged(owner: ownerName, zoneName: zone)) }
+        for page in push.zoneChanges { report(page) }
+        return push.databaseChanges.moreComing || push.zoneChanges.contains(where: \.moreComing)
+    }
+
+    private func report(_ page: ZoneChanges) {
+        hub.countReceived(page.changes.count)
+        guard !page.changes.isEmpty else { return }
+        hub.emit(
+            .zoneChanged(
+                owner: ownerName, zoneName: page.zoneID.zoneName, changed: page.changedRecords.count,
+                deleted: page.deletedRecords.count))
+    }
+
+    // MARK: Catching up
+
+    private func catchUpAndMark(_ connection: OwnerConnection) async throws(ShareSyncError) {
+        let covers = state.withLock { $0.syncRequested }
+        try await catchUp(connection)
+        let zones = (try? replica.fetchAllZones(owner: ownerName).map(\.zoneID.zoneName)) ?? []
+        state.withLock { $0.syncCompleted = max($0.syncCompleted, covers) }
+        hub.emit(.synced(owner: ownerName, zones: zones))
+    }
+
+    /// Fetches everything since the stored tokens; see ``ParticipantSync``, step 3.
+    private func catchUp(_ connection: OwnerConnection) async throws(ShareSyncError) {
+        var changedZones: Set<String> = []
+        if let token = try replica.databaseChangeToken(owner: ownerName) {
+            do {
+                changedZones = try await fetchDatabaseChanges(connection, since: token)
+            } catch where error.code == .changeTokenExpired {
+                logger.info("database change token expired; listing the zones again")
+                changedZones = try await refetchZoneList(connection)
+            }
+        } else {
+            changedZones = try await refetchZoneList(connection)
+        }
+        let known = Set(try replica.fetchAllZones(owner: ownerName).map(\.zoneID.zoneName))
+        for zone in changedZones.union(known).sorted() {
+            try Task.checkCancellation(or: ShareSyncError(.networkFailure, "the sync was stopped"))
+            try await syncZone(connection, zone)
+        }
+    }
+
+    /// Applies database pages from a token; returns the zones listed as changed.
+    private func fetchDatabaseChanges(_ connection: OwnerConnection, since token: ServerChangeToken)
+        async throws(ShareSyncError) -> Set<String>
+    {
+        var token = token
+        var changed: Set<String> = []
+        while true {
+            let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: configuration.pageSize)
+            try replica.apply(databaseChanges: page, owner: ownerName)
+            for zone in page.deletedZoneIDs { hub.emit(.zonePurged(owner: ownerName, zoneName: zone.zoneName)) }
+            changed.formUnion(page.changedZoneIDs.map(\.zoneName))
+            token = page.changeToken
+            if !page.moreComing { return changed }
+        }
+    }
+
+    /// Lists the zones from no token; zones of the owner that are not listed any more are purged. The
+    /// pages are applied only after the purge, so a crash in between repeats the whole step.
+    private func refetchZoneList(_ connection: OwnerConnection) async throws(ShareSyncError) -> Set<String> {
+        let pages: [DatabaseChanges]
+        do {
+            pages = try await listZones(connection, pageSize: configuration.pageSize)
+        } catch where error.code == .changeTokenExpired && configuration.pageSize != nil {
+            // A page token older than the owner's compaction horizon (see replaceZone): one page.
+            pages = try await listZones(connection, pageSize: nil)
+        }
+        let listed = Set(pages.flatMap(\.changedZoneIDs).map(\.zoneName))
+        for zone in try replica.fetchAllZones(owner: ownerName).map(\.zoneID.zoneName) where !listed.contains(zone) {
+            try replica.purgeZone(owner: ownerName, zoneName: zone)
+            hub.emit(.zonePurged(owner: ownerName, zoneName: zone))
+        }
+        for page in pages { try replica.apply(databaseChanges: page, owner: ownerName) }
+        return listed
+    }
+
+    private func listZones(_ connection: OwnerConnection, pageSize: Int?) async throws(ShareSyncError) -> [DatabaseChanges] {
+        var pages: [DatabaseChanges] = []
+        var token: ServerChangeToken?
+        repeat {
+            let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: pageSize)
+            pages.append(page)
+            token = page.changeToken
+        } while pages.last!.moreComing
+        return pages
+    }
+
+    /// Fetches a zone's pages from its token, each applied with its token; replaces the zone if the token
+    /// expired, purges it if it is no longer shared.
+    private func syncZone(_ connection: OwnerConnection, _ zone: String) async throws(ShareSyncError) {
+        var token = try replica.zoneChangeToken(owner: ownerName, zoneName: zone)
+        do {
+            while true {
+                let page = try await connection.fetchZoneChanges(
+                    zoneName: zone, since: token, resultsLimit: configuration.pageSize)
+                try replica.apply(page, owner: ownerName)
+                report(page)
+                token = page.changeToken
+                if !page.moreComing { return }
+            }
+        } catch where error.code == .changeTokenExpired && token != nil {
+            logger.info("zone change token expired; fetching the zone again", metadata: ["zone": "\(zone)"])
+            try await replaceZone(connection, zone)
+        } catch where error.code == .zoneNotFound {
+            // The zone left the view between the database fetch and now.
+            try replica.purgeZone(owner: ownerName, zoneName: zone)
+            hub.emit(.zonePurged(owner: ownerName, zoneName: zone))
+        }
+    }
+
+    /// Fetches a zone again from no token into the staging area and swaps it in.
+    ///
+    /// After the owner compacted its history, the token inside a refetch (after a page that ended on a
+    /// record older than the compaction) is itself expired: the owner's store cannot page through
+    /// records older than its horizon. The refetch is then tried once more in pages as large as the
+    /// owner allows (`resultsLimit` nil), which succeeds for zones that fit in one page.
+    private func replaceZone(_ connection: OwnerConnection, _ zone: String) async throws(ShareSyncError) {
+        do {
+            try await replaceZone(connection, zone, pageSize: configuration.pageSize)
+        } catch where error.code == .changeTokenExpired && configuration.pageSize != nil {
+            logger.info("refetch hit the owner's history horizon; refetching in one page", metadata: ["zone": "\(zone)"])
+            try await replaceZone(connection, zone, pageSize: nil)
+        }
+    }
+
+    private func replaceZone(_ connection: OwnerConnection, _ zone: String, pageSize: Int?) async throws(ShareSyncError) {
+        try replica.beginZoneReplacement(owner: ownerName, zoneName: zone)
+        do {
+            var token: ServerChangeToken?
+            var count = 0
+            while true {
+                let page = try await connection.fetchZoneChanges(zoneName: zone, since: token, resultsLimit: pageSize)
+                try replica.stageZoneReplacement(page, owner: ownerName)
+                hub.countReceived(page.changes.count)
+                count += page.changedRecords.count
+                token = page.changeToken
+                if !page.moreComing { break }
+            }
+            try replica.commitZoneReplacement(owner: ownerName, zoneName: zone)
+            hub.emit(.zoneReplaced(owner: ownerName, zoneName: zone, records: count))
+        } catch {
+            try? replica.discardZoneReplacement(owner: ownerName, zoneName: zone)
+            if error.code == .zoneNotFound {
+                try replica.purgeZone(owner: ownerName, zoneName: zone)
+                hub.emit(.zonePurged(owner: ownerName, zoneName: zone))
+                return
+            }
+            if error.code == .changeTokenExpired {
+                var error = error
+                error.message = "zone \(zone) cannot be fetched again: \(error.message) (the owner's store cannot "
+                    + "page through records older than its compaction horizon)"
+                throw error
+            }
+            throw error
+        }
+    }
+}
+
+extension Task where Success == Never, Failure == Never {
+    /// Throws `error` if the current task is cancelled.
+    static func checkCancellation(or error: ShareSyncError) throws(ShareSyncError) {
+        if Task.isCancelled { throw error }
+    }
+}

@@ -1,0 +1,283 @@
+import Foundation
+import Logging
+import NIOCore
+import ShareSyncCore
+import ShareSyncStore
+import ShareSyncWire
+import Synchronization
+
+/// The participant's sync engine: keeps a ``SharedDatabaseReplica`` (local SQLite) in step with the
+/// shared databases of one or more owners, and sends this node's writes to them.
+///
+/// ```swift
+/// let replica = try SharedDatabaseReplica(path: home + "/shared.sqlite")
+/// let sync = ParticipantSync(replica: replica, identity: me)
+/// try sync.start()                                  // reconnects to every owner already in the replica
+/// let metadata = try await sync.accept(url: shareURL) // returns once the new share is in the replica
+/// for await event in sync.events() { … }
+/// ```
+///
+/// ## How an owner is followed
+/// Each owner has its own link (one TCP connection, one task). A link repeats:
+/// 1. **Connect** to the address stored with the owner (``OwnerInfo``), checking that the node proves the
+///    owner's key.
+/// 2. **Send the outbox**, oldest first (see "Writes" below).
+/// 3. **Catch up** from the stored tokens: `fetchDatabaseChanges` from the database token, page by page
+///    (deleted zones are purged), then `fetchZoneChanges` for every changed zone and every zone already in
+///    the replica, from its token, page by page. Each page is applied with its token in one transaction
+///    (``SharedDatabaseReplica/apply(_:owner:)``), so a crash loses or repeats nothing: the next catch-up
+///    resumes from the last page stored. Fetching every known zone (not only the ones listed as changed)
+///    also covers a crash between storing a database page and fetching its zones.
+///    - `changeTokenExpired` on a zone token: the zone is fetched again from no token into the staging area
+///      and swapped in at once (``SharedDatabaseReplica/beginZoneReplacement(owner:zoneName:)``); readers
+///      see the old zone until then.
+///    - `changeTokenExpired` on the database token (or no token yet): the zone list is fetched from no token
+///      and zones of the owner that are no longer listed are purged.
+/// 4. **Follow**: `subscribe(since:)` the database token; each push is applied with its token in one
+///    transaction. A push with `moreComing` triggers a catch-up; a subscription that ends while the
+///    connection stays open (its token expired) starts over at step 3.
+/// 5. On **disconnect**, wait (``Configuration/initialBackoff`` doubling up to
+///    ``Configuration/maximumBackoff``, or the owner's `retryAfterSeconds` if longer) and go to 1. The
+///    replica stays readable throughout; a sync request or a new write cuts the wait short.
+///
+/// ## Revocation
+/// When the owner stops a share, deletes its zone, or removes, blocks or lets go of this participant,
+/// the zone leaves this identity's view and arrives as a deleted zone: the replica purges it with its
+/// records and token (``Event/zonePurged(owner:zoneName:)``).
+///
+/// ## Writes
+/// ``modifyRecords(owner:zoneName:saving:deleting:savePolicy:atomically:)`` sends a write at once when
+/// the owner is connected and nothing older waits in the outbox; the owner's answer goes back to the
+/// caller. Otherwise (offline, or the send failed on the network) the write goes to the persistent outbox
+/// and is sent on the next connection. The replica is not changed optimistically: the saved records
+/// arrive with the owner's push (or the next catch-up), with their new change tags.
+///
+/// A queued save refused with `serverRecordChanged` goes through ``Configuration/mergeConflict``:
+/// `(local, server) -> Record?`. A record returned is saved once more in place of the local one, with
+/// the server's change tag; `nil` drops the local change and keeps the server's record. Other failures
+/// of a queued write are reported as ``Event/error(owner:_:)`` and the write leaves the outbox; network
+/// failures keep it for the next connection. A write whose answer was lost on the network is sent again
+/// and then usually meets its own earlier save as a conflict.
+public final class ParticipantSync: Sendable {
+    /// How the engine connects, pages, backs off and merges.
+    public struct Configuration: Sendable {
+        /// The display name sent to owners in `hello`.
+        public var displayName: String?
+        /// The `resultsLimit` of each fetch (`nil`: the owner's maximum).
+        public var pageSize: Int?
+        /// The first wait after a lost connection. Default 50 ms.
+        public var initialBackoff: Duration
+        /// The longest wait between attempts. Default 5 s.
+        public var maximumBackoff: Duration
+        /// How long a connection attempt (TCP and authentication) may take. Default 10 s.
+        public var connectTimeout: TimeAmount
+        /// Transport versions, encodings and limits.
+        public var client: ClientConfiguration
+        /// Resolves a queued save refused with `serverRecordChanged`: given the local record and the
+        /// owner's, returns the record to save instead, or `nil` to drop the local change. Default: `nil`
+        /// for every conflict (the owner's record wins).
+        public var mergeConflict: (@Sendable (_ local: Record, _ server: Record) -> Record?)?
+
+        public init(
+            displayName: String? = nil, pageSize: Int? = nil, initialBackoff: Duration = .milliseconds(50),
+            maximumBackoff: Duration = .seconds(5), connectTimeout: TimeAmount = .seconds(10),
+            client: ClientConfiguration = ClientConfiguration(),
+            mergeConflict: (@Sendable (_ local: Record, _ server: Record) -> Record?)? = nil
+        ) {
+            self.displayName = displayName
+            self.pageSize = pageSize
+            self.initialBackoff = initialBackoff
+            self.maximumBackoff = maximumBackoff
+            self.connectTimeout = connectTimeout
+            self.client = client
+            self.mergeConflict = mergeConflict
+        }
+    }
+
+    /// What became of a write.
+    public enum WriteOutcome: Sendable {
+        /// The owner answered: per-record results (conflicts come back as `serverRecordChanged`
+        /// failures carrying the server's record).
+        case sent(ModifyRecordsResult)
+        /// The owner was not reachable: the write waits in the outbox and is sent on reconnect.
+        case queued(OutboxOperation)
+    }
+
+    /// The local replica the engine keeps up to date; read it at any time.
+    public let replica: SharedDatabaseReplica
+    /// This node's identity, proved to every owner.
+    public let identity: NodeIdentity
+    /// The configuration the engine runs with.
+    public let configuration: Configuration
+
+    let logger: Logger
+    let hub = ParticipantEventHub()
+    private let state = Mutex(State())
+
+    private struct State {
+        var links: [String: ParticipantOwnerLink] = [:]
+        var started = false
+        var stopped = false
+    }
+
+    /// Creates an engine for a replica; nothing connects until ``start()`` or ``accept(url:timeout:)``.
+    public init(
+        replica: SharedDatabaseReplica, identity: NodeIdentity, configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "sharesync.participant")
+    ) {
+        self.replica = replica
+        self.identity = identity
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Starts following every owner already in the replica (a restarted node resumes from its tokens).
+    public func start() throws(ShareSyncError) {
+        let owners = try replica.owners()
+        state.withLock { $0.started = true }
+        for owner in owners { link(for: owner.ownerName) }
+    }
+
+    /// Stops every link, closes the connections and ends the event streams. The replica stays open.
+    public func stop() async {
+        let links = state.withLock { s in
+            s.stopped = true
+            defer { s.links = [:] }
+            return Array(s.links.values)
+        }
+        for link in links { await link.stop() }
+        hub.finish()
+    }
+
+    // MARK: Shares
+
+    /// Accepts a share: connects to the URL's owner (checking its key against the URL's fingerprint),
+    /// accepts, records the owner in the replica, and returns once the owner's link has caught up (the
+    /// share's records are in the replica), or throws `networkFailure` after `timeout`.
+    @discardableResult
+    public func accept(url: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) -> ShareMetadata {
+        guard let parsed = ShareURL(string: url) else {
+            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: "shareURLSyntax")
+        }
+        let connection = try await OwnerConnection.connect(
+            url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
+            timeout: configuration.connectTimeout)
+        let metadata: ShareMetadata
+        do {
+            metadata = try await connection.acceptShare(url: url)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
+        let ownerName = connection.ownerName
+        try replica.setOwner(
+            OwnerInfo(
+                ownerName: ownerName, host: parsed.host, port: parsed.port,
+                fingerprint: parsed.ownerFingerprint?.lowercased() ?? String(ownerName.dropFirst())))
+        try await waitUntilSynced(owner: ownerName, timeout: timeout)
+        return metadata
+    }
+
+    /// Leaves a share on the owner's node, then waits (up to `timeout`) for the catch-up that purges what
+    /// left this identity's view: the zone, or only the share's records if the zone holds another share
+    /// of this participant. Needs the owner to be connected (`networkUnavailable` otherwise).
+    public func leaveShare(owner: String, zoneName: String, shareRecordName: String, timeout: Duration = .seconds(30))
+        async throws(ShareSyncError)
+    {
+        guard let connection = existingLink(owner)?.activeConnection else {
+            throw ShareSyncError(.networkUnavailable, "owner \(owner) is not connected; leave the share when it is")
+        }
+        try await connection.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName)
+        try await waitUntilSynced(owner: owner, timeout: timeout)
+    }
+
+    // MARK: Writes
+
+    /// Saves and deletes records in an owner's shared zone, as `OwnerConnection.modifyRecords` does,
+    /// when the owner is connected; otherwise queues the write in the replica's outbox. See "Writes" above.
+    public func modifyRecords(
+        owner: String, zoneName: String, saving: [Record] = [], deleting: [String] = [],
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+    ) async throws(ShareSyncError) -> WriteOutcome {
+        guard try replica.owner(named: owner) != nil else {
+            throw ShareSyncError(.unknownItem, "owner \(owner) is not in the replica; accept one of its shares first")
+        }
+        let link = existingLink(owner)
+        if let connection = link?.activeConnection, try replica.pendingOperations(owner: owner).isEmpty {
+            do {
+                return .sent(
+                    try await connection.modifyRecords(
+                        zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy,
+                        atomically: atomically))
+            } catch where ParticipantOwnerLink.isTransient(error) {
+                logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
+            }
+        }
+        let queued = try replica.enqueue(
+            owner: owner,
+            operation: OutboxOperation(
+                zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically))
+        hub.emit(.queued(owner: owner, operationID: queued.id))
+        link?.pokeOutbox()
+        return .queued(queued)
+    }
+
+    // MARK: Observing
+
+    /// A new stream of the engine's events from now on; it ends at ``stop()``.
+    public func events() -> AsyncStream<Event> { hub.stream() }
+
+    /// Waits until `condition` holds, checking it now and after every event or status change, for at most
+    /// `timeout`. Returns whether it held. Use it to wait for the replica to reach a state without sleeping.
+    public func waitUntil(timeout: Duration, _ condition: () throws -> Bool) async rethrows -> Bool {
+        try await hub.waitUntil(timeout: timeout, condition)
+    }
+
+    /// Asks the owner's link for a catch-up and waits until one that started after this call completed
+    /// (the replica then holds everything the owner's view held when it started). Throws
+    /// `networkFailure` if that does not happen within `timeout`, `unknownItem` for an unknown owner.
+    public func waitUntilSynced(owner: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) {
+        guard try replica.owner(named: owner) != nil else {
+            throw ShareSyncError(.unknownItem, "owner \(owner) is not in the replica")
+        }
+        guard let link = link(for: owner) else {
+            throw ShareSyncError(.networkUnavailable, "the sync engine is stopped")
+        }
+        let target = link.requestSync()
+        let done = await hub.waitUntil(timeout: timeout) { link.completedSync >= target }
+        guard done else {
+            throw ShareSyncError(
+                .networkFailure, "owner \(owner) did not finish a sync within \(timeout) (status \(link.status))")
+        }
+    }
+
+    /// Where each owner's link stands.
+    public func status(owner: String) -> LinkStatus? { existingLink(owner)?.status }
+
+    /// The number of record changes (saves and deletions) received from owners, in fetched pages and
+    /// pushes, since this engine was created: a resumed engine receives only what changed since its tokens.
+    public var recordsReceived: Int { hub.recordsReceived }
+
+    // MARK: Links
+
+    private func existingLink(_ owner: String) -> ParticipantOwnerLink? {
+        state.withLock { $0.links[owner] }
+    }
+
+    /// The owner's link, started if needed; `nil` once stopped.
+    @discardableResult
+    private func link(for owner: String) -> ParticipantOwnerLink? {
+        let (link, isNew) = state.withLock { s -> (ParticipantOwnerLink?, Bool) in
+            guard !s.stopped else { return (nil, false) }
+            if let link = s.links[owner] { return (link, false) }
+            let link = ParticipantOwnerLink(
+                ownerName: owner, replica: replica, identity: identity, configuration: configuration, hub: hub,
+                logger: logger)
+            s.links[owner] = link
+            return (link, true)
+        }
+        if isNew { link?.start() }
+        return link
+    }
+}
