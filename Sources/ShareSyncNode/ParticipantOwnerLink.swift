@@ -23,6 +23,7 @@ final class ParticipantOwnerLink: Sendable {
         var connection: OwnerConnection?
         var pushes: [OwnerConnection.Push] = []
         var pushesEnded = false
+        var subscription = 0
         var outboxPoked = false
         var syncRequested = 0
         var syncCompleted = 0
@@ -166,8 +167,12 @@ final class ParticipantOwnerLink: Sendable {
             }
             setStatus(.following)
             reachedFollowing()
-            state.withLock { $0.pushesEnded = false }
-            let forward = Task { await self.forward(pushes) }
+            let subscription = state.withLock { s in
+                s.pushesEnded = false
+                s.subscription += 1
+                return s.subscription
+            }
+            let forward = Task { await self.forward(pushes, subscription: subscription) }
             defer { forward.cancel() }
             try await follow(connection)
             guard connection.isActive else {
@@ -179,12 +184,16 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Queues the subscription's pushes for ``follow(_:)``, then notes that the subscription ended.
-    private func forward(_ pushes: AsyncStream<OwnerConnection.Push>) async {
+    private func forward(_ pushes: AsyncStream<OwnerConnection.Push>, subscription: Int) async {
         for await push in pushes {
-            state.withLock { $0.pushes.append(push) }
+            state.withLock { s in
+                if s.subscription == subscription { s.pushes.append(push) }
+            }
             wakeup.signal()
         }
-        state.withLock { $0.pushesEnded = true }
+        state.withLock { s in
+            if s.subscription == subscription { s.pushesEnded = true }
+        }
         wakeup.signal()
     }
 

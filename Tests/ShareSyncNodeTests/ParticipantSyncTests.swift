@@ -107,6 +107,28 @@ struct ParticipantSyncTests {
         try await server.shutdown()
     }
 
+    @Test("while the owner is away the engine retries with capped exponential backoff")
+    func backoffIsCappedAndExponential() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = try b.makeSync()  // 20 ms doubling, capped at 200 ms
+        try sync.start()
+        try await sync.accept(url: url)
+        let log = EventLog(sync)
+        try await owner.stop()
+        func waits() -> [Duration] {
+            log.all.compactMap { if case .disconnected(_, _, let wait) = $0 { wait } else { nil } }
+        }
+        try await expectEventually(sync, "seven attempts") { waits().count >= 7 }
+        #expect(Array(waits().prefix(7)) == [20, 40, 80, 160, 200, 200, 200].map { Duration.milliseconds($0) })
+        // Readable meanwhile.
+        #expect(try sync.replica.recordCount(owner: owner.identity.userRecordName, zoneName: "Topics") == 2)
+        await sync.stop()
+        #expect(sync.status(owner: owner.identity.userRecordName) == nil)
+    }
+
     @Test("after the owner compacts its history, the participant refetches the zone and drops deleted records")
     func tokenExpiry() async throws {
         let owner = try await TestOwner.start()
