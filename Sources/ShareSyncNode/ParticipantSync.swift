@@ -30,7 +30,10 @@ import Synchronization
 ///    also covers a crash between storing a database page and fetching its zones.
 ///    - `changeTokenExpired` on a zone token: the zone is fetched again from no token into the staging area
 ///      and swapped in at once (``SharedDatabaseReplica/beginZoneReplacement(owner:zoneName:)``); readers
-///      see the old zone until then.
+///      see the old zone until then. (The owner's store expires every token older than its compaction
+///      horizon, including the tokens between the pages of a fetch from no token; such a refetch is retried
+///      in one page of the owner's maximum size, so a zone larger than that cannot be refetched after a
+///      compaction: the link reports it and retries with backoff.)
 ///    - `changeTokenExpired` on the database token (or no token yet): the zone list is fetched from no token
 ///      and zones of the owner that are no longer listed are purged.
 /// 4. **Follow**: `subscribe(since:)` the database token; each push is applied with its token in one
