@@ -16,17 +16,16 @@ extension PrivateDatabase {
                 db,
                 sql: """
                     SELECT name, seq, 1 AS live FROM zone WHERE seq > ?1
-                    UNION ALL SELECT name, seq, 0 AS live FROM zoneTombstone WHERE seq > ?1 AND ?2
+                    UNION ALL SELECT name, seq, 0 AS live FROM zoneTombstone WHERE seq > ?2
                     ORDER BY seq LIMIT ?3
                     """,
-                arguments: [since, token != nil, limit + 1])
+                arguments: [since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
             let moreComing = rows.count > limit
-            let last: Int64 = moreComing ? page.last!["seq"] : try currentSeq(db)
             return DatabaseChanges(
                 changedZoneIDs: page.filter { $0["live"] as Bool }.map { zoneID($0["name"]) },
                 deletedZoneIDs: page.filter { !($0["live"] as Bool) }.map { zoneID($0["name"]) },
-                changeToken: ServerChangeToken(databaseID: databaseID, sequence: last), moreComing: moreComing)
+                changeToken: try self.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing)
         }
     }
 
@@ -45,7 +44,7 @@ extension PrivateDatabase {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist", zoneID: zoneID)
             }
             let since = try position(of: token, db)
-            if token != nil, since < created {
+            if token != nil, since.oldestNeeded < created {
                 throw ShareSyncError(
                     .changeTokenExpired, "zone \(zoneID.zoneName) was deleted and created again since this token; fetch it from nil",
                     zoneID: zoneID, rule: "changeTokenExpired")
@@ -54,10 +53,10 @@ extension PrivateDatabase {
                 db,
                 sql: """
                     SELECT seq, json, NULL AS name, NULL AS type FROM record WHERE zone = ?1 AND seq > ?2
-                    UNION ALL SELECT seq, NULL AS json, name, type FROM recordTombstone WHERE zone = ?1 AND seq > ?2 AND ?3
+                    UNION ALL SELECT seq, NULL AS json, name, type FROM recordTombstone WHERE zone = ?1 AND seq > ?3
                     ORDER BY seq LIMIT ?4
                     """,
-                arguments: [zoneID.zoneName, since, token != nil, limit + 1])
+                arguments: [zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1])
             let moreComing = rows.count > limit
             let page = rows.prefix(limit)
             let owned = self.zoneID(zoneID.zoneName)
@@ -67,9 +66,8 @@ extension PrivateDatabase {
                 }
                 return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: owned), recordType: row["type"]))
             }
-            let last: Int64 = moreComing ? page.last!["seq"] : try currentSeq(db)
             return ZoneChanges(
-                zoneID: owned, changes: changes, changeToken: ServerChangeToken(databaseID: databaseID, sequence: last),
+                zoneID: owned, changes: changes, changeToken: try self.token(after: page, moreComing: moreComing, from: since, db),
                 moreComing: moreComing)
         }
     }
@@ -84,7 +82,7 @@ extension PrivateDatabase {
     public func compactHistory(upTo token: ServerChangeToken? = nil) throws(ShareSyncError) {
         try write { db in
             let current = try currentSeq(db)
-            let horizon = try token.map { t throws(ShareSyncError) in try t.decode(expectedDatabaseID: databaseID) } ?? current
+            let horizon = try token.map { t throws(ShareSyncError) in try t.position(expectedDatabaseID: databaseID).sequence } ?? current
             let upTo = min(horizon, current)
             try db.execute(sql: "DELETE FROM recordTombstone WHERE seq <= ?", arguments: [upTo])
             try db.execute(sql: "DELETE FROM zoneTombstone WHERE seq <= ?", arguments: [upTo])
@@ -105,18 +103,28 @@ extension PrivateDatabase {
         try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0
     }
 
-    /// The sequence number a token stands for (0 for nil), checked against the retained history.
-    func position(of token: ServerChangeToken?, _ db: Database) throws -> Int64 {
-        guard let token else { return 0 }
-        let seq = try token.decode(expectedDatabaseID: databaseID)
+    /// Where a token points, checked against the retained history. A nil token starts a scan: live
+    /// rows from the beginning, and (on later pages) only deletions after the scan began.
+    func position(of token: ServerChangeToken?, _ db: Database) throws -> ServerChangeToken.Position {
+        let current = try currentSeq(db)
+        guard let token else { return .init(sequence: 0, scanSnapshot: current) }
+        let position = try token.position(expectedDatabaseID: databaseID)
         let horizon = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'horizon'") ?? 0
-        guard seq >= horizon, seq <= (try currentSeq(db)) else {
+        guard position.oldestNeeded >= horizon, position.sequence <= current, (position.scanSnapshot ?? 0) <= current else {
             throw ShareSyncError(
                 .changeTokenExpired,
                 "the change token is older than the history this database keeps; fetch again from nil",
                 rule: "changeTokenExpired")
         }
-        return seq
+        return position
+    }
+
+    /// The token after a page: mid-scan it keeps the scan's start; after the last page, "now".
+    func token(after page: ArraySlice<Row>, moreComing: Bool, from position: ServerChangeToken.Position, _ db: Database)
+        throws -> ServerChangeToken
+    {
+        guard moreComing else { return ServerChangeToken(databaseID: databaseID, sequence: try currentSeq(db)) }
+        return ServerChangeToken(databaseID: databaseID, sequence: page.last!["seq"], scanSnapshot: position.scanSnapshot)
     }
 
     /// A stored record as the owner sees it in their private database.

@@ -26,15 +26,17 @@ public struct SharedDatabaseView: Sendable {
             let since = try database.position(of: token, db)
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT zone, seq, present FROM viewZone WHERE viewer = ? AND seq > ? AND (present = 1 OR ?) ORDER BY seq LIMIT ?",
-                arguments: [viewer, since, token != nil, limit + 1])
+                sql: """
+                    SELECT zone, seq, present FROM viewZone
+                    WHERE viewer = ?1 AND ((present = 1 AND seq > ?2) OR (present = 0 AND seq > ?3)) ORDER BY seq LIMIT ?4
+                    """,
+                arguments: [viewer, since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
             let moreComing = rows.count > limit
-            let last: Int64 = moreComing ? page.last!["seq"] : try database.currentSeq(db)
             return DatabaseChanges(
                 changedZoneIDs: page.filter { $0["present"] as Bool }.map { database.sharedZoneID($0["zone"]) },
                 deletedZoneIDs: page.filter { !($0["present"] as Bool) }.map { database.sharedZoneID($0["zone"]) },
-                changeToken: ServerChangeToken(databaseID: database.databaseID, sequence: last), moreComing: moreComing)
+                changeToken: try database.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing)
         }
     }
 
@@ -60,7 +62,7 @@ public struct SharedDatabaseView: Sendable {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) is not shared with you", zoneID: zoneID)
             }
             let since = try database.position(of: token, db)
-            if token != nil, since < entered {
+            if token != nil, since.oldestNeeded < entered {
                 throw ShareSyncError(
                     .changeTokenExpired, "zone \(zoneID.zoneName) was shared with you again since this token; fetch it from nil",
                     zoneID: zoneID, rule: "changeTokenExpired")
@@ -70,10 +72,10 @@ public struct SharedDatabaseView: Sendable {
                 sql: """
                     SELECT v.name, v.type, v.seq, v.present, r.json FROM viewLog v
                     LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
-                    WHERE v.viewer = ? AND v.zone = ? AND v.seq > ? AND (v.present = 1 OR ?)
-                    ORDER BY v.seq LIMIT ?
+                    WHERE v.viewer = ?1 AND v.zone = ?2 AND ((v.present = 1 AND v.seq > ?3) OR (v.present = 0 AND v.seq > ?4))
+                    ORDER BY v.seq LIMIT ?5
                     """,
-                arguments: [viewer, zoneID.zoneName, since, token != nil, limit + 1])
+                arguments: [viewer, zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
             let moreComing = rows.count > limit
             let changes: [RecordChange] = try page.map { row in
@@ -82,10 +84,9 @@ public struct SharedDatabaseView: Sendable {
                 }
                 return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: shared), recordType: row["type"]))
             }
-            let last: Int64 = moreComing ? page.last!["seq"] : try database.currentSeq(db)
             return ZoneChanges(
                 zoneID: shared, changes: changes,
-                changeToken: ServerChangeToken(databaseID: database.databaseID, sequence: last), moreComing: moreComing)
+                changeToken: try database.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing)
         }
     }
 
