@@ -97,7 +97,13 @@ let package = Package(
             name: "ShareSyncNodeTests",
             dependencies: ["ShareSyncNode", "ShareSyncTestSupport", .product(name: "NIOPosix", package: "swift-nio")]
         ),
-        .testTarget(name: "ShareSyncCLITests", dependencies: ["ShareSyncNode", "ShareSyncTestSupport"]),
+        .testTarget(
+            name: "ShareSyncCLITests",
+            dependencies: [
+                "ShareSyncNode", "ShareSyncTestSupport", "ShareSyncCore", "ShareSyncStore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
