@@ -88,8 +88,6 @@ struct ShareCommand: AsyncParsableCommand {
         @OptionGroup var options: NodeOptions
         @OptionGroup var target: ShareTarget
 
-        struct ShareURLResult: Codable { var url: String? }
-
         func run() async throws {
             try await callNode(options, .shareGet(zone: target.zone, share: target.share), as: ShareInfo.self) {
                 $0.url ?? "-"
