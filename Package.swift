@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "3.12.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
     ],
     targets: [
         .target(name: "ShareSyncCore", exclude: ["SharingRules.md"]),
@@ -54,7 +55,10 @@ let package = Package(
                 "ShareSyncCore", "ShareSyncStore", "ShareSyncWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .target(name: "ShareSyncTestSupport", dependencies: ["ShareSyncNode"]),
@@ -64,6 +68,8 @@ let package = Package(
                 "ShareSyncNode",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(
@@ -90,6 +96,13 @@ let package = Package(
         .testTarget(
             name: "ShareSyncNodeTests",
             dependencies: ["ShareSyncNode", "ShareSyncTestSupport", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "ShareSyncCLITests",
+            dependencies: [
+                "ShareSyncNode", "ShareSyncTestSupport", "ShareSyncCore", "ShareSyncStore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,195 @@
+import Foundation
+import ShareSyncCore
+
+/// A request on the control channel.
+///
+/// # The control channel
+///
+/// The daemon (`sharesync run`) listens on the Unix domain socket `control.sock` in its home folder
+/// (mode 0600 inside a 0700 folder: only the node's user can connect). Each request is one line of
+/// JSON, each response one line of JSON; a client may send several requests on one connection and
+/// gets the responses in order. Lines are at most ``ControlServer/maximumLineLength`` bytes.
+///
+/// A request is an object with one key, the command, whose value holds its arguments:
+///
+/// ```
+/// → {"zoneCreate":{"name":"Topics"}}
+/// ← {"ok":true,"result":{"zoneName":"Topics"}}
+/// → {"zoneDelete":{"name":"_defaultZone"}}
+/// ← {"ok":false,"error":{"code":"invalidArguments","message":"the default zone cannot be deleted","rule":"defaultZone","zoneName":"_defaultZone"}}
+/// ```
+///
+/// The result's shape depends on the command (see the cases below for the payload type); a refused
+/// operation carries a ``ControlError`` with the ``ShareSyncError`` code. A line that is not a request
+/// gets `{"ok":false,"error":{"code":"invalidArguments",...}}` and the connection stays open.
+public enum ControlRequest: Sendable, Hashable, Codable {
+    /// → ``NodeStatus``
+    case status
+    /// → ``ZoneInfo``
+    case zoneCreate(name: String)
+    /// → `[ZoneInfo]`
+    case zoneList
+    /// → ``Done``
+    case zoneDelete(name: String)
+    /// Creates or updates a record: given fields are set, others kept (`changedKeys` policy). → ``Record``
+    case recordSave(zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment])
+    /// → ``Record``
+    case recordGet(zone: String, name: String)
+    /// → ``Done``
+    case recordDelete(zone: String, name: String)
+    /// → `[Record]`
+    case recordList(zone: String)
+    /// Shares a hierarchy (`root`) or the whole zone. → ``ShareInfo``
+    case shareCreate(
+        zone: String, root: String?, title: String?, publicPermission: Participant.Permission,
+        allowsAccessRequests: Bool)
+    /// `share` is the share's record name; `nil` picks the zone's only share. → ``ShareInfo``
+    case shareGet(zone: String, share: String?)
+    /// → ``ParticipantInfo`` with its invitation URL
+    case shareInvite(zone: String, share: String?, lookup: UserIdentity.LookupInfo, permission: Participant.Permission)
+    /// → ``ParticipantInfo``
+    case shareSetPermission(zone: String, share: String?, participantID: String, permission: Participant.Permission)
+    /// → ``Done``
+    case shareRemoveParticipant(zone: String, share: String?, participantID: String)
+    /// Changes the public permission (and so whether anyone with the URL may join). → ``ShareInfo``
+    case shareSetPublicPermission(zone: String, share: String?, permission: Participant.Permission)
+    /// Stops sharing: deletes the share. → ``Done``
+    case shareStop(zone: String, share: String?)
+    /// → `[RequesterInfo]`
+    case shareRequesters(zone: String, share: String?)
+    /// → ``ParticipantInfo``
+    case shareApprove(zone: String, share: String?, userRecordName: String, permission: Participant.Permission)
+    /// → ``Done``
+    case shareDeny(zone: String, share: String?, userRecordName: String)
+    /// → ``Done``
+    case shareBlock(zone: String, share: String?, userRecordName: String)
+}
+
+/// A response on the control channel: `{"ok":true,"result":...}` or `{"ok":false,"error":...}`.
+public struct ControlResponse<Result: Codable & Sendable>: Codable, Sendable {
+    public var ok: Bool
+    public var result: Result?
+    public var error: ControlError?
+
+    public init(result: Result) {
+        ok = true
+        self.result = result
+    }
+
+    public init(error: ControlError) {
+        ok = false
+        self.error = error
+    }
+}
+
+/// A refused operation as the control channel carries it: a ``ShareSyncError`` flattened.
+public struct ControlError: Codable, Sendable, Hashable, Error, CustomStringConvertible {
+    public var code: ShareSyncError.Code
+    public var message: String
+    public var rule: String?
+    public var recordName: String?
+    public var zoneName: String?
+
+    public init(_ error: ShareSyncError) {
+        code = error.code
+        message = error.message
+        rule = error.rule
+        recordName = error.recordID?.recordName
+        zoneName = error.zoneID?.zoneName
+        if error.code == .partialFailure || error.code == .batchRequestFailed,
+            let first = error.partialErrors?.sorted(by: { $0.key < $1.key }).first
+        {
+            message += " (\(first.key): \(first.value.message))"
+        }
+    }
+
+    public var description: String {
+        var text = "\(code.rawValue): \(message)"
+        if let rule { text += " [rule \(rule)]" }
+        return text
+    }
+}
+
+/// The result of a command that returns nothing else.
+public struct Done: Codable, Sendable, Hashable {
+    public var done: Bool = true
+    public init() {}
+}
+
+/// What `sharesync status` shows about the running node.
+public struct NodeStatus: Codable, Sendable, Hashable {
+    public var userRecordName: String
+    public var fingerprint: String
+    public var displayName: String
+    public var listen: HostAndPort
+    public var advertised: HostAndPort
+    public var connections: Int
+}
+
+/// A zone of the private database.
+public struct ZoneInfo: Codable, Sendable, Hashable {
+    public var zoneName: String
+    public init(zoneName: String) { self.zoneName = zoneName }
+}
+
+/// A participant as the owner sees it.
+public struct ParticipantInfo: Codable, Sendable, Hashable {
+    public var participantID: String
+    public var role: Participant.Role
+    public var permission: Participant.Permission
+    public var acceptanceStatus: Participant.AcceptanceStatus
+    public var userRecordName: String?
+    public var emailAddress: String?
+    public var phoneNumber: String?
+    public var displayName: String?
+    /// The participant's one-time invitation link, while they have not accepted.
+    public var invitationURL: String?
+
+    init(_ participant: Participant, in share: Share) {
+        participantID = participant.participantID
+        role = participant.role
+        permission = participant.permission
+        acceptanceStatus = participant.acceptanceStatus
+        userRecordName = participant.userIdentity.userRecordName
+        emailAddress = participant.userIdentity.lookupInfo?.emailAddress
+        phoneNumber = participant.userIdentity.lookupInfo?.phoneNumber
+        displayName = participant.userIdentity.displayName
+        invitationURL = share.oneTimeURL(for: participant.participantID)
+    }
+
+    /// Who the participant is, for people: name, then email, phone, user record name.
+    public var who: String {
+        displayName ?? emailAddress ?? phoneNumber ?? userRecordName ?? "(anyone with the link)"
+    }
+}
+
+/// A user waiting for access.
+public struct RequesterInfo: Codable, Sendable, Hashable {
+    public var userRecordName: String
+    public var displayName: String?
+    public var requestDate: Date
+}
+
+/// A share as the owner sees it.
+public struct ShareInfo: Codable, Sendable, Hashable {
+    public var shareName: String
+    public var zoneName: String
+    /// The root record of a hierarchy share; `nil` for a zone-wide share.
+    public var rootRecordName: String?
+    public var title: String?
+    public var url: String?
+    public var publicPermission: Participant.Permission
+    public var allowsAccessRequests: Bool
+    public var participants: [ParticipantInfo]
+
+    init(_ share: Share) {
+        shareName = share.recordID.recordName
+        zoneName = share.recordID.zoneID.zoneName
+        rootRecordName = share.rootRecordID?.recordName
+        title = share.title
+        url = share.url
+        publicPermission = share.publicPermission
+        allowsAccessRequests = share.allowsAccessRequests
+        participants = share.participants.map { ParticipantInfo($0, in: share) }
+    }
+}

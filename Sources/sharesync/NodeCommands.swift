@@ -1,0 +1,171 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import ShareSyncCore
+import ShareSyncNode
+import UnixSignals
+
+struct InitCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Create a node home: a new identity, empty databases and settings.",
+        discussion: """
+            Prints the node's user record name (how owners know this node) and its key fingerprint. \
+            Refuses a folder that already is a node home.
+
+            Example:
+              sharesync init --home ~/.sharesync --name Alice --email alice@example.org --listen 0.0.0.0:7420 --advertise alice.example.org:7420
+            """)
+
+    @OptionGroup var options: NodeOptions
+
+    @Option(help: "The name shown to the people you share with.")
+    var name: String
+
+    @Option(help: "Your email address (what others may invite you by).")
+    var email: String?
+
+    @Option(help: "Your phone number (what others may invite you by).")
+    var phone: String?
+
+    @Option(help: ArgumentHelp("Where the daemon listens for participants; port 0 picks a free one.", valueName: "host:port"))
+    var listen = "0.0.0.0:7420"
+
+    @Option(help: ArgumentHelp(
+        "The address share URLs carry (default: the listen address; this host's name when listening on every interface; the bound port).",
+        valueName: "host[:port]"))
+    var advertise: String?
+
+    func validate() throws {
+        guard HostAndPort(parsing: listen) != nil else {
+            throw ValidationError("--listen \(listen.debugDescription) is not HOST:PORT (port 0...65535)")
+        }
+        if let advertise, advertiseAddress(advertise) == nil {
+            throw ValidationError("--advertise \(advertise.debugDescription) is not HOST or HOST:PORT")
+        }
+        guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name must not be empty") }
+    }
+
+    private func advertiseAddress(_ text: String) -> (host: String, port: Int?)? {
+        if let parsed = HostAndPort(parsing: text), parsed.port > 0 { return (parsed.host, parsed.port) }
+        if !text.isEmpty, !text.contains(":") || (text.hasPrefix("[") && text.hasSuffix("]")) {
+            return (text.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), nil)
+        }
+        return nil
+    }
+
+    struct Created: Codable {
+        var home: String
+        var userRecordName: String
+        var fingerprint: String
+        var displayName: String
+    }
+
+    func run() async throws {
+        let advertised = advertise.flatMap(advertiseAddress)
+        let settings = NodeSettings(
+            displayName: name, email: email, phone: phone, listen: HostAndPort(parsing: listen)!,
+            advertiseHost: advertised?.host, advertisePort: advertised?.port)
+        let home: NodeHome
+        do {
+            home = try NodeHome.create(at: options.homePath, settings: settings)
+        } catch {
+            Output.error(error.description)
+            throw error.rule == "homeExists" ? Exit.cannotCreate : Exit.software
+        }
+        let created = Created(
+            home: home.path, userRecordName: home.identity.userRecordName, fingerprint: home.identity.fingerprint,
+            displayName: name)
+        Output.emit(created, json: options.json) {
+            """
+            created node home \($0.home)
+            user record name: \($0.userRecordName)
+            fingerprint: \($0.fingerprint)
+            """
+        }
+    }
+}
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the node daemon: serve shares to participants and answer the CLI.",
+        discussion: """
+            Prints `listening on HOST:PORT` once it serves, then logs to standard error. Stops cleanly \
+            on SIGTERM or SIGINT (exit 0), removing its control socket.
+
+            Example:
+              sharesync run --home ~/.sharesync --log-level debug
+            """)
+
+    @OptionGroup var options: NodeOptions
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level \(logLevel.debugDescription) is not one of trace, debug, info, notice, warning, error, critical")
+        }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "sharesync.node")
+        let home: NodeHome
+        do {
+            home = try NodeHome.open(at: options.homePath)
+        } catch {
+            throw Output.fail(error)
+        }
+        let node = NodeService(home: home, logger: logger) { address in
+            // Unbuffered: whoever started the daemon waits for this line.
+            FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
+        }
+        let group = ServiceGroup(
+            services: [node], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
+        do {
+            try await group.run()
+        } catch {
+            throw Output.fail(unwrap(error))
+        }
+    }
+
+    /// ServiceGroup wraps a service's error; show the node's own.
+    private func unwrap(_ error: any Error) -> any Error {
+        if let error = error as? ShareSyncError { return error }
+        let mirror = Mirror(reflecting: error)
+        for child in mirror.children { if let inner = child.value as? ShareSyncError { return inner } }
+        return error
+    }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the running node: who it is and where it listens.",
+        discussion: """
+            Example:
+              sharesync status --home ~/.sharesync --json
+            """)
+
+    @OptionGroup var options: NodeOptions
+
+    func run() async throws {
+        try await callNode(options, .status, as: NodeStatus.self) {
+            """
+            user record name: \($0.userRecordName)
+            fingerprint: \($0.fingerprint)
+            name: \($0.displayName)
+            listening on \($0.listen), advertised as \($0.advertised)
+            participant connections: \($0.connections)
+            """
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import ShareSyncNode
+
+/// The `sharesync` command: one root command, nested subcommands.
+@main
+struct Sharesync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sharesync",
+        abstract: "CloudKit-style sharing between Linux nodes.",
+        discussion: """
+            A node keeps its user's private database and serves it to the people it shares with. \
+            `sharesync init` creates a node home, `sharesync run` starts its daemon, and every other \
+            command talks to that daemon through the control socket in the home.
+
+            Example:
+              sharesync init --home ~/.sharesync --name Alice --listen 0.0.0.0:7420 --advertise alice.example.org:7420
+              sharesync run --home ~/.sharesync &
+              sharesync zone create Groceries
+              sharesync record save --zone Groceries --type Item --name milk --field title=string:Milk
+              sharesync share create --zone Groceries --title "Weekly groceries"
+              sharesync share invite --zone Groceries --email bob@example.org --permission readWrite
+
+            Exit codes: 0 success; 64 usage error; 65 the node refused the operation (its error code \
+            is printed); 69 the node is not running; 70 an unexpected failure; 73 the home cannot be created.
+            """,
+        subcommands: [
+            InitCommand.self, RunCommand.self, StatusCommand.self, ZoneCommand.self, RecordCommand.self,
+            ShareCommand.self, AcceptCommand.self, RequestAccessCommand.self, LeaveCommand.self,
+            ChangesCommand.self, WatchCommand.self,
+        ]
+    )
+}
+
+/// Options every subcommand shares.
+struct NodeOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The node home folder (default: $SHARESYNC_HOME, else ./.sharesync).", valueName: "dir"))
+    var home: String = ProcessInfo.processInfo.environment["SHARESYNC_HOME"] ?? ".sharesync"
+
+    @Flag(help: "Print the result as JSON.")
+    var json = false
+
+    /// The home as an absolute path.
+    var homePath: String {
+        let expanded = (home as NSString).expandingTildeInPath
+        if expanded.hasPrefix("/") { return (expanded as NSString).standardizingPath }
+        return ((FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(expanded) as NSString)
+            .standardizingPath
+    }
+}

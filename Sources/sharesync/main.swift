@@ -1,2 +1,0 @@
-import ShareSyncNode
-print("sharesync: not yet")
