@@ -11,16 +11,25 @@ public struct ControlHandler: Sendable {
     public let database: PrivateDatabase
     /// What `status` reports; set by the daemon once the server is bound.
     public let status: @Sendable () -> NodeStatus
+    /// The participant side: `nil` refuses its requests with `serviceUnavailable`.
+    public let participant: ParticipantSync?
+    /// The change feeds: `nil` refuses `changes` with `serviceUnavailable`.
+    public let feeds: NodeChangeFeeds?
     let logger: Logger
 
-    public init(database: PrivateDatabase, status: @escaping @Sendable () -> NodeStatus, logger: Logger) {
+    public init(
+        database: PrivateDatabase, participant: ParticipantSync? = nil, feeds: NodeChangeFeeds? = nil,
+        status: @escaping @Sendable () -> NodeStatus, logger: Logger
+    ) {
         self.database = database
+        self.participant = participant
+        self.feeds = feeds
         self.status = status
         self.logger = logger
     }
 
     /// Answers one request line with one response line (without the newline).
-    public func respond(toLine line: Data) -> Data {
+    public func respond(toLine line: Data) async -> Data {
         let request: ControlRequest
         do {
             request = try JSONDecoder().decode(ControlRequest.self, from: line)
@@ -29,7 +38,7 @@ public struct ControlHandler: Sendable {
                 .invalidArguments, "not a control request: \(error)", rule: "controlSyntax"))))
         }
         do throws(ShareSyncError) {
-            let response = try handle(request)
+            let response = try await handle(request)
             logger.debug("control request", metadata: ["request": "\(Self.commandName(request))"])
             return response
         } catch {
@@ -55,9 +64,39 @@ public struct ControlHandler: Sendable {
         }
     }
 
-    func handle(_ request: ControlRequest) throws(ShareSyncError) -> Data {
+    func handle(_ request: ControlRequest) async throws(ShareSyncError) -> Data {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         switch request {
+        case .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
+            .sharedRecordDelete:
+            return try await handleParticipant(request)
+        case .changes(let shared, let since, let waitSeconds):
+            guard let feeds else { throw Self.unavailable("change feeds") }
+            let wait = waitSeconds.map { Duration.milliseconds(Int64(max(0, min($0, 600)) * 1000)) }
+            return ok(try await feeds.changes(shared: shared, since: since, wait: wait))
+        case .currentChangeToken(let shared):
+            guard let feeds else { throw Self.unavailable("change feeds") }
+            return ok(ChangesPage(changes: [], token: try feeds.currentToken(shared: shared)))
+        case .recordImport(let zone, let records):
+            let zoneID = RecordZone.ID(zoneName: zone)
+            let moved = records.map { record in
+                var copy = Record(recordType: record.recordType, recordID: Record.ID(recordName: record.recordID.recordName, zoneID: zoneID))
+                for key in record.allKeys { copy[key] = record.fields[key] }
+                if let parent = record.parent { copy.setParent(Record.ID(recordName: parent.recordID.recordName, zoneID: zoneID)) }
+                return copy
+            }
+            // One transaction per request the store allows; each is atomic.
+            let perRequest = Limits().maximumItemsPerRequest
+            var saved = 0
+            var start = 0
+            while start < moved.count {
+                let result = try database.modifyRecords(
+                    saving: Array(moved[start..<min(start + perRequest, moved.count)]), savePolicy: .allKeys)
+                try check(result)
+                saved += result.saveResults.count
+                start += perRequest
+            }
+            return ok(ImportResult(saved: saved))
         case .status:
             return ok(status())
         case .zoneCreate(let name):

@@ -63,6 +63,36 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case shareDeny(zone: String, share: String?, userRecordName: String)
     /// → ``Done``
     case shareBlock(zone: String, share: String?, userRecordName: String)
+    /// Saves records into a zone of the private database in one batch (`allKeys` policy: each record
+    /// replaces any record of that name). → ``ImportResult``
+    case recordImport(zone: String, records: [Record])
+
+    // MARK: Participant side (the shared database replica)
+
+    /// Accepts a share by its URL and waits (up to `timeoutSeconds`, default 120) until its records are in
+    /// the replica. → ``AcceptedShare``
+    case accept(url: String, timeoutSeconds: Double?)
+    /// Leaves a share; `owner` may be omitted when one owner shares a zone of that name, `share` when the
+    /// zone holds one share. → ``Done``
+    case leave(owner: String?, zone: String, share: String?)
+    /// → `[SharedZoneInfo]`
+    case sharedZoneList
+    /// → `[Record]`, read from the replica (works while the owner is unreachable)
+    case sharedRecordList(owner: String?, zone: String)
+    /// → ``Record``, read from the replica
+    case sharedRecordGet(owner: String?, zone: String, name: String)
+    /// Saves a record in a shared zone through the owner (`changedKeys` policy). → ``SharedWriteResult``
+    case sharedRecordSave(owner: String?, zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment])
+    /// Deletes a record in a shared zone through the owner. → ``SharedWriteResult``
+    case sharedRecordDelete(owner: String?, zone: String, name: String)
+
+    // MARK: Change feeds
+
+    /// The changes of the private (`shared: false`) or shared database since a token (`nil`: everything
+    /// there is). With `waitSeconds`, an empty answer waits up to that long for a change. → ``ChangesPage``
+    case changes(shared: Bool, since: String?, waitSeconds: Double?)
+    /// The token for "now": `changes` from it returns only later changes. → ``ChangesPage`` (no changes)
+    case currentChangeToken(shared: Bool)
 }
 
 /// A response on the control channel: `{"ok":true,"result":...}` or `{"ok":false,"error":...}`.

@@ -86,7 +86,7 @@ public final class ControlServer: Sendable {
             try await connection.executeThenClose { inbound, outbound in
                 for try await line in inbound {
                     let request = Data(line.readableBytesView)
-                    var response = handler.respond(toLine: request)
+                    var response = await handler.respond(toLine: request)
                     response.append(UInt8(ascii: "\n"))
                     try await outbound.write(ByteBuffer(bytes: response))
                 }

@@ -29,12 +29,20 @@ public final class NodeService: Service, Sendable {
     public let home: NodeHome
     private let logger: Logger
     private let onListening: @Sendable (HostAndPort) -> Void
+    private let participantConfiguration: ParticipantSync.Configuration
     private let state = Mutex(State.idle)
 
     /// - Parameter onListening: called once the owner server and the control socket are up, with the
     ///   address the owner server is bound to (the actual port when the settings say 0).
-    public init(home: NodeHome, logger: Logger, onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }) {
+    ///   - participantConfiguration: how the participant side syncs (its display name is the home's).
+    public init(
+        home: NodeHome, logger: Logger, participantConfiguration: ParticipantSync.Configuration = .init(),
+        onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }
+    ) {
         self.home = home
+        var participantConfiguration = participantConfiguration
+        participantConfiguration.displayName = home.settings.displayName
+        self.participantConfiguration = participantConfiguration
         var logger = logger
         logger[metadataKey: "node.user"] = "\(home.identity.userRecordName)"
         self.logger = logger
@@ -52,7 +60,7 @@ public final class NodeService: Service, Sendable {
         defer { state.withLock { $0 = .stopped } }
         let settings = home.settings
         let database = try home.openPrivateDatabase()
-        _ = try home.openReplica()
+        let replica = try home.openReplica()
         let server = try await OwnerServer.start(
             database: database, identity: home.identity,
             configuration: OwnerServer.Configuration(host: settings.listen.host, port: settings.listen.port),
@@ -62,8 +70,26 @@ public final class NodeService: Service, Sendable {
         database.setShareURLBase(
             ShareURLBase(host: advertised.host, port: advertised.port, ownerFingerprint: home.identity.fingerprint))
         let identity = home.identity
+        // The participant side: resumes every owner already in the replica from its stored tokens.
+        var participantLogger = logger
+        participantLogger[metadataKey: "component"] = "participant"
+        let participant = ParticipantSync(
+            replica: replica, identity: identity,
+            configuration: participantConfiguration, logger: participantLogger)
+        let events = participant.events()
+        let eventLog = Task { [participantLogger] in
+            for await event in events { Self.log(event, to: participantLogger) }
+        }
+        do {
+            try participant.start()
+        } catch {
+            await participant.stop()
+            try? await server.shutdown()
+            throw error
+        }
+        let feeds = NodeChangeFeeds(database: database, replica: replica)
         let handler = ControlHandler(
-            database: database,
+            database: database, participant: participant, feeds: feeds,
             status: { [home] in
                 NodeStatus(
                     userRecordName: identity.userRecordName, fingerprint: identity.fingerprint,
@@ -75,6 +101,8 @@ public final class NodeService: Service, Sendable {
         do {
             control = try await ControlServer.bind(path: home.controlSocketPath, handler: handler, logger: logger)
         } catch {
+            feeds.close()
+            await participant.stop()
             try? await server.shutdown()
             throw error
         }
@@ -90,9 +118,51 @@ public final class NodeService: Service, Sendable {
             try? await gracefulShutdown()
             state.withLock { $0 = .stopping }
             logger.info("node stopping")
+            feeds.close()
             await control.close()
         }
+        await participant.stop()
+        await eventLog.value
         try? await server.shutdown()
         logger.info("node stopped")
+    }
+
+    /// Logs one event of the participant sync engine, with the owner and zone as metadata.
+    static func log(_ event: ParticipantSync.Event, to logger: Logger) {
+        switch event {
+        case .connected(let owner):
+            logger.info("owner connected", metadata: ["owner": "\(owner)"])
+        case .disconnected(let owner, let error, let retryIn):
+            logger.info(
+                "owner disconnected",
+                metadata: ["owner": "\(owner)", "error": "\(error.map(\.description) ?? "-")", "retryIn": "\(retryIn)"])
+        case .synced(let owner, let zones):
+            logger.info("owner synced", metadata: ["owner": "\(owner)", "zones": "\(zones)"])
+        case .zoneChanged(let owner, let zone, let changed, let deleted):
+            logger.debug(
+                "zone changed",
+                metadata: ["owner": "\(owner)", "zone": "\(zone)", "changed": "\(changed)", "deleted": "\(deleted)"])
+        case .zoneReplaced(let owner, let zone, let records):
+            logger.info("zone replaced", metadata: ["owner": "\(owner)", "zone": "\(zone)", "records": "\(records)"])
+        case .zonePurged(let owner, let zone):
+            logger.info("zone purged", metadata: ["owner": "\(owner)", "zone": "\(zone)"])
+        case .queued(let owner, let operationID):
+            logger.info("write queued", metadata: ["owner": "\(owner)", "operation": "\(operationID)"])
+        case .operationSent(let owner, let operationID, _):
+            logger.info("queued write sent", metadata: ["owner": "\(owner)", "operation": "\(operationID)"])
+        case .conflict(let owner, let recordID, let resolved):
+            logger.notice(
+                "write conflict",
+                metadata: [
+                    "owner": "\(owner)", "zone": "\(recordID.zoneID.zoneName)", "record": "\(recordID.recordName)",
+                    "resolved": "\(resolved)",
+                ])
+        case .error(let owner, let error):
+            logger.warning(
+                "sync error",
+                metadata: [
+                    "owner": "\(owner ?? "-")", "zone": "\(error.zoneID?.zoneName ?? "-")", "error": "\(error.description)",
+                ])
+        }
     }
 }

@@ -110,6 +110,23 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// Waits until standard error (a daemon's log) contains `text`; returns the line. Fails after
+    /// `timeout` seconds or if the program exits first.
+    public func waitForErrorLine(containing text: String, timeout: Double) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let lines = stderr.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            if let line = lines.first(where: { $0.contains(text) }) { return String(line) }
+            if !process.isRunning, stderrDone.withLock({ $0 }) {
+                throw ChildProcessError.exitedEarly(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+            }
+            guard Date() < deadline else {
+                throw ChildProcessError.timedOut(waitingFor: text, stdout: stdout, stderr: stderr)
+            }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+    }
+
     /// Waits for the program to exit and its output to be read; kills it after `timeout` seconds.
     public func waitForExit(timeout: Double) throws -> Outcome {
         let deadline = Date().addingTimeInterval(timeout)

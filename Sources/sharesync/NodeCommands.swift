@@ -104,6 +104,8 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
+    @Option(help: .hidden) var syncPageSize: Int?
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level \(logLevel.debugDescription) is not one of trace, debug, info, notice, warning, error, critical")
@@ -124,7 +126,10 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             throw Output.fail(error)
         }
-        let node = NodeService(home: home, logger: logger) { address in
+        // --sync-page-size (hidden): smaller fetch pages, so tests can interrupt an initial sync midway.
+        let node = NodeService(
+            home: home, logger: logger, participantConfiguration: ParticipantSync.Configuration(pageSize: syncPageSize)
+        ) { address in
             // Unbuffered: whoever started the daemon waits for this line.
             FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
         }

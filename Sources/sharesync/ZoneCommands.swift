@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import ShareSyncCore
 import ShareSyncNode
 
@@ -27,11 +28,18 @@ struct ZoneCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the zones, the default zone first.",
-            discussion: "Example:\n  sharesync zone list --json")
+            abstract: "List the zones, the default zone first (with --shared: the zones shared with you, by owner).",
+            discussion: "Example:\n  sharesync zone list --json\n  sharesync zone list --shared")
         @OptionGroup var options: NodeOptions
+        @Flag(help: "List the zones others share with this node: owner, zone, record count.") var shared = false
 
         func run() async throws {
+            if shared {
+                try await callNode(options, .sharedZoneList, as: [SharedZoneInfo].self) {
+                    $0.map { "\($0.ownerName)  \($0.zoneName)  \($0.records) records" }.joined(separator: "\n")
+                }
+                return
+            }
             try await callNode(options, .zoneList, as: [ZoneInfo].self) { $0.map(\.zoneName).joined(separator: "\n") }
         }
     }
@@ -52,13 +60,38 @@ struct ZoneCommand: AsyncParsableCommand {
 struct RecordCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Save, read, list and delete records.",
+        abstract: "Save, read, list, delete and import records.",
         discussion: """
+            With --shared, a command works on a zone someone shares with this node: reads come from the \
+            local replica (they work while the owner is offline), writes go to the owner (or wait in the \
+            outbox while it is unreachable). --owner picks the owner when several share a zone of that name.
+
             Example:
               sharesync record save --zone Groceries --type Item --name milk --field title=string:Milk --field count=int64:2
               sharesync record get --zone Groceries --name milk
+              sharesync record list --shared --zone Groceries
+              sharesync record import --zone Groceries --file items.jsonl
             """,
-        subcommands: [Save.self, Get.self, Delete.self, List.self])
+        subcommands: [Save.self, Get.self, Delete.self, List.self, Import.self])
+
+    /// --shared and --owner.
+    struct SharedOptions: ParsableArguments {
+        @Flag(help: "Work on a zone shared with this node (the replica) rather than the private database.")
+        var shared = false
+        @Option(help: "With --shared: the owner's user record name (needed when several owners share the zone name).")
+        var owner: String?
+
+        func validate() throws {
+            if owner != nil, !shared { throw ValidationError("--owner goes with --shared") }
+        }
+    }
+
+    static func describe(_ result: SharedWriteResult) -> String {
+        switch result.outcome {
+        case .sent: "sent" + (result.record.map { ": saved " + Output.describe($0) } ?? "")
+        case .queued: "queued (owner offline)"
+        }
+    }
 
     struct Save: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -79,6 +112,7 @@ struct RecordCommand: AsyncParsableCommand {
         @Option(help: "The parent record's name (same zone): the record joins its parent's share.") var parent: String?
         @Option(name: .customLong("field"), help: ArgumentHelp("A field to set.", valueName: "key=type:value"))
         var fields: [String] = []
+        @OptionGroup var sharing: SharedOptions
 
         func validate() throws {
             for field in fields {
@@ -88,6 +122,13 @@ struct RecordCommand: AsyncParsableCommand {
 
         func run() async throws {
             let assignments = fields.map { try! FieldAssignment(parsing: $0) }
+            if sharing.shared {
+                try await callNode(
+                    options,
+                    .sharedRecordSave(owner: sharing.owner, zone: zone, type: type, name: name, parent: parent, fields: assignments),
+                    as: SharedWriteResult.self, human: RecordCommand.describe)
+                return
+            }
             try await callNode(
                 options, .recordSave(zone: zone, type: type, name: name, parent: parent, fields: assignments),
                 as: Record.self
@@ -102,9 +143,12 @@ struct RecordCommand: AsyncParsableCommand {
         @OptionGroup var options: NodeOptions
         @Option(help: "The record's zone.") var zone: String
         @Option(help: "The record's name.") var name: String
+        @OptionGroup var sharing: SharedOptions
 
         func run() async throws {
-            try await callNode(options, .recordGet(zone: zone, name: name), as: Record.self) { Output.describe($0) }
+            let request: ControlRequest =
+                sharing.shared ? .sharedRecordGet(owner: sharing.owner, zone: zone, name: name) : .recordGet(zone: zone, name: name)
+            try await callNode(options, request, as: Record.self) { Output.describe($0) }
         }
     }
 
@@ -115,8 +159,15 @@ struct RecordCommand: AsyncParsableCommand {
         @OptionGroup var options: NodeOptions
         @Option(help: "The record's zone.") var zone: String
         @Option(help: "The record's name.") var name: String
+        @OptionGroup var sharing: SharedOptions
 
         func run() async throws {
+            if sharing.shared {
+                try await callNode(
+                    options, .sharedRecordDelete(owner: sharing.owner, zone: zone, name: name), as: SharedWriteResult.self,
+                    human: RecordCommand.describe)
+                return
+            }
             try await callNode(options, .recordDelete(zone: zone, name: name), as: Done.self) { _ in
                 "deleted record \(name)"
             }
@@ -125,20 +176,85 @@ struct RecordCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the records of a zone (with --shared: of the shared database; not available yet).",
-            discussion: "Example:\n  sharesync record list --zone Groceries --json")
+            abstract: "List the records of a zone (with --shared: of a zone shared with this node).",
+            discussion: "Example:\n  sharesync record list --zone Groceries --json\n  sharesync record list --shared --zone Groceries")
         @OptionGroup var options: NodeOptions
-        @Option(help: "The zone.") var zone: String?
-        @Flag(help: "List what others share with this node (needs the participant sync engine).") var shared = false
+        @Option(help: "The zone.") var zone: String
+        @OptionGroup var sharing: SharedOptions
+
+        func run() async throws {
+            let request: ControlRequest =
+                sharing.shared ? .sharedRecordList(owner: sharing.owner, zone: zone) : .recordList(zone: zone)
+            try await callNode(options, request, as: [Record].self) {
+                $0.map(Output.describe).joined(separator: "\n")
+            }
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Save many records into a zone of your private database from a JSON Lines file.",
+            discussion: """
+                Each line is one record in the JSON form `record get --json` prints; only recordName, \
+                recordType, fields and parent matter (the zone is --zone, and an existing record of that \
+                name is replaced). Records are sent to the daemon in batches, each saved atomically. Use \
+                --file - for standard input.
+
+                Example:
+                  sharesync record import --zone Groceries --file items.jsonl
+                  echo '{"recordName":"milk","recordType":"Item","fields":{"title":{"type":"STRING","value":"Milk"}}}' | sharesync record import --zone Groceries --file -
+                """)
+        @OptionGroup var options: NodeOptions
+        @Option(help: "The zone (created if needed).") var zone: String
+        @Option(help: ArgumentHelp("The JSON Lines file, or - for standard input.", valueName: "path")) var file: String
+        @Option(help: "Records per request to the daemon.") var batchSize = 2000
 
         func validate() throws {
-            if !shared, zone == nil { throw ValidationError("record list needs --zone (or --shared)") }
+            guard (1...10_000).contains(batchSize) else { throw ValidationError("--batch-size must be 1...10000") }
         }
 
         func run() async throws {
-            if shared { throw ParticipantSide.notAvailable("record list --shared") }
-            try await callNode(options, .recordList(zone: zone!), as: [Record].self) {
-                $0.map(Output.describe).joined(separator: "\n")
+            let data: Data
+            if file == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                guard let contents = FileManager.default.contents(atPath: file) else {
+                    Output.error("cannot read \(file)")
+                    throw Exit.usage
+                }
+                data = contents
+            }
+            var records: [Record] = []
+            for (number, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let text = line.trimmingCharacters(in: .whitespaces)
+                if text.isEmpty { continue }
+                do {
+                    guard var object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+                        throw ShareSyncError(.invalidArguments, "not a JSON object")
+                    }
+                    object["zoneID"] = ["zoneName": zone]
+                    object.removeValue(forKey: "recordChangeTag")
+                    let decoder = JSONDecoder()
+                    records.append(try decoder.decode(Record.self, from: try JSONSerialization.data(withJSONObject: object)))
+                } catch {
+                    Output.error("\(file) line \(number + 1): not a record: \(error)")
+                    throw Exit.usage
+                }
+            }
+            do {
+                let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
+                _ = try await client.call(.zoneCreate(name: zone), as: ZoneInfo.self)
+                var saved = 0
+                var start = 0
+                while start < records.count {
+                    let batch = Array(records[start..<min(start + batchSize, records.count)])
+                    let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
+                    saved += try await client.call(.recordImport(zone: zone, records: batch), as: ImportResult.self).saved
+                    start += batch.count
+                }
+                Output.emit(ImportResult(saved: saved), json: options.json) { "imported \($0.saved) records into zone \(zone)" }
+            } catch {
+                throw Output.fail(error)
             }
         }
     }

@@ -13,15 +13,15 @@ struct ControlHandlerTests {
         return ControlHandler(database: database, status: { status }, logger: Logger(label: "test"))
     }
 
-    func respond(_ handler: ControlHandler, _ line: String) throws -> [String: Any] {
-        let data = handler.respond(toLine: Data(line.utf8))
+    func respond(_ handler: ControlHandler, _ line: String) async throws -> [String: Any] {
+        let data = await handler.respond(toLine: Data(line.utf8))
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
-    @Test func aLineThatIsNotARequestGetsAnInvalidArgumentsError() throws {
+    @Test func aLineThatIsNotARequestGetsAnInvalidArgumentsError() async throws {
         let handler = try makeHandler()
         for line in ["", "not json", #"{"noSuchCommand":{}}"#, #"{"zoneCreate":{}}"#] {
-            let response = try respond(handler, line)
+            let response = try await respond(handler, line)
             #expect(response["ok"] as? Bool == false)
             let error = try #require(response["error"] as? [String: Any])
             #expect(error["code"] as? String == "invalidArguments")
@@ -29,12 +29,12 @@ struct ControlHandlerTests {
         }
     }
 
-    @Test func requestsUseTheDocumentedWireForm() throws {
+    @Test func requestsUseTheDocumentedWireForm() async throws {
         let handler = try makeHandler()
-        let created = try respond(handler, #"{"zoneCreate":{"name":"Topics"}}"#)
+        let created = try await respond(handler, #"{"zoneCreate":{"name":"Topics"}}"#)
         #expect(created["ok"] as? Bool == true)
         #expect((created["result"] as? [String: Any])?["zoneName"] as? String == "Topics")
-        let refused = try respond(handler, #"{"zoneDelete":{"name":"_defaultZone"}}"#)
+        let refused = try await respond(handler, #"{"zoneDelete":{"name":"_defaultZone"}}"#)
         let error = try #require(refused["error"] as? [String: Any])
         #expect(error["code"] as? String == "invalidArguments")
         #expect(error["rule"] as? String == "defaultZone")

@@ -194,13 +194,16 @@ struct OwnerCommandTests {
         #expect(blocked.status == 65)
     }
 
-    @Test func participantSideCommandsSayTheyAreNotAvailableYet() throws {
+    @Test func participantSideCommandsNeedTheDaemon() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let outcome = try cli([
-            "accept", "sharesync://127.0.0.1:7420/share/abc?owner=00", "--home", folder.path,
-        ])
-        #expect(outcome.status == 69)
-        #expect(outcome.stderr.contains("not available yet"))
+        for arguments in [
+            ["accept", "sharesync://127.0.0.1:7420/share/abc?owner=00"], ["zone", "list", "--shared"],
+            ["record", "list", "--shared", "--zone", "Z"], ["changes", "--shared"], ["watch"],
+        ] {
+            let outcome = try cli(arguments + ["--home", folder.path])
+            #expect(outcome.status == 69, "\(arguments)")
+            #expect(outcome.stderr.contains("not running"), "\(arguments)")
+        }
     }
 }

@@ -1,0 +1,127 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncStore
+
+/// The participant side of the control channel: accepting and leaving shares, reading the replica, and
+/// writing to shared zones through their owners (``ParticipantSync``).
+extension ControlHandler {
+    func handleParticipant(_ request: ControlRequest) async throws(ShareSyncError) -> Data {
+        func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
+        guard let participant else { throw Self.unavailable("the participant sync engine") }
+        let replica = participant.replica
+        switch request {
+        case .accept(let url, let timeoutSeconds):
+            let timeout = Duration.milliseconds(Int64(max(1, min(timeoutSeconds ?? 120, 3600)) * 1000))
+            let metadata = try await participant.accept(url: url, timeout: timeout)
+            let owner = metadata.ownerIdentity.userRecordName ?? metadata.share.recordID.zoneID.ownerName
+            let zones = try zoneInfos(try replica.fetchAllZones(owner: owner).map(\.zoneID), replica: replica)
+            logger.info("share accepted", metadata: ["owner": "\(owner)", "zones": "\(zones.map(\.zoneName))"])
+            return ok(AcceptedShare(
+                ownerName: owner, title: metadata.share.title, shareName: metadata.share.recordID.recordName,
+                permission: metadata.participantPermission, zones: zones))
+        case .leave(let owner, let zone, let share):
+            let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
+            let shareName: String
+            if let share { shareName = share } else { shareName = try onlyShare(in: zoneID, replica: replica) }
+            try await participant.leaveShare(owner: zoneID.ownerName, zoneName: zone, shareRecordName: shareName)
+            logger.info("share left", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
+            return ok(Done())
+        case .sharedZoneList:
+            return ok(try zoneInfos(try replica.allZones(), replica: replica))
+        case .sharedRecordList(let owner, let zone):
+            let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
+            return ok(try replica.records(owner: zoneID.ownerName, zoneName: zone))
+        case .sharedRecordGet(let owner, let zone, let name):
+            let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
+            let id = Record.ID(recordName: name, zoneID: zoneID)
+            guard let record = try replica.fetchRecord(id) else {
+                throw ShareSyncError(.unknownItem, "record \(name) is not in shared zone \(zone)", recordID: id)
+            }
+            return ok(record)
+        case .sharedRecordSave(let owner, let zone, let type, let name, let parent, let fields):
+            let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
+            let id = Record.ID(recordName: name, zoneID: zoneID)
+            var record = Record(recordType: type, recordID: id)
+            for field in fields { record[field.key] = try field.fieldValue(in: zoneID) }
+            if let parent { record.setParent(Record.ID(recordName: parent, zoneID: zoneID)) }
+            let outcome = try await participant.modifyRecords(
+                owner: zoneID.ownerName, zoneName: zone, saving: [record], savePolicy: .changedKeys)
+            switch outcome {
+            case .sent(let result):
+                try check(result)
+                guard case .success(let saved)? = result.saveResults[id] else {
+                    throw ShareSyncError(.internalError, "record \(name) was not saved", recordID: id)
+                }
+                return ok(SharedWriteResult(outcome: .sent, record: saved))
+            case .queued:
+                return ok(SharedWriteResult(outcome: .queued))
+            }
+        case .sharedRecordDelete(let owner, let zone, let name):
+            let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
+            let id = Record.ID(recordName: name, zoneID: zoneID)
+            guard try replica.fetchRecord(id) != nil else {
+                throw ShareSyncError(.unknownItem, "record \(name) is not in shared zone \(zone)", recordID: id)
+            }
+            switch try await participant.modifyRecords(owner: zoneID.ownerName, zoneName: zone, deleting: [name]) {
+            case .sent(let result):
+                try check(result)
+                return ok(SharedWriteResult(outcome: .sent))
+            case .queued:
+                return ok(SharedWriteResult(outcome: .queued))
+            }
+        default:
+            throw ShareSyncError(.internalError, "not a participant request: \(Self.commandName(request))")
+        }
+    }
+
+    func zoneInfos(_ zoneIDs: [RecordZone.ID], replica: SharedDatabaseReplica) throws(ShareSyncError) -> [SharedZoneInfo] {
+        var infos: [SharedZoneInfo] = []
+        for zoneID in zoneIDs {
+            infos.append(SharedZoneInfo(
+                ownerName: zoneID.ownerName, zoneName: zoneID.zoneName,
+                records: try replica.recordCount(owner: zoneID.ownerName, zoneName: zoneID.zoneName)))
+        }
+        return infos
+    }
+
+    /// The shared zone named `zone`, of `owner` or of the only owner sharing a zone of that name.
+    func sharedZone(owner: String?, zone: String, in replica: SharedDatabaseReplica) throws(ShareSyncError) -> RecordZone.ID {
+        let matches = try replica.allZones().filter { $0.zoneName == zone && (owner == nil || $0.ownerName == owner) }
+        switch matches.count {
+        case 1:
+            return matches[0]
+        case 0:
+            let whose = owner.map { " from \($0)" } ?? ""
+            throw ShareSyncError(
+                .zoneNotFound, "no shared zone \(zone)\(whose) in the replica; see `sharesync zone list --shared`",
+                zoneID: RecordZone.ID(zoneName: zone, ownerName: owner ?? RecordZone.ID.currentUserDefaultName))
+        default:
+            let owners = matches.map(\.ownerName).joined(separator: ", ")
+            throw ShareSyncError(
+                .invalidArguments, "several owners share a zone \(zone) (\(owners)); name one with --owner",
+                rule: "ambiguousOwner")
+        }
+    }
+
+    /// The record name of the only share in a replicated zone.
+    func onlyShare(in zoneID: RecordZone.ID, replica: SharedDatabaseReplica) throws(ShareSyncError) -> String {
+        let shares = try replica.records(owner: zoneID.ownerName, zoneName: zoneID.zoneName).filter {
+            $0.recordType == Record.shareRecordType
+        }
+        switch shares.count {
+        case 1:
+            return shares[0].recordID.recordName
+        case 0:
+            throw ShareSyncError(.unknownItem, "shared zone \(zoneID.zoneName) holds no share record; name it with --share", zoneID: zoneID)
+        default:
+            throw ShareSyncError(
+                .invalidArguments,
+                "shared zone \(zoneID.zoneName) holds \(shares.count) shares (\(shares.map(\.recordID.recordName).joined(separator: ", "))); name one with --share",
+                zoneID: zoneID, rule: "ambiguousShare")
+        }
+    }
+
+    static func unavailable(_ what: String) -> ShareSyncError {
+        ShareSyncError(.serviceUnavailable, "\(what) is not running in this daemon")
+    }
+}

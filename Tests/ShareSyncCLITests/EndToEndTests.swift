@@ -1,0 +1,228 @@
+import Foundation
+import ShareSyncTestSupport
+import Testing
+
+/// A node for end-to-end tests: a temporary home, its daemon as a child process (restartable), and
+/// the CLI run against it with `--json`. ``stop()`` kills what still runs and removes the home.
+final class E2ENode {
+    let folder: TemporaryFolder
+    let home: String
+    let userRecordName: String
+    private(set) var daemon: ChildProcess
+    let runArguments: [String]
+
+    init(name: String, runArguments: [String] = []) throws {
+        folder = try TemporaryFolder()
+        home = folder.path + "/home"
+        self.runArguments = runArguments
+        let created = try cli(["init", "--home", home, "--name", name, "--listen", "127.0.0.1:0", "--json"])
+        guard created.status == 0, let object = try json(created.stdout) as? [String: Any],
+            let user = object["userRecordName"] as? String
+        else {
+            folder.remove()
+            throw ChildProcessError.exitedEarly(status: created.status, stdout: created.stdout, stderr: created.stderr)
+        }
+        userRecordName = user
+        do {
+            daemon = try Self.startDaemon(home: home, arguments: runArguments)
+        } catch {
+            folder.remove()
+            throw error
+        }
+    }
+
+    private static func startDaemon(home: String, arguments: [String]) throws -> ChildProcess {
+        let daemon = try ChildProcess.start(sharesync, ["run", "--home", home] + arguments)
+        do {
+            _ = try daemon.waitForLine(containing: "listening on", timeout: 30)
+        } catch {
+            daemon.kill()
+            throw error
+        }
+        return daemon
+    }
+
+    /// Starts the daemon again on the same home (after it was killed).
+    func restart() throws {
+        daemon.kill()
+        daemon = try Self.startDaemon(home: home, arguments: runArguments)
+    }
+
+    /// Runs a subcommand with --json against this node.
+    func run(_ arguments: [String], timeout: Double = 60) throws -> ChildProcess.Outcome {
+        try cli(arguments + ["--home", home, "--json"], timeout: timeout)
+    }
+
+    /// Runs a subcommand that must succeed and returns its parsed JSON output.
+    @discardableResult
+    func ok(_ arguments: [String], timeout: Double = 60, sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
+        let outcome = try run(arguments, timeout: timeout)
+        try #require(outcome.status == 0, "sharesync \(arguments) exited \(outcome.status): \(outcome.stderr)", sourceLocation: sourceLocation)
+        return try json(outcome.stdout)
+    }
+
+    /// The record names `record list` prints (with `--shared` for the shared database).
+    func recordNames(zone: String, shared: Bool) throws -> [String] {
+        let records = try #require(try ok(["record", "list", "--zone", zone] + (shared ? ["--shared"] : [])) as? [[String: Any]])
+        return records.compactMap { $0["recordName"] as? String }
+    }
+
+    func stop() {
+        daemon.kill()
+        folder.remove()
+    }
+}
+
+/// Polls `condition` every 100 ms for at most `timeout` seconds; returns whether it held.
+func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        Thread.sleep(forTimeInterval: 0.1)
+    }
+    return try condition()
+}
+
+/// Shares `zone` of `owner` with `participant` (by user record name) and returns (invitation URL, participant ID).
+func invite(_ participant: E2ENode, to zone: String, of owner: E2ENode, permission: String = "readWrite") throws
+    -> (url: String, participantID: String)
+{
+    try owner.ok(["share", "create", "--zone", zone, "--title", zone])
+    let invited = try #require(
+        try owner.ok(["share", "invite", "--zone", zone, "--user", participant.userRecordName, "--permission", permission])
+            as? [String: Any])
+    return (try #require(invited["invitationURL"] as? String), try #require(invited["participantID"] as? String))
+}
+
+@Suite("End to end: owner and participant nodes as processes, driven through the CLI")
+struct EndToEndTests {
+    @Test func aParticipantAcceptsReadsWritesLosesWriteAccessAndLeaves() throws {
+        let a = try E2ENode(name: "Alice")
+        defer { a.stop() }
+        let b = try E2ENode(name: "Bob")
+        defer { b.stop() }
+
+        try a.ok(["zone", "create", "Topics"])
+        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        let (url, participantID) = try invite(b, to: "Topics", of: a)
+
+        let accepted = try #require(try b.ok(["accept", url]) as? [String: Any])
+        #expect(accepted["ownerName"] as? String == a.userRecordName)
+        let zones = try #require(accepted["zones"] as? [[String: Any]])
+        #expect(zones.map { $0["zoneName"] as? String } == ["Topics"])
+        #expect(try b.recordNames(zone: "Topics", shared: true).contains("topic-1"))
+        let topic = try #require(try b.ok(["record", "get", "--shared", "--zone", "Topics", "--name", "topic-1"]) as? [String: Any])
+        let fields = try #require(topic["fields"] as? [String: [String: Any]])
+        #expect(fields["title"]?["value"] as? String == "Hello")
+
+        // A change on the owner reaches the participant's replica, and `watch --shared` prints it.
+        let watch = try ChildProcess.start(sharesync, ["watch", "--shared", "--json", "--home", b.home])
+        defer { watch.kill() }
+        Thread.sleep(forTimeInterval: 0.5)  // let watch take its starting token
+        try a.ok(["record", "save", "--zone", "Topics", "--type", "Note", "--name", "note-1", "--parent", "topic-1", "--field", "text=string:from A"])
+        #expect(try eventually { try b.recordNames(zone: "Topics", shared: true).contains("note-1") })
+        let line = try watch.waitForLine(containing: "note-1", timeout: 20)
+        let change = try #require(try json(line) as? [String: Any])
+        #expect(change["kind"] as? String == "recordChanged")
+        #expect(change["ownerName"] as? String == a.userRecordName)
+        watch.kill()
+
+        // `changes --shared` from no token lists the replica and ends with a token.
+        let page = try #require(try b.ok(["changes", "--shared"]) as? [String: Any])
+        #expect((page["token"] as? String)?.hasPrefix("shared:") == true)
+        let changedNames = (page["changes"] as? [[String: Any]] ?? []).compactMap { $0["recordName"] as? String }
+        #expect(changedNames.contains("note-1") && changedNames.contains("topic-1"))
+
+        // The participant writes through the owner.
+        let saved = try #require(
+            try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Note", "--name", "note-2", "--field", "text=string:from B"])
+                as? [String: Any])
+        #expect(saved["outcome"] as? String == "sent")
+        #expect(try a.recordNames(zone: "Topics", shared: false).contains("note-2"))
+        #expect(try eventually { try b.recordNames(zone: "Topics", shared: true).contains("note-2") })
+
+        // Read-only now: the owner refuses the next write.
+        try a.ok(["share", "permission", "--zone", "Topics", "--participant", participantID, "--permission", "readOnly"])
+        let refused = try b.run(["record", "save", "--shared", "--zone", "Topics", "--type", "Note", "--name", "note-3", "--field", "text=string:no"])
+        #expect(refused.status == 65, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("permissionFailure"), "\(refused.stderr)")
+        #expect(try !a.recordNames(zone: "Topics", shared: false).contains("note-3"))
+
+        // Leaving empties the shared database.
+        try b.ok(["leave", "--owner", a.userRecordName, "--zone", "Topics"])
+        let after = try #require(try b.ok(["zone", "list", "--shared"]) as? [Any])
+        #expect(after.isEmpty)
+    }
+
+    @Test func oneNodeHoldsSharesFromTwoOwners() throws {
+        let a = try E2ENode(name: "Alice")
+        defer { a.stop() }
+        let b = try E2ENode(name: "Bob")
+        defer { b.stop() }
+        let c = try E2ENode(name: "Carol")
+        defer { c.stop() }
+
+        try a.ok(["zone", "create", "Topics"])
+        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A's"])
+        try b.ok(["zone", "create", "Photos"])
+        try b.ok(["record", "save", "--zone", "Photos", "--type", "Photo", "--name", "photo-1", "--field", "title=string:B's"])
+        let fromA = try invite(c, to: "Topics", of: a, permission: "readOnly")
+        let fromB = try invite(c, to: "Photos", of: b, permission: "readOnly")
+        try c.ok(["accept", fromA.url])
+        try c.ok(["accept", fromB.url])
+
+        let zones = try #require(try c.ok(["zone", "list", "--shared"]) as? [[String: Any]])
+        let pairs = Set(zones.map { "\($0["ownerName"] as? String ?? "?")/\($0["zoneName"] as? String ?? "?")" })
+        #expect(pairs == ["\(a.userRecordName)/Topics", "\(b.userRecordName)/Photos"])
+        #expect(try c.recordNames(zone: "Topics", shared: true).contains("topic-1"))
+        let photos = try c.ok(["record", "list", "--shared", "--owner", b.userRecordName, "--zone", "Photos"]) as? [[String: Any]]
+        #expect(photos?.contains { $0["recordName"] as? String == "photo-1" } == true)
+    }
+
+    @Test func aParticipantKilledDuringItsInitialSyncResumesAfterRestart() throws {
+        let total = 5_000
+        let a = try E2ENode(name: "Alice")
+        defer { a.stop() }
+        // Small pages, so the initial sync takes many steps and can be interrupted midway.
+        let b = try E2ENode(name: "Bob", runArguments: ["--log-level", "debug", "--sync-page-size", "100"])
+        defer { b.stop() }
+
+        let file = a.folder.path + "/records.jsonl"
+        let lines = (0..<total).map { i in
+            #"{"recordName":"item-\#(i)","recordType":"Item","fields":{"title":{"type":"STRING","value":"Item \#(i)"},"n":{"type":"INT64","value":\#(i)}}}"#
+        }
+        try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let imported = try #require(try a.ok(["record", "import", "--zone", "Big", "--file", file]) as? [String: Any])
+        #expect(imported["saved"] as? Int == total)
+        let (url, _) = try invite(b, to: "Big", of: a, permission: "readOnly")
+
+        let accept = try ChildProcess.start(sharesync, ["accept", url, "--home", b.home, "--json"])
+        defer { accept.kill() }
+        // The first applied page: some records are in, most are not. Kill the daemon there.
+        _ = try b.daemon.waitForErrorLine(containing: "zone changed", timeout: 30)
+        b.daemon.signal(SIGKILL)
+        let interrupted = try accept.waitForExit(timeout: 30)
+        #expect(interrupted.status != 0, "accept should fail when the daemon dies: \(interrupted.stdout)")
+
+        // Restarted on the same home, the daemon resumes from its stored tokens without a new accept.
+        try b.restart()
+        let expected = try #require(try a.ok(["record", "list", "--zone", "Big"]) as? [[String: Any]])
+        func comparable(_ records: [[String: Any]]) -> [String: String] {
+            var out: [String: String] = [:]
+            for record in records where record["recordType"] as? String != "cloudkit.share" {
+                let fields = record["fields"] ?? [:]
+                let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
+                out[record["recordName"] as? String ?? "?"] = data.map { String(decoding: $0, as: UTF8.self) }
+            }
+            return out
+        }
+        var replica: [[String: Any]] = []
+        let complete = try eventually(timeout: 40) {
+            replica = try #require(try b.ok(["record", "list", "--shared", "--zone", "Big"]) as? [[String: Any]])
+            return comparable(replica).count == total
+        }
+        #expect(complete, "the replica has \(comparable(replica).count) of \(total) records")
+        #expect(comparable(replica) == comparable(expected))
+        #expect(!b.daemon.stderr.contains("share accepted"), "the restarted daemon must not accept again")
+    }
+}
