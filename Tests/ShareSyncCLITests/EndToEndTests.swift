@@ -1,4 +1,5 @@
 import Foundation
+import ShareSyncStore
 import ShareSyncTestSupport
 import Testing
 
@@ -105,6 +106,10 @@ struct EndToEndTests {
         try a.ok(["zone", "create", "Topics"])
         try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
         let (url, participantID) = try invite(b, to: "Topics", of: a)
+        // The private database's feed: everything from no token, then only what came after.
+        let first = try #require(try a.ok(["changes"]) as? [String: Any])
+        #expect((first["changes"] as? [[String: Any]])?.contains { $0["recordName"] as? String == "topic-1" } == true)
+        let privateToken = try #require(first["token"] as? String)
 
         let accepted = try #require(try b.ok(["accept", url]) as? [String: Any])
         #expect(accepted["ownerName"] as? String == a.userRecordName)
@@ -121,6 +126,10 @@ struct EndToEndTests {
         Thread.sleep(forTimeInterval: 0.5)  // let watch take its starting token
         try a.ok(["record", "save", "--zone", "Topics", "--type", "Note", "--name", "note-1", "--parent", "topic-1", "--field", "text=string:from A"])
         #expect(try eventually { try b.recordNames(zone: "Topics", shared: true).contains("note-1") })
+        let next = try #require(try a.ok(["changes", "--since", privateToken]) as? [String: Any])
+        // note-1, and the share (B accepted it since), but not topic-1 again.
+        let nextNames = (next["changes"] as? [[String: Any]] ?? []).compactMap { $0["recordName"] as? String }
+        #expect(nextNames.contains("note-1") && !nextNames.contains("topic-1"), "\(nextNames)")
         let line = try watch.waitForLine(containing: "note-1", timeout: 20)
         let change = try #require(try json(line) as? [String: Any])
         #expect(change["kind"] as? String == "recordChanged")
@@ -177,6 +186,17 @@ struct EndToEndTests {
         #expect(try c.recordNames(zone: "Topics", shared: true).contains("topic-1"))
         let photos = try c.ok(["record", "list", "--shared", "--owner", b.userRecordName, "--zone", "Photos"]) as? [[String: Any]]
         #expect(photos?.contains { $0["recordName"] as? String == "photo-1" } == true)
+
+        // With A gone, C still reads A's zone from its replica, and a write waits in the outbox.
+        a.daemon.signal(SIGKILL)
+        _ = try a.daemon.waitForExit(timeout: 10)
+        #expect(try c.recordNames(zone: "Topics", shared: true).contains("topic-1"))
+        let queued = try #require(
+            try c.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Note", "--name", "offline", "--field", "text=string:later"])
+                as? [String: Any])
+        #expect(queued["outcome"] as? String == "queued")
+        let human = try cli(["record", "save", "--shared", "--zone", "Topics", "--type", "Note", "--name", "offline-2", "--home", c.home])
+        #expect(human.status == 0 && human.stdout.contains("queued (owner offline)"), "\(human.stdout) \(human.stderr)")
     }
 
     @Test func aParticipantKilledDuringItsInitialSyncResumesAfterRestart() throws {
@@ -203,6 +223,12 @@ struct EndToEndTests {
         b.daemon.signal(SIGKILL)
         let interrupted = try accept.waitForExit(timeout: 30)
         #expect(interrupted.status != 0, "accept should fail when the daemon dies: \(interrupted.stdout)")
+        do {
+            // What the killed daemon left: part of the zone.
+            let replica = try SharedDatabaseReplica(path: b.home + "/replica.sqlite")
+            let stored = try replica.recordCount(owner: a.userRecordName, zoneName: "Big")
+            #expect(stored > 0 && stored < total, "the daemon was killed with \(stored) of \(total) records stored")
+        }
 
         // Restarted on the same home, the daemon resumes from its stored tokens without a new accept.
         try b.restart()
