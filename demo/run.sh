@@ -19,7 +19,7 @@ while (($# > 0)); do
     case "$1" in
         --keep) DEMO_KEEP=1 ;;
         --timeout) timeout=${2:?--timeout needs a number of seconds}; shift ;;
-        -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) demo_log "demo/run.sh: unknown argument $1 (try --help)"; exit 64 ;;
     esac
     shift
