@@ -281,10 +281,11 @@ class Walkthrough:
                            lambda: "note-from-a" in record_names(self.b_records()))
         self.arrived("A's note on B", ms)
 
-        # B's note has the topic as its parent (that is what puts it in the share) but no `topic` reference
-        # field: the owner refuses a participant's reference fields today (rule referenceSameZone).
+        # B's note has the topic as its parent (that is what puts it in the share) and, like A's, a
+        # `topic` reference field.
         status, stdout, stderr = self.b_save("--type", "Note", "--name", "note-from-b", "--parent", self.topic,
-                                             "--field", "title=string:Note from B")
+                                             "--field", "title=string:Note from B",
+                                             "--field", f"topic=reference:{self.topic}")
         if status != 0:
             raise CommandFailed("B", ("record", "save", "--shared", "…"), status, stdout, stderr)
         outcome = find(json.loads(stdout), "outcome") if stdout.strip() else None

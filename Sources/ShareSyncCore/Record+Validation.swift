@@ -14,7 +14,7 @@ extension Record {
             try check(value, key: key)
         }
         if let parent {
-            guard parent.recordID.zoneID == recordID.zoneID else {
+            guard parent.recordID.zoneID.isSameZone(as: recordID.zoneID) else {
                 throw .invalid(
                     "the parent must be in the record's own zone", recordID: recordID, rule: "parentSameZone")
             }
@@ -60,7 +60,7 @@ extension Record {
         case .list(.date(let ds)): for d in ds { try date(d) }
         default: break
         }
-        for reference in value.references where reference.recordID.zoneID != recordID.zoneID {
+        for reference in value.references where !reference.recordID.zoneID.isSameZone(as: recordID.zoneID) {
             throw .invalid(
                 "field \(key): a reference must point into the record's own zone", recordID: recordID,
                 rule: "referenceSameZone")

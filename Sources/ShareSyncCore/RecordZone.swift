@@ -30,6 +30,14 @@ public struct RecordZone: Sendable, Hashable, Codable {
         public var isDefaultZone: Bool { zoneName == Self.defaultZoneName }
 
         public var description: String { "\(zoneName) (owner \(ownerName))" }
+
+        /// Whether two IDs can name the same zone: the same zone name, and the same owner unless one
+        /// of them says "the current user" (whose real name only the database knows and checks).
+        public func isSameZone(as other: ID) -> Bool {
+            zoneName == other.zoneName
+                && (ownerName == other.ownerName || ownerName == Self.currentUserDefaultName
+                    || other.ownerName == Self.currentUserDefaultName)
+        }
     }
 
     /// The zone's identity.

@@ -188,6 +188,16 @@ extension WriteContext {
         if record.recordType == Record.shareRecordType { return try saveShare(record, policy: policy) }
         _ = try record.validate(limits: database.limits)
         let zone = id.zoneID.zoneName
+        // References and the parent must point into this database's own zone.
+        for reference in record.fields.values.flatMap(\.references) + (record.parent.map { [$0] } ?? []) {
+            do {
+                try database.checkOwner(reference.recordID.zoneID)
+            } catch {
+                throw ShareSyncError(
+                    .invalidArguments, "a reference must point into the record's own zone, not \(reference.recordID.zoneID)",
+                    recordID: id, rule: reference == record.parent ? "parentSameZone" : "referenceSameZone")
+            }
+        }
         let existing = try loadRecord(zone: zone, name: id.recordName)
         var toStore: Record
         switch policy {

@@ -71,3 +71,28 @@ struct WalkthroughTests {
         #expect(b.records["Topics"] == nil)
     }
 }
+
+@Suite("References written by participants")
+struct ParticipantReferenceTests {
+    @Test("a participant's record may reference a record of the share, naming the zone as they see it or as the current user")
+    func participantReferenceIntoSharedZone() throws {
+        let w = try World()
+        try w.save(w.record("Topic", "topic", title: "Groceries"))
+        let share = try w.share(root: "topic", invite: [("_b", .readWrite)])
+        try w.db.acceptShare(url: try #require(share.url), as: Caller(userRecordName: "_b"))
+        let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
+        let view = w.db.sharedDatabase(for: Caller(userRecordName: "_b"))
+        for (name, refZone) in [("n1", sharedZone), ("n2", RecordZone.ID(zoneName: "Topics"))] {
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: sharedZone))
+            note.setParent(Record.ID(recordName: "topic", zoneID: sharedZone))
+            note["topic"] = .reference(Record.Reference(recordID: Record.ID(recordName: "topic", zoneID: refZone)))
+            _ = try view.modifyRecords(saving: [note]).get()
+        }
+        #expect(try w.db.fetchRecord(w.id("n1"))["topic"]?.referenceValue?.recordID.recordName == "topic")
+        // A zone of another owner is another zone.
+        var foreign = Record(recordType: "Note", recordID: Record.ID(recordName: "n3", zoneID: sharedZone))
+        foreign.setParent(Record.ID(recordName: "topic", zoneID: sharedZone))
+        foreign["topic"] = .reference(Record.Reference(recordID: Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: "_mallory"))))
+        #expect(try view.modifyRecords(saving: [foreign]).errors["n3"]?.rule == "referenceSameZone")
+    }
+}
