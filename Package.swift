@@ -78,6 +78,7 @@ let package = Package(
                 "ShareSyncCore", "ShareSyncStore", "ShareSyncWire", "ShareSyncNode",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore"]),

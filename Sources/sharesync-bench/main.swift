@@ -1,5 +1,5 @@
 // sharesync-bench: micro-benchmarks, one scenario per first argument.
-//   swift run -c release sharesync-bench wire
+//   swift run -c release sharesync-bench wire|store
 import NIOCore
 import ShareSyncWire
 
@@ -8,7 +8,8 @@ import Glibc
 #endif
 
 let scenarios: [String: () throws -> Void] = [
-    "wire": runWireBenchmark
+    "wire": runWireBenchmark,
+    "store": runStoreBenchmark,
 ]
 
 let arguments = CommandLine.arguments.dropFirst()
