@@ -18,11 +18,14 @@ public struct ShareMetadata: Sendable, Hashable {
     public var participantPermission: Participant.Permission
     /// The asker's acceptance status.
     public var participantStatus: Participant.AcceptanceStatus
+    /// How many records the share holds (the share record included), when the asker may read them:
+    /// what an initial sync will bring. (An addition to `CKShare.Metadata`, for progress display.)
+    public var recordCount: Int?
 
     public init(
         share: Share, containerIdentifier: String, ownerIdentity: UserIdentity, hierarchicalRootRecordID: Record.ID?,
         rootRecord: Record?, participantRole: Participant.Role, participantPermission: Participant.Permission,
-        participantStatus: Participant.AcceptanceStatus
+        participantStatus: Participant.AcceptanceStatus, recordCount: Int? = nil
     ) {
         self.share = share
         self.containerIdentifier = containerIdentifier
@@ -32,5 +35,6 @@ public struct ShareMetadata: Sendable, Hashable {
         self.participantRole = participantRole
         self.participantPermission = participantPermission
         self.participantStatus = participantStatus
+        self.recordCount = recordCount
     }
 }

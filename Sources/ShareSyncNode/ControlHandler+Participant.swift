@@ -10,6 +10,14 @@ extension ControlHandler {
         guard let participant else { throw Self.unavailable("the participant sync engine") }
         let replica = participant.replica
         switch request {
+        case .shareMetadata(let url):
+            let metadata = try await participant.fetchShareMetadata(url: url)
+            return ok(ShareMetadataInfo(
+                ownerName: metadata.ownerIdentity.userRecordName ?? metadata.share.recordID.zoneID.ownerName,
+                title: metadata.share.title, shareName: metadata.share.recordID.recordName,
+                zoneName: metadata.share.recordID.zoneID.zoneName, role: metadata.participantRole,
+                permission: metadata.participantPermission, status: metadata.participantStatus,
+                recordCount: metadata.recordCount))
         case .accept(let url, let timeoutSeconds):
             let timeout = Duration.milliseconds(Int64(max(1, min(timeoutSeconds ?? 120, 3600)) * 1000))
             let metadata = try await participant.accept(url: url, timeout: timeout)
@@ -124,4 +132,17 @@ extension ControlHandler {
     static func unavailable(_ what: String) -> ShareSyncError {
         ShareSyncError(.serviceUnavailable, "\(what) is not running in this daemon")
     }
+}
+
+/// What `shareMetadata` answers: the share at a URL, as its owner describes it to this node.
+public struct ShareMetadataInfo: Codable, Sendable, Hashable {
+    public var ownerName: String
+    public var title: String?
+    public var shareName: String
+    public var zoneName: String
+    public var role: Participant.Role
+    public var permission: Participant.Permission
+    public var status: Participant.AcceptanceStatus
+    /// How many records an initial sync brings, if the owner lets this node read them.
+    public var recordCount: Int?
 }

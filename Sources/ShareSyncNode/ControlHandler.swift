@@ -67,7 +67,7 @@ public struct ControlHandler: Sendable {
     func handle(_ request: ControlRequest) async throws(ShareSyncError) -> Data {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         switch request {
-        case .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
+        case .shareMetadata, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
             .sharedRecordDelete:
             return try await handleParticipant(request)
         case .changes(let shared, let since, let waitSeconds):

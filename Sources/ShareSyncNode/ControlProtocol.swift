@@ -69,6 +69,8 @@ public enum ControlRequest: Sendable, Hashable, Codable {
 
     // MARK: Participant side (the shared database replica)
 
+    /// What the share at a URL is, asked of its owner without accepting it. → ``ShareMetadataInfo``
+    case shareMetadata(url: String)
     /// Accepts a share by its URL and waits (up to `timeoutSeconds`, default 120) until its records are in
     /// the replica. → ``AcceptedShare``
     case accept(url: String, timeoutSeconds: Double?)

@@ -182,6 +182,15 @@ public final class ParticipantSync: Sendable {
         return metadata
     }
 
+    /// Asks the owner what the share at `url` is, without accepting it (fingerprint checked).
+    public func fetchShareMetadata(url: String) async throws(ShareSyncError) -> ShareMetadata {
+        let connection = try await OwnerConnection.connect(
+            url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
+            timeout: configuration.connectTimeout)
+        defer { Task { await connection.close() } }
+        return try await connection.fetchShareMetadata(url: url)
+    }
+
     /// Leaves a share on the owner's node, then waits (up to `timeout`) for the catch-up that purges what
     /// left this identity's view: the zone, or only the share's records if the zone holds another share
     /// of this participant. Needs the owner to be connected (`networkUnavailable` otherwise).

@@ -94,11 +94,16 @@ extension PrivateDatabase {
             {
                 root = present(try Record(jsonData: json), to: caller.userRecordName, zoneID: zoneID, in: db)
             }
+            let count = mayRead
+                ? try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM record WHERE zone = ? AND shareName = ?",
+                    arguments: [zone, share.recordID.recordName]) : nil
             return ShareMetadata(
                 share: visible, containerIdentifier: containerIdentifier,
                 ownerIdentity: UserIdentity(userRecordName: ownerName, lookupInfo: .init(userRecordName: ownerName)),
                 hierarchicalRootRecordID: share.rootRecordID.map { Record.ID(recordName: $0.recordName, zoneID: zoneID) },
-                rootRecord: root, participantRole: role, participantPermission: permission, participantStatus: status)
+                rootRecord: root, participantRole: role, participantPermission: permission, participantStatus: status,
+                recordCount: count)
         }
     }
 

@@ -11,6 +11,7 @@ public struct ShareMetadataResult: Codable, Sendable {
     public var participantRole: Participant.Role
     public var participantPermission: Participant.Permission
     public var participantStatus: Participant.AcceptanceStatus
+    public var recordCount: Int?
 
     public init(_ metadata: ShareMetadata) {
         share = metadata.share.record
@@ -21,6 +22,7 @@ public struct ShareMetadataResult: Codable, Sendable {
         participantRole = metadata.participantRole
         participantPermission = metadata.participantPermission
         participantStatus = metadata.participantStatus
+        recordCount = metadata.recordCount
     }
 
     /// The metadata, with the root record ID in the share's zone.
@@ -32,7 +34,7 @@ public struct ShareMetadataResult: Codable, Sendable {
             share: share, containerIdentifier: containerIdentifier, ownerIdentity: ownerIdentity,
             hierarchicalRootRecordID: hierarchicalRootRecordName.map { Record.ID(recordName: $0, zoneID: share.recordID.zoneID) },
             rootRecord: rootRecord, participantRole: participantRole, participantPermission: participantPermission,
-            participantStatus: participantStatus)
+            participantStatus: participantStatus, recordCount: recordCount)
     }
 }
 

@@ -29,7 +29,8 @@ struct AcceptCommand: AsyncParsableCommand {
 
     func run() async throws {
         let showProgress = !options.json && isatty(1) == 1
-        let progress = showProgress ? Task { await Self.showProgress(options) } : nil
+        let url = self.url
+        let progress = showProgress ? Task { await Self.showProgress(options, url: url) } : nil
         defer { progress?.cancel() }
         do {
             let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
@@ -48,8 +49,9 @@ struct AcceptCommand: AsyncParsableCommand {
         }
     }
 
-    /// Until cancelled: the number of records that arrived in the replica since it started, on one line.
-    static func showProgress(_ options: NodeOptions) async {
+    /// Until cancelled, on stderr: a progress bar of the records that arrived in the replica since it
+    /// started, against what the owner says the share holds (a plain count if the owner does not say).
+    static func showProgress(_ options: NodeOptions, url: String) async {
         func total() async -> Int? {
             guard let client = try? await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath)),
                 let zones = try? await client.call(.sharedZoneList, as: [SharedZoneInfo].self)
@@ -57,19 +59,21 @@ struct AcceptCommand: AsyncParsableCommand {
             return zones.reduce(0) { $0 + $1.records }
         }
         let baseline = await total() ?? 0
-        let spinner = Array("|/-\\")
+        let expected = try? await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
+            .call(.shareMetadata(url: url), as: ShareMetadataInfo.self).recordCount
         var tick = 0
         var shown = false
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(250))
             guard !Task.isCancelled, let now = await total() else { continue }
             tick += 1
-            let line = "\r\(spinner[tick % spinner.count]) syncing: \(max(0, now - baseline)) records received"
+            let line = "\r" + SyncProgress.line(received: max(0, now - baseline), expected: expected, tick: tick)
             FileHandle.standardError.write(Data(line.utf8))
             shown = true
         }
         if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
     }
+
 }
 
 struct LeaveCommand: AsyncParsableCommand {

@@ -96,3 +96,19 @@ struct ParticipantReferenceTests {
         #expect(try view.modifyRecords(saving: [foreign]).errors["n3"]?.rule == "referenceSameZone")
     }
 }
+
+@Suite("Share metadata's record count")
+struct ShareMetadataCountTests {
+    @Test("an invited participant learns how many records the share holds; a requester does not")
+    func recordCount() throws {
+        let w = try World()
+        try w.save(w.record("Topic", "topic"), w.record("Note", "n1", parent: "topic"), w.record("Note", "n2", parent: "topic"),
+                   w.record("Note", "elsewhere"))
+        var share = try w.share(root: "topic", invite: [("_b", .readOnly)])
+        let url = try #require(share.url)
+        #expect(try w.db.fetchShareMetadata(url: url, for: Caller(userRecordName: "_b")).recordCount == 4)
+        share.allowsAccessRequests = true
+        _ = try w.db.modifyRecords(saving: [share.record]).get()
+        #expect(try w.db.fetchShareMetadata(url: url, for: Caller(userRecordName: "_stranger")).recordCount == nil)
+    }
+}
