@@ -6,6 +6,14 @@ extension Record {
     ///
     /// - Returns: the record's JSON form, whose size was checked.
     public func validate(limits: Limits) throws(ShareSyncError) -> Data {
+        try checkContent(limits: limits)
+        let json = try jsonData()
+        try checkSize(of: json, limits: limits)
+        return json
+    }
+
+    /// Checks everything ``validate(limits:)`` does but the size, without encoding the record.
+    public func checkContent(limits: Limits) throws(ShareSyncError) {
         try Names.checkZoneName(recordID.zoneID.zoneName, limits: limits)
         try Names.checkRecordName(recordID.recordName, limits: limits, recordID: recordID)
         try Names.checkRecordType(recordType, limits: limits, recordID: recordID)
@@ -22,14 +30,16 @@ extension Record {
                 throw .invalid("a record cannot be its own parent", recordID: recordID, rule: "parentCycle")
             }
         }
-        let json = try jsonData()
+    }
+
+    /// Checks the size of the record's JSON form against ``Limits/maximumRecordSize``.
+    public func checkSize(of json: Data, limits: Limits) throws(ShareSyncError) {
         guard json.count <= limits.maximumRecordSize else {
             throw ShareSyncError(
                 .limitExceeded,
                 "record is \(json.count) bytes, over the limit of \(limits.maximumRecordSize) bytes",
                 recordID: recordID, rule: "recordSize")
         }
-        return json
     }
 
     private func check(_ value: FieldValue, key: String) throws(ShareSyncError) {

@@ -186,7 +186,7 @@ extension WriteContext {
         try requireVisibleZone(id)
         try requireVisibleRecord(id)
         if record.recordType == Record.shareRecordType { return try saveShare(record, policy: policy) }
-        _ = try record.validate(limits: database.limits)
+        try record.checkContent(limits: database.limits)
         let zone = id.zoneID.zoneName
         // References and the parent must point into this database's own zone.
         for reference in record.fields.values.flatMap(\.references) + (record.parent.map { [$0] } ?? []) {
@@ -239,7 +239,7 @@ extension WriteContext {
             share: existing?.share, creationDate: existing?.creationDate ?? now, modificationDate: now,
             creatorUserRecordID: existing?.creatorUserRecordID ?? Record.ID(recordName: actor),
             lastModifiedUserRecordID: Record.ID(recordName: actor), recordChangeTag: nil)
-        _ = try stored.validate(limits: database.limits)
+        // (The stored record's size is checked when it is encoded, in `store`.)
         // For a participant the access policy comes first: no later check may tell them anything
         // about records outside their view.
         try authorizeSave(stored, existing: existing)

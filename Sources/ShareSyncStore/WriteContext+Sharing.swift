@@ -10,22 +10,22 @@ extension WriteContext {
     // MARK: Lookups
 
     func share(zone: String, name: String) throws -> Share? {
-        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM share WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? false,
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM share WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? false,
             let record = try loadRecord(zone: zone, name: name)
         else { return nil }
         return Share(record)
     }
 
     func zoneShareName(_ zone: String) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT name FROM share WHERE zone = ? AND root IS NULL", arguments: [zone])
+        try String.fetchOne(db.cachedStatement(sql: "SELECT name FROM share WHERE zone = ? AND root IS NULL"), arguments: [zone])
     }
 
     func shareRooted(zone: String, at root: String) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT name FROM share WHERE zone = ? AND root = ?", arguments: [zone, root])
+        try String.fetchOne(db.cachedStatement(sql: "SELECT name FROM share WHERE zone = ? AND root = ?"), arguments: [zone, root])
     }
 
     func zoneHasShares(_ zone: String) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT 1 FROM share WHERE zone = ? LIMIT 1", arguments: [zone]) ?? false
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM share WHERE zone = ? LIMIT 1"), arguments: [zone]) ?? false
     }
 
     /// The share a record belongs to, computed from first principles: the zone-wide share, or the
@@ -36,8 +36,7 @@ extension WriteContext {
         var steps = 0
         while let c = current, steps < 100_000 {
             if let s = try shareRooted(zone: zone, at: c) { return s }
-            current = try String?.fetchOne(
-                db, sql: "SELECT parent FROM record WHERE zone = ? AND name = ?", arguments: [zone, c]) ?? nil
+            current = try String?.fetchOne(db.cachedStatement(sql: "SELECT parent FROM record WHERE zone = ? AND name = ?"), arguments: [zone, c]) ?? nil
             steps += 1
         }
         return nil
@@ -51,7 +50,7 @@ extension WriteContext {
     }
 
     func storedShareName(zone: String, name: String) throws -> String? {
-        try String?.fetchOne(db, sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? nil
+        try String?.fetchOne(db.cachedStatement(sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? nil
     }
 
     // MARK: Hooks of the record write path
@@ -130,7 +129,7 @@ extension WriteContext {
             if let shareName = try shareRooted(zone: zone, at: name) {
                 try removeShare(zone: zone, name: shareName)
             }
-            for child in try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ? AND parent = ?", arguments: [zone, name]) {
+            for child in try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ? AND parent = ?"), arguments: [zone, name]) {
                 membershipDirty[zone, default: []].insert(child)
             }
         }
@@ -195,10 +194,10 @@ extension WriteContext {
                 _ = try store(rootRecord)
                 membershipDirty[zone, default: []].insert(root)
             } else if share.rootRecordID == nil {
-                for name in try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ? AND parent IS NULL", arguments: [zone]) {
+                for name in try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ? AND parent IS NULL"), arguments: [zone]) {
                     membershipDirty[zone, default: []].insert(name)
                 }
-                membershipDirty[zone, default: []].formUnion(try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ?", arguments: [zone]))
+                membershipDirty[zone, default: []].formUnion(try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
             }
         }
         sharesChanged[zone, default: []].insert(id.recordName)
@@ -341,13 +340,13 @@ extension WriteContext {
 
     /// Removes a share and its record (its members lose it at settle time).
     mutating func removeShare(zone: String, name: String) throws {
-        let root = try String?.fetchOne(db, sql: "SELECT root FROM share WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? nil
-        try db.execute(sql: "DELETE FROM share WHERE zone = ? AND name = ?", arguments: [zone, name])
+        let root = try String?.fetchOne(db.cachedStatement(sql: "SELECT root FROM share WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? nil
+        try db.cachedStatement(sql: "DELETE FROM share WHERE zone = ? AND name = ?").execute(arguments: [zone, name])
         _ = try delete(zone: zone, name: name)
         if let root {
             membershipDirty[zone, default: []].insert(root)
         } else {
-            membershipDirty[zone, default: []].formUnion(try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone = ?", arguments: [zone]))
+            membershipDirty[zone, default: []].formUnion(try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
         }
         sharesChanged[zone, default: []].insert(name)
     }
@@ -367,9 +366,9 @@ extension WriteContext {
 
     /// The stable, unguessable URL token of a share of this root (or of the whole zone).
     func urlToken(zone: String, root: String?) throws -> String {
-        let secret = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'urlSecret'") ?? {
+        let secret = try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM meta WHERE key = 'urlSecret'")) ?? {
             let s = Self.randomToken() + Self.randomToken()
-            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('urlSecret', ?)", arguments: [s])
+            try db.cachedStatement(sql: "INSERT INTO meta (key, value) VALUES ('urlSecret', ?)").execute(arguments: [s])
             return s
         }()
         let mac = HMAC<SHA256>.authenticationCode(

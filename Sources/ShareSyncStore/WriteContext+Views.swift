@@ -14,10 +14,10 @@ extension WriteContext {
         let zones = Set(touched.keys).union(membershipDirty.keys).union(sharesChanged.keys)
         for zone in zones.sorted() {
             let hasShares = try zoneHasShares(zone)
-            let hadViewers = try Bool.fetchOne(db, sql: "SELECT 1 FROM member WHERE zone = ? LIMIT 1", arguments: [zone]) ?? false
+            let hadViewers = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM member WHERE zone = ? LIMIT 1"), arguments: [zone]) ?? false
             if !hasShares && !hadViewers && (sharesChanged[zone]?.isEmpty ?? true) {
                 // Nothing shared here: clear any stale membership and move on.
-                try db.execute(sql: "UPDATE record SET shareName = NULL WHERE zone = ? AND shareName IS NOT NULL", arguments: [zone])
+                try db.cachedStatement(sql: "UPDATE record SET shareName = NULL WHERE zone = ? AND shareName IS NOT NULL").execute(arguments: [zone])
                 continue
             }
             let moved = try recomputeMembership(zone: zone)
@@ -36,8 +36,7 @@ extension WriteContext {
         }
         var changed: Set<String> = []
         for name in names {
-            guard let row = try Row.fetchOne(
-                db, sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name])
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
             else { continue }
             let type: String = row["type"]
             let current: String? = row["shareName"]
@@ -57,15 +56,14 @@ extension WriteContext {
     private mutating func syncMembers(zone: String) throws -> [String: (added: Set<String>, removed: Set<String>)] {
         var changes: [String: (added: Set<String>, removed: Set<String>)] = [:]
         for name in sharesChanged[zone] ?? [] {
-            let before = Set(try String.fetchAll(
-                db, sql: "SELECT user FROM member WHERE zone = ? AND share = ?", arguments: [zone, name]))
+            let before = Set(try String.fetchAll(db.cachedStatement(sql: "SELECT user FROM member WHERE zone = ? AND share = ?"), arguments: [zone, name]))
             let after = try share(zone: zone, name: name).map(AccessPolicy.viewers(of:)) ?? []
             for user in after.subtracting(before) {
-                try db.execute(sql: "INSERT INTO member (zone, share, user) VALUES (?, ?, ?)", arguments: [zone, name, user])
+                try db.cachedStatement(sql: "INSERT INTO member (zone, share, user) VALUES (?, ?, ?)").execute(arguments: [zone, name, user])
                 changes[user, default: ([], [])].added.insert(name)
             }
             for user in before.subtracting(after) {
-                try db.execute(sql: "DELETE FROM member WHERE zone = ? AND share = ? AND user = ?", arguments: [zone, name, user])
+                try db.cachedStatement(sql: "DELETE FROM member WHERE zone = ? AND share = ? AND user = ?").execute(arguments: [zone, name, user])
                 changes[user, default: ([], [])].removed.insert(name)
             }
         }
@@ -74,7 +72,7 @@ extension WriteContext {
 
     private func members(zone: String, share: String?) throws -> [String] {
         guard let share else { return [] }
-        return try String.fetchAll(db, sql: "SELECT user FROM member WHERE zone = ? AND share = ?", arguments: [zone, share])
+        return try String.fetchAll(db.cachedStatement(sql: "SELECT user FROM member WHERE zone = ? AND share = ?"), arguments: [zone, share])
     }
 
     private mutating func updateViews(
@@ -83,16 +81,14 @@ extension WriteContext {
         var viewersTouched: Set<String> = []
         // Viewers who gained or lost shares.
         for (viewer, change) in memberChanges.sorted(by: { $0.key < $1.key }) {
-            let accepted = Set(try String.fetchAll(
-                db, sql: "SELECT share FROM member WHERE zone = ? AND user = ?", arguments: [zone, viewer]))
+            let accepted = Set(try String.fetchAll(db.cachedStatement(sql: "SELECT share FROM member WHERE zone = ? AND user = ?"), arguments: [zone, viewer]))
             if accepted.isEmpty {
                 try leaveZone(viewer: viewer, zone: zone)
                 continue
             }
             try enterZoneIfNeeded(viewer: viewer, zone: zone)
             for share in change.added.sorted() {
-                for row in try Row.fetchAll(
-                    db, sql: "SELECT name, type FROM record WHERE zone = ? AND shareName = ? ORDER BY seq", arguments: [zone, share])
+                for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT name, type FROM record WHERE zone = ? AND shareName = ? ORDER BY seq"), arguments: [zone, share])
                 {
                     try setView(viewer: viewer, zone: zone, name: row["name"], type: row["type"], present: true)
                 }
@@ -113,13 +109,12 @@ extension WriteContext {
         }
         // Records that changed, were deleted, or moved between shares.
         for name in records.sorted() {
-            let row = try Row.fetchOne(db, sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name])
+            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
             let now: String? = row?["shareName"]
             let before: String? = shareBefore[zone]?[name] ?? now
             var type: String = row?["type"] ?? ""
             if row == nil {
-                type = try String.fetchOne(
-                    db, sql: "SELECT type FROM recordTombstone WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? ""
+                type = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM recordTombstone WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? ""
             }
             let seeing = Set(try members(zone: zone, share: now))
             for viewer in seeing.sorted() where row != nil {
@@ -157,8 +152,7 @@ extension WriteContext {
     }
 
     private mutating func enterZoneIfNeeded(viewer: String, zone: String) throws {
-        let present = try Bool.fetchOne(
-            db, sql: "SELECT present FROM viewZone WHERE viewer = ? AND zone = ?", arguments: [viewer, zone]) ?? false
+        let present = try Bool.fetchOne(db.cachedStatement(sql: "SELECT present FROM viewZone WHERE viewer = ? AND zone = ?"), arguments: [viewer, zone]) ?? false
         guard !present else { return }
         let seq = nextSeq()
         try db.execute(
@@ -171,7 +165,7 @@ extension WriteContext {
 
     /// The zone leaves a viewer's shared database: their feed of it is dropped.
     mutating func leaveZone(viewer: String, zone: String) throws {
-        try db.execute(sql: "DELETE FROM viewLog WHERE viewer = ? AND zone = ?", arguments: [viewer, zone])
+        try db.cachedStatement(sql: "DELETE FROM viewLog WHERE viewer = ? AND zone = ?").execute(arguments: [viewer, zone])
         try db.execute(
             sql: "UPDATE viewZone SET seq = ?, present = 0 WHERE viewer = ? AND zone = ? AND present = 1",
             arguments: [nextSeq(), viewer, zone])
@@ -179,18 +173,18 @@ extension WriteContext {
 
     /// Before a zone is deleted: every viewer loses it, and its shares and members go.
     mutating func willDeleteZone(_ zone: String) throws {
-        for viewer in try String.fetchAll(db, sql: "SELECT viewer FROM viewZone WHERE zone = ? AND present = 1", arguments: [zone]) {
+        for viewer in try String.fetchAll(db.cachedStatement(sql: "SELECT viewer FROM viewZone WHERE zone = ? AND present = 1"), arguments: [zone]) {
             try leaveZone(viewer: viewer, zone: zone)
         }
-        try db.execute(sql: "DELETE FROM member WHERE zone = ?", arguments: [zone])
-        try db.execute(sql: "DELETE FROM share WHERE zone = ?", arguments: [zone])
+        try db.cachedStatement(sql: "DELETE FROM member WHERE zone = ?").execute(arguments: [zone])
+        try db.cachedStatement(sql: "DELETE FROM share WHERE zone = ?").execute(arguments: [zone])
     }
 }
 
 extension PrivateDatabase {
     /// Drops view history up to the horizon (rows of records that left a view, zones that left).
     func compactSharedViews(_ db: Database, upTo: Int64) throws {
-        try db.execute(sql: "DELETE FROM viewLog WHERE present = 0 AND seq <= ?", arguments: [upTo])
-        try db.execute(sql: "DELETE FROM viewZone WHERE present = 0 AND seq <= ?", arguments: [upTo])
+        try db.cachedStatement(sql: "DELETE FROM viewLog WHERE present = 0 AND seq <= ?").execute(arguments: [upTo])
+        try db.cachedStatement(sql: "DELETE FROM viewZone WHERE present = 0 AND seq <= ?").execute(arguments: [upTo])
     }
 }

@@ -30,7 +30,7 @@ struct WriteContext {
         self.database = database
         self.actor = actor
         self.now = Millis.normalize(database.clock())
-        self.seq = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0
+        self.seq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'")) ?? 0
     }
 
     mutating func nextSeq() -> Int64 {
@@ -40,13 +40,13 @@ struct WriteContext {
 
     /// Writes the sequence back; call once at the end of the transaction.
     func finish() throws {
-        try db.execute(sql: "UPDATE meta SET value = ? WHERE key = 'seq'", arguments: [String(seq)])
+        try db.cachedStatement(sql: "UPDATE meta SET value = ? WHERE key = 'seq'").execute(arguments: [String(seq)])
     }
 
     // MARK: Zones
 
     func zoneExists(_ name: String) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE name = ?", arguments: [name]) ?? false
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM zone WHERE name = ?"), arguments: [name]) ?? false
     }
 
     func requireZone(_ zoneID: RecordZone.ID) throws {
@@ -57,13 +57,13 @@ struct WriteContext {
     }
 
     mutating func bumpZone(_ name: String) throws {
-        try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [nextSeq(), name])
+        try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?").execute(arguments: [nextSeq(), name])
     }
 
     // MARK: Records
 
     func loadRecord(zone: String, name: String) throws -> Record? {
-        guard let json = try Data.fetchOne(db, sql: "SELECT json FROM record WHERE zone = ? AND name = ?", arguments: [zone, name])
+        guard let json = try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
         else { return nil }
         return try Record(jsonData: json)
     }
@@ -78,6 +78,7 @@ struct WriteContext {
         let seq = nextSeq()
         record.recordChangeTag = String(seq, radix: 36)
         let json = try record.jsonData()
+        try record.checkSize(of: json, limits: database.limits)
         try db.execute(
             sql: """
                 INSERT INTO record (zone, name, type, seq, parent, json, shareName) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -88,14 +89,14 @@ struct WriteContext {
                 zone, name, record.recordType, seq, record.parent?.recordID.recordName, json,
                 record.recordType == Record.shareRecordType ? name : nil,
             ])
-        try db.execute(sql: "DELETE FROM recordTombstone WHERE zone = ? AND name = ?", arguments: [zone, name])
-        try db.execute(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?", arguments: [zone, name])
+        try db.cachedStatement(sql: "DELETE FROM recordTombstone WHERE zone = ? AND name = ?").execute(arguments: [zone, name])
+        try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, name])
         let targets = Set(record.fields.values.flatMap(\.references).filter { $0.action == .deleteSelf }.map(\.recordID.recordName))
         for target in targets {
             try db.execute(
                 sql: "INSERT INTO deleteSelfReference (zone, target, source) VALUES (?, ?, ?)", arguments: [zone, target, name])
         }
-        try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [seq, zone])
+        try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?").execute(arguments: [seq, zone])
         touched[zone, default: []].insert(name)
         return record
     }
@@ -103,8 +104,7 @@ struct WriteContext {
     /// Remembers the share a record belongs to before this transaction changes it.
     mutating func noteShareBefore(zone: String, name: String) throws {
         guard shareBefore[zone]?[name] == nil else { return }
-        let current = try String?.fetchOne(
-            db, sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?", arguments: [zone, name]) ?? nil
+        let current = try String?.fetchOne(db.cachedStatement(sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? nil
         shareBefore[zone, default: [:]][name] = .some(current)
     }
 
@@ -119,14 +119,13 @@ struct WriteContext {
             guard seen.insert(next).inserted, let record = try loadRecord(zone: zone, name: next) else { continue }
             try noteShareBefore(zone: zone, name: next)
             let seq = nextSeq()
-            try db.execute(sql: "DELETE FROM record WHERE zone = ? AND name = ?", arguments: [zone, next])
+            try db.cachedStatement(sql: "DELETE FROM record WHERE zone = ? AND name = ?").execute(arguments: [zone, next])
             try db.execute(
                 sql: "INSERT OR REPLACE INTO recordTombstone (zone, name, type, seq) VALUES (?, ?, ?, ?)",
                 arguments: [zone, next, record.recordType, seq])
-            try db.execute(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?", arguments: [zone, next])
-            try db.execute(sql: "UPDATE zone SET seq = ? WHERE name = ?", arguments: [seq, zone])
-            work += try String.fetchAll(
-                db, sql: "SELECT source FROM deleteSelfReference WHERE zone = ? AND target = ?", arguments: [zone, next])
+            try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, next])
+            try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?").execute(arguments: [seq, zone])
+            work += try String.fetchAll(db.cachedStatement(sql: "SELECT source FROM deleteSelfReference WHERE zone = ? AND target = ?"), arguments: [zone, next])
             touched[zone, default: []].insert(next)
             deleted.append(record)
         }
@@ -152,7 +151,7 @@ struct WriteContext {
         var steps = 0
         while let c = current, steps < 100_000 {
             if c == name { return true }
-            current = try String.fetchOne(db, sql: "SELECT parent FROM record WHERE zone = ? AND name = ?", arguments: [zone, c])
+            current = try String.fetchOne(db.cachedStatement(sql: "SELECT parent FROM record WHERE zone = ? AND name = ?"), arguments: [zone, c])
             steps += 1
         }
         return false
