@@ -113,59 +113,6 @@ struct Expectation {
     var known: [ShareSyncError.Code: String] = [:]
 }
 
-/// A participant's local copy, kept only through the shared database's feeds (tokens, small pages).
-/// Like a real client it starts a zone over from nil when its token expired.
-struct ModelReplica {
-    let user: Caller
-    var databaseToken: ServerChangeToken?
-    var zoneTokens: [String: ServerChangeToken] = [:]
-    var records: [String: [String: Record]] = [:]
-
-    init(_ name: String) { user = Caller(userRecordName: name) }
-
-    mutating func sync(_ db: PrivateDatabase, pageSize: Int = 7) throws {
-        let view = db.sharedDatabase(for: user)
-        var more = true
-        var changedZones: Set<String> = []
-        while more {
-            let changes = try view.fetchDatabaseChanges(since: databaseToken, resultsLimit: pageSize)
-            for z in changes.deletedZoneIDs {
-                records[z.zoneName] = nil
-                zoneTokens[z.zoneName] = nil
-                changedZones.remove(z.zoneName)
-            }
-            for z in changes.changedZoneIDs { changedZones.insert(z.zoneName) }
-            databaseToken = changes.changeToken
-            more = changes.moreComing
-        }
-        for zone in changedZones.sorted() {
-            var more = true
-            while more {
-                let token = zoneTokens[zone]
-                let fetched = Result { () throws(ShareSyncError) -> ZoneChanges in
-                    try view.fetchZoneChanges(
-                        RecordZone.ID(zoneName: zone, ownerName: db.ownerName), since: token, resultsLimit: pageSize)
-                }
-                if case .failure(let e) = fetched, e.code == .changeTokenExpired, token != nil {
-                    records[zone] = nil
-                    zoneTokens[zone] = nil
-                    continue
-                }
-                let page = try fetched.get()
-                if records[zone] == nil { records[zone] = [:] }
-                for change in page.changes {
-                    switch change {
-                    case .changed(let r): records[zone, default: [:]][r.recordID.recordName] = r
-                    case .deleted(let d): records[zone]?[d.recordID.recordName] = nil
-                    }
-                }
-                zoneTokens[zone] = page.changeToken
-                more = page.moreComing
-            }
-        }
-    }
-}
-
 /// One run of the model-based test.
 struct ModelRun {
     static let owner = "_owner"
@@ -179,7 +126,7 @@ struct ModelRun {
     var model: [String: ModelZone] = [:]
     /// Every URL ever handed out, with the (zone, root) it names; root nil for a zone-wide share.
     var urls: [(zone: String, root: String?, url: String)] = []
-    var replicas: [String: ModelReplica] = [:]
+    var replicas: [String: Replica] = [:]
     var step = 0
     var shareCounter = 0
     var stopped = false
@@ -195,7 +142,7 @@ struct ModelRun {
             try db.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: z)))
             model[z] = ModelZone()
         }
-        for u in Self.users { replicas[u] = ModelReplica(u) }
+        for u in Self.users { replicas[u] = Replica(u) }
     }
 
     var tag: String { "seed \(seed) step \(step)" }
@@ -633,7 +580,7 @@ struct ModelRun {
     }
 
     /// A replica's content equals the first-principles view of its user.
-    func checkReplica(_ replica: ModelReplica, label: String) -> Bool {
+    func checkReplica(_ replica: Replica, label: String) -> Bool {
         var ok = true
         let u = replica.user.userRecordName
         for z in Self.zones {
@@ -680,7 +627,7 @@ struct ModelRun {
             try replicas[u]!.sync(db)
             ok = checkReplica(replicas[u]!, label: "incremental") && ok
             if fresh {
-                var f = ModelReplica(u)
+                var f = Replica(u)
                 try f.sync(db, pageSize: 11)
                 ok = checkReplica(f, label: "fresh") && ok
             }

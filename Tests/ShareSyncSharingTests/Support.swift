@@ -51,7 +51,8 @@ struct World {
     }
 }
 
-/// A participant's local copy, kept only through the shared database's feeds, as a replica would.
+/// A participant's local copy, kept only through the shared database's feeds (tokens, small pages).
+/// Like a real client it starts a zone over from nil when its token expired.
 struct Replica {
     let user: Caller
     var databaseToken: ServerChangeToken?
@@ -78,8 +79,18 @@ struct Replica {
         for zone in changedZones.sorted() {
             var more = true
             while more {
-                let page = try view.fetchZoneChanges(
-                    RecordZone.ID(zoneName: zone, ownerName: db.ownerName), since: zoneTokens[zone], resultsLimit: pageSize)
+                let token = zoneTokens[zone]
+                let fetched = Result { () throws(ShareSyncError) -> ZoneChanges in
+                    try view.fetchZoneChanges(
+                        RecordZone.ID(zoneName: zone, ownerName: db.ownerName), since: token, resultsLimit: pageSize)
+                }
+                if case .failure(let e) = fetched, e.code == .changeTokenExpired, token != nil {
+                    records[zone] = nil
+                    zoneTokens[zone] = nil
+                    continue
+                }
+                let page = try fetched.get()
+                if records[zone] == nil { records[zone] = [:] }
                 for change in page.changes {
                     switch change {
                     case .changed(let r): records[zone, default: [:]][r.recordID.recordName] = r
