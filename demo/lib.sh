@@ -9,6 +9,23 @@ DEMO_CLEANUP_HOOK=${DEMO_CLEANUP_HOOK:-}
 
 demo_log() { printf '%s\n' "$*" >&2; }
 
+# The options both demos take: --keep, --timeout SECONDS, --help (prints lines FIRST,LAST of the
+# calling script's header). Sets DEMO_KEEP and timeout.
+demo_parse_arguments() {
+    local name=$1 script=$2 lines=$3
+    shift 3
+    timeout=10
+    while (($# > 0)); do
+        case "$1" in
+            --keep) DEMO_KEEP=1 ;;
+            --timeout) timeout=${2:?--timeout needs a number of seconds}; shift ;;
+            -h | --help) sed -n "${lines}p" "$script" | sed 's/^# \{0,1\}//'; exit 0 ;;
+            *) demo_log "$name: unknown argument $1 (try --help)"; exit 64 ;;
+        esac
+        shift
+    done
+}
+
 # Puts swift on PATH (CI machines keep it in /opt/swift/usr/bin).
 demo_find_swift() {
     if ! command -v swift >/dev/null 2>&1 && [[ -x /opt/swift/usr/bin/swift ]]; then

@@ -15,16 +15,7 @@ DEMO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=demo/lib.sh
 source "$DEMO_ROOT/demo/lib.sh"
 
-timeout=10
-while (($# > 0)); do
-    case "$1" in
-        --keep) DEMO_KEEP=1 ;;
-        --timeout) timeout=${2:?--timeout needs a number of seconds}; shift ;;
-        -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) demo_log "demo/netns.sh: unknown argument $1 (try --help)"; exit 64 ;;
-    esac
-    shift
-done
+demo_parse_arguments "demo/netns.sh" "${BASH_SOURCE[0]}" 2,11 "$@"
 
 skip() { echo "demo/netns.sh skipped: $*"; exit 0; }
 
