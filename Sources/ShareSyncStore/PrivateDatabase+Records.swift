@@ -69,7 +69,14 @@ extension PrivateDatabase {
         var seen: Set<Record.ID> = []
         return try write { db in
             var ctx = try WriteContext(db: db, database: self, actor: actor)
+            // Each item runs in its own savepoint, so a failing item leaves no trace and the others
+            // go on, except on an atomic request's first try (see below), where an error ends the try.
+            var perItem = true
             func attempt(_ body: (inout WriteContext) throws -> Void) throws -> ShareSyncError? {
+                guard perItem else {
+                    try body(&ctx)
+                    return nil
+                }
                 var failure: ShareSyncError?
                 try db.inSavepoint {
                     do {
@@ -118,6 +125,37 @@ extension PrivateDatabase {
                 }
             }
             if atomically {
+                // First try: everything in one savepoint, no savepoint per item. Almost every request
+                // succeeds this way. If anything fails, that try is rolled back and the request runs again
+                // item by item, to give each failing item its own error (and then rolls back too).
+                perItem = false
+                let start = ctx
+                var firstTryFailed = false
+                try db.inSavepoint {
+                    do {
+                        try run()
+                        if saveOutcomes.values.contains(where: { if case .failure = $0 { true } else { false } })
+                            || deleteOutcomes.values.contains(where: { if case .failure = $0 { true } else { false } })
+                        {
+                            firstTryFailed = true
+                            return .rollback
+                        }
+                        try ctx.settleSharing()
+                        return .commit
+                    } catch is ShareSyncError {
+                        firstTryFailed = true
+                        return .rollback
+                    }
+                }
+                if firstTryFailed {
+                    ctx = start
+                    saveOutcomes = [:]
+                    deleteOutcomes = [:]
+                    seen = []
+                    perItem = true
+                }
+            }
+            if atomically && perItem {
                 var failed = false
                 try db.inSavepoint {
                     try run()
@@ -135,15 +173,20 @@ extension PrivateDatabase {
                     for (id, outcome) in deleteOutcomes { if case .success = outcome { deleteOutcomes[id] = .failure(batchFailed(id)) } }
                     return ModifyRecordsResult(saveResults: saveOutcomes, deleteResults: deleteOutcomes)
                 }
-            } else {
+            } else if !atomically {
                 try run()
                 try ctx.settleSharing()
             }
             try ctx.finish()
-            // Saved records are returned as stored after every change of the batch (share fields included).
+            // Saved records are returned as stored after every change of the batch: a share saved in the
+            // same request changes its root's `share` field, so then they are read back.
+            let sharesSaved = ordered.contains { $0.recordType == Record.shareRecordType }
             for (id, outcome) in saveOutcomes {
-                if case .success = outcome, let stored = try ctx.loadRecord(zone: id.zoneID.zoneName, name: id.recordName) {
+                guard case .success(let saved) = outcome else { continue }
+                if sharesSaved, let stored = try ctx.loadRecord(zone: id.zoneID.zoneName, name: id.recordName) {
                     saveOutcomes[id] = .success(ctx.present(stored, zoneID: id.zoneID))
+                } else {
+                    saveOutcomes[id] = .success(ctx.present(saved, zoneID: id.zoneID))
                 }
             }
             return ModifyRecordsResult(saveResults: saveOutcomes, deleteResults: deleteOutcomes)
