@@ -1,5 +1,7 @@
-// sharesync-bench: micro-benchmarks, one scenario per first argument.
+// sharesync-bench: the benchmark suite and micro-benchmarks, one scenario per first argument.
+//   benchmarks/run.sh [--quick] [--scale]            (builds in release, then `sharesync-bench suite`)
 //   swift run -c release sharesync-bench wire|store
+import Foundation
 import NIOCore
 import ShareSyncWire
 
@@ -12,9 +14,18 @@ let scenarios: [String: () throws -> Void] = [
     "store": runStoreBenchmark,
 ]
 
-let arguments = CommandLine.arguments.dropFirst()
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "suite" {
+    do {
+        try await runSuite(Array(arguments.dropFirst()))
+    } catch {
+        FileHandle.standardError.write(Data("sharesync-bench suite: \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
+}
 guard let name = arguments.first, let scenario = scenarios[name] else {
-    print("usage: sharesync-bench <scenario>   scenarios: \(scenarios.keys.sorted().joined(separator: ", "))")
+    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | \(scenarios.keys.sorted().joined(separator: " | "))")
     exit(2)
 }
 try scenario()

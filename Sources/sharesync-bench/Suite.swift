@@ -1,0 +1,429 @@
+import Foundation
+import Logging
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncStore
+import ShareSyncWire
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// `sharesync-bench suite [--quick] [--scale] [--out FILE]`: every scenario of issue 6, on loopback,
+// with real `sharesync run` daemons. See benchmarks/README section in README.md for what each measures.
+//
+// Who is who:
+// - The owner is always a `sharesync run` daemon (temp home); the bench writes to it through its
+//   control socket (`recordImport`, as `sharesync record import` does).
+// - Initial sync (100k), change latency, participant writes and wire bytes: the bench process is the
+//   participant (ParticipantSync + SharedDatabaseReplica in a file), so a replica commit is timed by
+//   the replica's change observer, in process.
+// - Fan-out: 100 in-process ParticipantSync engines (in-memory replicas, one identity and one TCP
+//   connection each) in the bench process.
+// - Daemon-to-daemon sync (100k and, with --scale, 1M): a second `sharesync run` daemon accepts
+//   through `sharesync accept`; peak RSS is VmHWM of each daemon.
+
+struct SuiteOptions {
+    var quick = false
+    var scale = false
+    var out = "bench-results/results.json"
+    var records = 100_000
+    var changes = 1_000
+    var writes = 1_000
+    var fanParticipants = 100
+    var fanChanges = 1_000
+    var scaleRecords = 1_000_000
+    var roundTrips = 10_000
+    var onlyScale = false
+
+    init(_ arguments: [String]) throws {
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--quick": quick = true
+            case "--scale": scale = true
+            case "--scale-only": scale = true; onlyScale = true
+            case "--out": out = rest.popFirst() ?? out
+            case "--scale-records": scaleRecords = Int(rest.popFirst() ?? "") ?? scaleRecords
+            default: throw BenchError("unknown option \(argument); use --quick, --scale, --scale-only, --out FILE, --scale-records N")
+            }
+        }
+        if quick {
+            records = 10_000
+            changes = 200
+            writes = 200
+            fanParticipants = 10
+            fanChanges = 100
+            roundTrips = 2_000
+            if scaleRecords == 1_000_000 { scaleRecords = 100_000 }
+        }
+    }
+}
+
+/// Arrival times of one revision of a record at each of several replicas (set by replica observers).
+final class Arrivals: Sendable {
+    private struct State {
+        var target: Int64 = -1
+        var times: [Double?]
+        var remaining = 0
+        var waiter: CheckedContinuation<Bool, Never>?
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int) { state = Mutex(State(times: Array(repeating: nil, count: count))) }
+
+    func expect(_ revision: Int64) {
+        state.withLock { s in
+            s.target = revision
+            s.times = Array(repeating: nil, count: s.times.count)
+            s.remaining = s.times.count
+        }
+    }
+
+    func report(_ index: Int, revision: Int64, at time: Double) {
+        let waiter: CheckedContinuation<Bool, Never>? = state.withLock { s in
+            guard revision == s.target, s.times[index] == nil else { return nil }
+            s.times[index] = time
+            s.remaining -= 1
+            guard s.remaining == 0 else { return nil }
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: true)
+    }
+
+    /// Waits until every replica has the revision; the arrival times, or nil after `timeout`.
+    func wait(timeout: Duration) async -> [Double]? {
+        let watchdog = Task {
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }  // cancelled: the change arrived
+            let waiter = self.state.withLock { s in defer { s.waiter = nil }; return s.waiter }
+            waiter?.resume(returning: false)
+        }
+        let arrived = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let done = state.withLock { s in
+                if s.remaining == 0 { return true }
+                s.waiter = continuation
+                return false
+            }
+            if done { continuation.resume(returning: true) }
+        }
+        watchdog.cancel()
+        guard arrived else { return nil }
+        return state.withLock { $0.times.map { $0 ?? .nan } }
+    }
+
+    /// Calls `report` after each commit of `replica` that holds `id` with a `rev` field.
+    func observe(_ replica: SharedDatabaseReplica, index: Int, id: Record.ID) -> UInt64 {
+        replica.addChangeObserver { [self] in
+            let time = now()
+            if let record = (try? replica.fetchRecord(id)) ?? nil, case .int64(let revision)? = record["rev"] {
+                self.report(index, revision: revision, at: time)
+            }
+        }
+    }
+}
+
+func runSuite(_ arguments: [String]) async throws {
+    LoggingSystem.bootstrap { _ in SwiftLogNoOpLogHandler() }
+    let options = try SuiteOptions(arguments)
+    suiteStart = now()
+    let results = Results()
+    let root = FileManager.default.temporaryDirectory.appending(path: "sharesync-suite-\(getpid())").path
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    var daemons: [NodeDaemon] = []
+    defer {
+        for daemon in daemons { daemon.stop() }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+    progress("suite: \(options.quick ? "quick" : "full"), \(options.records) records, sharesync at \(sharesyncBinary())")
+
+    if !options.onlyScale {
+        try nodeStart(results, root: root)
+        let owner = try NodeDaemon(name: "owner", root: root)
+        daemons.append(owner)
+        try owner.start()
+        let url = try await populate(results, owner: owner, count: options.records)
+        let ownerName = try await owner.call(.status, as: NodeStatus.self).userRecordName
+        try await inProcessParticipant(results, options: options, owner: owner, ownerName: ownerName, url: url, root: root)
+        try await fanOut(results, options: options, owner: owner, ownerName: ownerName)
+        try await daemonSync(results, label: "daemon sync \(options.records / 1000)k", owner: owner, url: url,
+                             count: options.records, root: root, daemons: &daemons)
+        owner.stop()
+        try storeOnly(results, count: options.records, root: root)
+        try machineLimits(results, options: options, root: root)
+    }
+    if options.scale {
+        let owner = try NodeDaemon(name: "owner-scale", root: root)
+        daemons.append(owner)
+        try owner.start()
+        let url = try await populate(results, owner: owner, count: options.scaleRecords, batch: 2000, scenario: "scale: owner import")
+        try await daemonSync(results, label: "scale \(options.scaleRecords / 1000)k", owner: owner, url: url,
+                             count: options.scaleRecords, root: root, daemons: &daemons)
+        if let base = results.figures.first(where: { $0.scenario.hasPrefix("daemon sync") && $0.figure == "accept, end to end" }),
+            let big = results.figures.last(where: { $0.scenario.hasPrefix("scale") && $0.figure == "accept, end to end" })
+        {
+            results.add("scale \(options.scaleRecords / 1000)k", "time vs \(options.records / 1000)k sync (linear = \(options.scaleRecords / options.records))",
+                        big.value / base.value, "x")
+        }
+        owner.stop()
+    }
+
+    let table = results.table()
+    print(table)
+    let json = SuiteReport(
+        date: ISO8601DateFormatter().string(from: Date()), quick: options.quick, records: options.records,
+        cores: ProcessInfo.processInfo.activeProcessorCount, figures: results.figures, notes: results.notes)
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    let outURL = URL(fileURLWithPath: options.out)
+    try FileManager.default.createDirectory(at: outURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+    try encoder.encode(json).write(to: outURL)
+    print("wrote \(options.out) (\(String(format: "%.0f", now() - suiteStart)) s)")
+}
+
+struct SuiteReport: Codable {
+    var date: String
+    var quick: Bool
+    var records: Int
+    var cores: Int
+    var figures: [Figure]
+    var notes: [String]
+}
+
+// MARK: Scenarios
+
+/// Node start until it serves: `sharesync run` on a fresh home, spawn to `listening on`.
+func nodeStart(_ results: Results, root: String) throws {
+    var samples: [Double] = []
+    for i in 0..<5 {
+        let node = try NodeDaemon(name: "start-\(i)", root: root)
+        try node.start()
+        samples.append(node.startSeconds * 1000)
+        node.stop()
+    }
+    results.add("node start", "fresh home, spawn to listening (median of 5)", percentile(samples, 50), "ms", atMost: 200)
+    results.add("node start", "fresh home, slowest of 5", samples.max() ?? .nan, "ms")
+}
+
+/// Creates the zone and a public readWrite zone share, then saves `count` records through the
+/// daemon's control socket in batches (owner write throughput). Returns the share URL.
+func populate(
+    _ results: Results, owner: NodeDaemon, count: Int, batch: Int = 400, scenario: String = "owner writes"
+) async throws -> String {
+    _ = try await owner.call(.zoneCreate(name: "Topics"), as: ZoneInfo.self)
+    let share = try await owner.call(
+        .shareCreate(zone: "Topics", root: nil, title: "Bench", publicPermission: .readWrite, allowsAccessRequests: false),
+        as: ShareInfo.self)
+    guard let url = share.url else { throw BenchError("the share has no URL") }
+    let zone = RecordZone.ID(zoneName: "Topics")
+    var busy = 0.0
+    for start in stride(from: 0, to: count, by: batch) {
+        let records = (start..<min(start + batch, count)).map { DataSet.record($0, total: count, zone: zone) }
+        let client = try await ControlClient.connect(path: owner.controlPath)
+        let t0 = now()
+        let saved = try await client.call(.recordImport(zone: "Topics", records: records), as: ImportResult.self).saved
+        busy += now() - t0
+        guard saved == records.count else { throw BenchError("saved \(saved) of \(records.count)") }
+        if start % 100_000 == 0 && start > 0 { progress("\(scenario): \(start) records") }
+    }
+    results.add(scenario, "batches of \(batch) via the daemon (zone shared)", Double(count) / busy, "records/s", atLeast: 100_000)
+    return url
+}
+
+/// The bench process as the participant: initial sync, wire bytes, change latency, write round trip.
+func inProcessParticipant(
+    _ results: Results, options: SuiteOptions, owner: NodeDaemon, ownerName: String, url: String, root: String
+) async throws {
+    let replica = try SharedDatabaseReplica(path: root + "/participant-a.sqlite")
+    let sync = ParticipantSync(replica: replica, identity: NodeIdentity.generate(), configuration: .init(displayName: "bench-a"))
+    let t0 = now()
+    try await sync.accept(url: url, timeout: .seconds(1800))
+    let elapsed = now() - t0
+    let received = tcpBytesReceived(fromPort: owner.port)
+    let held = try replica.recordCount(owner: ownerName, zoneName: "Topics")
+    let scenario = "initial sync \(options.records / 1000)k"
+    results.add(scenario, "accept until replica holds all (\(held) records)", Double(options.records) / elapsed,
+                "records/s", atLeast: 100_000)
+    results.add(scenario, "elapsed", elapsed, "s")
+    if held < options.records { results.notes.append("initial sync: replica holds \(held) of \(options.records)") }
+
+    // Wire bytes vs the same records as plain JSON (JSON Lines of Record.jsonData()).
+    let zone = RecordZone.ID(zoneName: "Topics")
+    var plain = 0
+    for i in 0..<options.records { plain += try DataSet.record(i, total: options.records, zone: zone).jsonData().count + 1 }
+    if let received {
+        results.add("wire bytes", "initial sync received / plain JSON (\(received) / \(plain) B)",
+                    Double(received) * 100 / Double(plain), "%", atMost: 25)
+    } else {
+        results.add("wire bytes", "initial sync received (ss gave no bytes_received)", .nan, "%", atMost: 25)
+    }
+
+    // Change latency: the owner saves one record (control socket), until this replica committed it.
+    let probeID = Record.ID(recordName: "note-\(DataSet.topicCount(options.records))", zoneID: .init(zoneName: "Topics", ownerName: ownerName))
+    let arrivals = Arrivals(count: 1)
+    let observer = arrivals.observe(replica, index: 0, id: probeID)
+    var latencies: [Double] = []
+    var acks: [Double] = []
+    var missing = 0
+    for i in 0..<(options.changes + 20) {
+        let revision = Int64(i + 1)
+        let record = DataSet.note(DataSet.topicCount(options.records), topic: 0, zone: zone, revision: revision)
+        let client = try await ControlClient.connect(path: owner.controlPath)
+        arrivals.expect(revision)
+        let start = now()
+        _ = try await client.call(.recordImport(zone: "Topics", records: [record]), as: ImportResult.self)
+        let acked = now()
+        guard let times = await arrivals.wait(timeout: .seconds(10)) else {
+            missing += 1
+            results.notes.append("change latency: revision \(revision) not committed by the participant within 10 s")
+            continue
+        }
+        if i >= 20 {  // the first 20 warm up
+            latencies.append((times[0] - start) * 1000)
+            acks.append((acked - start) * 1000)
+        }
+    }
+    replica.removeChangeObserver(observer)
+    let lat = "change latency"
+    results.add(lat, "owner save → participant replica commit, p50 (\(latencies.count) changes)", percentile(latencies, 50), "ms", atMost: 1)
+    results.add(lat, "p99", percentile(latencies, 99), "ms", atMost: 5)
+    results.add(lat, "owner save acknowledged by its daemon (control socket), p50", percentile(acks, 50), "ms")
+    if missing > 0 {
+        results.add(lat, "changes not seen within 10 s", Double(missing), "changes", atMost: 0)
+    }
+
+    // Participant write round trip: ParticipantSync.modifyRecords until the owner answers.
+    let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+    var writes: [Double] = []
+    var failed = 0
+    for i in 0..<(options.writes + 20) {
+        let index = DataSet.topicCount(options.records) + 1 + i % 1000
+        let record = DataSet.note(index, topic: index % DataSet.topicCount(options.records), zone: sharedZone, revision: Int64(i))
+        let start = now()
+        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [record], savePolicy: .allKeys)
+        let end = now()
+        guard case .sent(let result) = outcome, case .success? = result.saveResults[record.recordID] else {
+            failed += 1
+            continue
+        }
+        if i >= 20 { writes.append((end - start) * 1000) }
+    }
+    let w = "participant write"
+    results.add(w, "save 1 record until the owner acknowledges, p50 (\(writes.count) writes)", percentile(writes, 50), "ms", atMost: 1)
+    results.add(w, "p99", percentile(writes, 99), "ms")
+    if failed > 0 { results.add(w, "writes not sent or refused", Double(failed), "writes", atMost: 0) }
+    results.add("peak RSS", "bench process as participant (\(options.records / 1000)k replica, plus the bench's data)",
+                peakRSS(pid: getpid()), "MB")
+    await sync.stop()
+}
+
+/// 1 owner daemon, N in-process participants (one identity and connection each); the owner saves one
+/// record N times; per change, the time until every participant's replica committed it.
+func fanOut(_ results: Results, options: SuiteOptions, owner: NodeDaemon, ownerName: String) async throws {
+    let n = options.fanParticipants
+    _ = try await owner.call(.zoneCreate(name: "Fanout"), as: ZoneInfo.self)
+    let share = try await owner.call(
+        .shareCreate(zone: "Fanout", root: nil, title: "Fan-out", publicPermission: .readOnly, allowsAccessRequests: false),
+        as: ShareInfo.self)
+    let zone = RecordZone.ID(zoneName: "Fanout")
+    let seed = (0..<20).map { DataSet.record($0, total: 20, zone: zone) }
+    _ = try await owner.call(.recordImport(zone: "Fanout", records: seed), as: ImportResult.self)
+    let probeID = Record.ID(recordName: "note-1", zoneID: .init(zoneName: "Fanout", ownerName: ownerName))
+    let arrivals = Arrivals(count: n)
+    var engines: [ParticipantSync] = []
+    let t0 = now()
+    // A share has at most 100 participants, the owner included: two devices (connections, replicas)
+    // per identity, as a user with a laptop and a desktop.
+    let identities = (0..<((n + 1) / 2)).map { _ in NodeIdentity.generate() }
+    for k in 0..<n {
+        let replica = try SharedDatabaseReplica(inMemory: ())
+        let sync = ParticipantSync(replica: replica, identity: identities[k / 2], configuration: .init(displayName: "fan-\(k)"))
+        try await sync.accept(url: share.url!, timeout: .seconds(60))
+        _ = arrivals.observe(replica, index: k, id: probeID)
+        engines.append(sync)
+    }
+    progress("fan-out: \(n) participants accepted in \(String(format: "%.1f", now() - t0)) s")
+    var perChange: [Double] = []
+    var deliveries: [Double] = []
+    var missing = 0
+    for i in 0..<(options.fanChanges + 10) {
+        let revision = Int64(i + 1)
+        let record = DataSet.note(1, topic: 0, zone: zone, revision: revision)
+        let client = try await ControlClient.connect(path: owner.controlPath)
+        arrivals.expect(revision)
+        let start = now()
+        _ = try await client.call(.recordImport(zone: "Fanout", records: [record]), as: ImportResult.self)
+        guard let times = await arrivals.wait(timeout: .seconds(10)) else { missing += 1; continue }
+        if i >= 10 {
+            let ms = times.map { ($0 - start) * 1000 }
+            perChange.append(ms.max()!)
+            deliveries += ms
+        }
+    }
+    let s = "fan-out \(n) connections"
+    results.add(s, "every connection converged (\(identities.count) identities x 2), changes of \(options.fanChanges)", Double(perChange.count), "changes",
+                atLeast: Double(options.fanChanges))
+    results.add(s, "until the last participant committed, p50", percentile(perChange, 50), "ms")
+    results.add(s, "until the last participant committed, p99", percentile(perChange, 99), "ms", atMost: 50)
+    results.add(s, "each delivery, p50", percentile(deliveries, 50), "ms")
+    results.add(s, "each delivery, p99", percentile(deliveries, 99), "ms")
+    if missing > 0 { results.notes.append("fan-out: \(missing) changes did not reach every participant within 10 s") }
+    for engine in engines { await engine.stop() }
+}
+
+/// Daemon to daemon: restarts the owner (its VmHWM then covers serving the sync), starts a fresh
+/// participant daemon, and times `sharesync accept`.
+func daemonSync(
+    _ results: Results, label: String, owner: NodeDaemon, url: String, count: Int, root: String,
+    daemons: inout [NodeDaemon]
+) async throws {
+    owner.stop()
+    try owner.start()
+    results.add(label, "owner node start with \(count / 1000)k records, spawn to listening", owner.startSeconds * 1000, "ms", atMost: 200)
+    let participant = try NodeDaemon(name: "participant-\(label.filter { $0.isLetter || $0.isNumber })", root: root)
+    daemons.append(participant)
+    try participant.start()
+    let t0 = now()
+    try sharesync(["accept", url, "--home", participant.home, "--json", "--timeout", "3600"])
+    let elapsed = now() - t0
+    let zones = try await participant.call(.sharedZoneList, as: [SharedZoneInfo].self)
+    let held = zones.first(where: { $0.zoneName == "Topics" })?.records ?? 0
+    results.add(label, "accept, end to end", elapsed, "s")
+    results.add(label, "records/s (replica holds \(held))", Double(count) / elapsed, "records/s", atLeast: 100_000)
+    results.add(label, "peak RSS owner daemon (restart + serving the sync)", owner.peakRSSMegabytes, "MB", atMost: 200)
+    results.add(label, "peak RSS participant daemon", participant.peakRSSMegabytes, "MB", atMost: 200)
+    if held < count { results.notes.append("\(label): participant replica holds \(held) of \(count)") }
+    participant.stop()
+}
+
+/// The store alone, in process: batches of 400 into a zone shared with one accepted participant.
+func storeOnly(_ results: Results, count: Int, root: String) throws {
+    let db = try PrivateDatabase(path: root + "/store-only.sqlite", ownerName: "_owner")
+    let zone = RecordZone.ID(zoneName: "Topics")
+    _ = try db.saveZone(RecordZone(zoneID: zone))
+    var share = Share(recordZoneID: zone)
+    try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_b"), permission: .readWrite))
+    let saved = Share(try db.modifyRecords(saving: [share.record]).get()[0])!
+    _ = try db.acceptShare(url: saved.url!, as: Caller(userRecordName: "_b"))
+    let records = DataSet.records(count, zone: zone)
+    let t0 = now()
+    for start in stride(from: 0, to: count, by: 400) {
+        _ = try db.modifyRecords(saving: Array(records[start..<min(start + 400, count)]), savePolicy: .allKeys).get()
+    }
+    results.add("owner writes", "batches of 400, store only in process (zone shared with 1)", Double(count) / (now() - t0), "records/s")
+}
+
+func machineLimits(_ results: Results, options: SuiteOptions, root: String) throws {
+    let records = DataSet.records(options.records, zone: RecordZone.ID(zoneName: "Topics"))
+    let m = "machine"
+    results.add(m, "SQLite bulk upsert, same rows, one transaction", try MachineLimits.sqliteUpsert(records, directory: root), "records/s")
+    let z = try MachineLimits.zlib(records)
+    results.add(m, "zlib deflate, same bytes (pages of 400, sync flush)", z.deflate, "MB/s")
+    results.add(m, "zlib inflate, same bytes", z.inflate, "MB/s")
+    results.add(m, "zlib compressed size / plain", z.ratio * 100, "%")
+    let rtt = try MachineLimits.tcpRoundTrips(options.roundTrips)
+    results.add(m, "loopback TCP round trip 100 B, p50", percentile(rtt, 50) * 1000, "µs")
+    results.add(m, "loopback TCP round trip 100 B, p99", percentile(rtt, 99) * 1000, "µs")
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The benchmark suite (issue 6): builds sharesync and sharesync-bench in release mode, then runs every
+# scenario on loopback with real `sharesync run` daemons. Prints a table; writes bench-results/results.json.
+#
+#   benchmarks/run.sh            # full suite (100k records, 1,000 changes, 100 fan-out participants)
+#   benchmarks/run.sh --quick    # smoke test: smaller counts
+#   benchmarks/run.sh --scale    # also the 1,000,000-record daemon-to-daemon sync (several more minutes)
+#   benchmarks/run.sh --scale-only
+#   benchmarks/run.sh --out FILE # where the JSON goes (default bench-results/results.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bench-results
+for product in sharesync sharesync-bench; do
+  echo "building $product (release)..." >&2
+  if ! swift build -c release --product "$product" > bench-results/build.log 2>&1; then
+    tail -40 bench-results/build.log >&2; echo "build failed (bench-results/build.log)" >&2; exit 1
+  fi
+done
+bin="$(swift build -c release --show-bin-path)"
+export SHARESYNC_BINARY="$bin/sharesync"
+exec "$bin/sharesync-bench" suite "$@"
