@@ -28,7 +28,7 @@ public struct SharedDatabaseView: Sendable {
                 db,
                 sql: """
                     SELECT zone, seq, present FROM viewZone
-                    WHERE viewer = ?1 AND ((present = 1 AND seq > ?2) OR (present = 0 AND seq > ?3)) ORDER BY seq LIMIT ?4
+                    WHERE viewer = ?1 AND seq > ?2 AND (present = 1 OR seq > ?3) ORDER BY seq LIMIT ?4
                     """,
                 arguments: [viewer, since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
@@ -72,7 +72,7 @@ public struct SharedDatabaseView: Sendable {
                 sql: """
                     SELECT v.name, v.type, v.seq, v.present, r.json FROM viewLog v
                     LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
-                    WHERE v.viewer = ?1 AND v.zone = ?2 AND ((v.present = 1 AND v.seq > ?3) OR (v.present = 0 AND v.seq > ?4))
+                    WHERE v.viewer = ?1 AND v.zone = ?2 AND v.seq > ?3 AND (v.present = 1 OR v.seq > ?4)
                     ORDER BY v.seq LIMIT ?5
                     """,
                 arguments: [viewer, zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1])
