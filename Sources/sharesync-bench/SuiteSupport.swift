@@ -148,7 +148,7 @@ final class NodeDaemon: @unchecked Sendable {
         process.arguments = ["run", "--home", home, "--log-level", "warning"] + extraArguments
         let out = Pipe()
         process.standardOutput = out
-        FileManager.default.createFile(atPath: home + "/daemon.log", contents: nil)
+        _ = FileManager.default.createFile(atPath: home + "/daemon.log", contents: nil)
         process.standardError = FileHandle(forWritingAtPath: home + "/daemon.log")
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         let t0 = now()
