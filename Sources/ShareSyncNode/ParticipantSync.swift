@@ -187,8 +187,15 @@ public final class ParticipantSync: Sendable {
         let connection = try await OwnerConnection.connect(
             url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
             timeout: configuration.connectTimeout)
-        defer { Task { await connection.close() } }
-        return try await connection.fetchShareMetadata(url: url)
+        let metadata: ShareMetadata
+        do {
+            metadata = try await connection.fetchShareMetadata(url: url)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
+        return metadata
     }
 
     /// Leaves a share on the owner's node, then waits (up to `timeout`) for the catch-up that purges what
