@@ -78,6 +78,7 @@ extension PrivateDatabase {
                     return nil
                 }
                 var failure: ShareSyncError?
+                let before = ctx
                 try db.inSavepoint {
                     do {
                         try body(&ctx)
@@ -87,6 +88,7 @@ extension PrivateDatabase {
                         return .rollback
                     }
                 }
+                if failure != nil { ctx.rollBack(to: before) }
                 return failure
             }
             func run() throws {
@@ -148,7 +150,7 @@ extension PrivateDatabase {
                     }
                 }
                 if firstTryFailed {
-                    ctx = start
+                    ctx.rollBack(to: start)
                     saveOutcomes = [:]
                     deleteOutcomes = [:]
                     seen = []
@@ -210,7 +212,7 @@ extension WriteContext {
     func requireVisibleRecord(_ id: Record.ID) throws {
         guard !isOwner else { return }
         let zone = id.zoneID.zoneName
-        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM record WHERE zone = ? AND name = ?", arguments: [zone, id.recordName]) ?? false
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM record WHERE zone = ? AND name = ?"), arguments: [zone, id.recordName]) ?? false
         else { return }
         guard let shareName = try storedShareName(zone: zone, name: id.recordName),
             let share = try share(zone: zone, name: shareName), AccessPolicy.acceptedParticipant(actor, in: share) != nil
@@ -220,7 +222,7 @@ extension WriteContext {
     /// Whether a record was ever in the writer's view (their feed has a row for it).
     func hasSeen(zone: String, name: String) throws -> Bool {
         try Bool.fetchOne(
-            db, sql: "SELECT 1 FROM viewLog WHERE viewer = ? AND zone = ? AND name = ?", arguments: [actor, zone, name]) ?? false
+            db.cachedStatement(sql: "SELECT 1 FROM viewLog WHERE viewer = ? AND zone = ? AND name = ?"), arguments: [actor, zone, name]) ?? false
     }
 
     /// Saves one record under a save policy.
@@ -241,7 +243,7 @@ extension WriteContext {
                     recordID: id, rule: reference == record.parent ? "parentSameZone" : "referenceSameZone")
             }
         }
-        let existing = try loadRecord(zone: zone, name: id.recordName)
+        let existing = try loadExisting(zone: zone, name: id.recordName)
         var toStore: Record
         switch policy {
         case .ifServerRecordUnchanged:

@@ -9,29 +9,45 @@ import ShareSyncCore
 extension WriteContext {
     // MARK: Lookups
 
+    /// A share of this zone, decoded once per transaction.
     func share(zone: String, name: String) throws -> Share? {
-        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM share WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? false,
-            let record = try loadRecord(zone: zone, name: name)
+        if let cached = cache.shareValues[zone]?[name] { return cached }
+        guard try zoneShares(zone).roots[name] != nil, let record = try loadRecord(zone: zone, name: name),
+            let share = Share(record)
         else { return nil }
-        return Share(record)
+        cache.shareValues[zone, default: [:]][name] = share
+        return share
+    }
+
+    /// The zone's shares and their roots, read once per transaction.
+    func zoneShares(_ zone: String) throws -> WriteCache.ZoneShares {
+        if let cached = cache.shares[zone] { return cached }
+        var shares = WriteCache.ZoneShares()
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT name, root FROM share WHERE zone = ?"), arguments: [zone]) {
+            shares.roots[row["name"]] = .some(row["root"] as String?)
+        }
+        cache.shares[zone] = shares
+        return shares
     }
 
     func zoneShareName(_ zone: String) throws -> String? {
-        try String.fetchOne(db.cachedStatement(sql: "SELECT name FROM share WHERE zone = ? AND root IS NULL"), arguments: [zone])
+        try zoneShares(zone).zoneShare
     }
 
     func shareRooted(zone: String, at root: String) throws -> String? {
-        try String.fetchOne(db.cachedStatement(sql: "SELECT name FROM share WHERE zone = ? AND root = ?"), arguments: [zone, root])
+        try zoneShares(zone).share(rootedAt: root)
     }
 
     func zoneHasShares(_ zone: String) throws -> Bool {
-        try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM share WHERE zone = ? LIMIT 1"), arguments: [zone]) ?? false
+        try !zoneShares(zone).roots.isEmpty
     }
 
     /// The share a record belongs to, computed from first principles: the zone-wide share, or the
     /// nearest share root found walking up `parent` (a root's own parent is ignored).
     func membership(zone: String, name: String) throws -> String? {
-        if let zoneShare = try zoneShareName(zone) { return zoneShare }
+        let shares = try zoneShares(zone)
+        if shares.roots.isEmpty { return nil }
+        if let zoneShare = shares.zoneShare { return zoneShare }
         var current: String? = name
         var steps = 0
         while let c = current, steps < 100_000 {
@@ -189,6 +205,7 @@ extension WriteContext {
             try db.execute(
                 sql: "INSERT INTO share (zone, name, root, token) VALUES (?, ?, ?, ?)",
                 arguments: [zone, id.recordName, share.rootRecordID?.recordName, token])
+            cache.forgetShare(zone: zone, name: id.recordName)
             if let root = share.rootRecordID?.recordName, var rootRecord = try loadRecord(zone: zone, name: root) {
                 rootRecord.share = Record.Reference(recordID: Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: zone)))
                 _ = try store(rootRecord)
@@ -342,6 +359,7 @@ extension WriteContext {
     mutating func removeShare(zone: String, name: String) throws {
         let root = try String?.fetchOne(db.cachedStatement(sql: "SELECT root FROM share WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? nil
         try db.cachedStatement(sql: "DELETE FROM share WHERE zone = ? AND name = ?").execute(arguments: [zone, name])
+        cache.forgetShare(zone: zone, name: name)
         _ = try delete(zone: zone, name: name)
         if let root {
             membershipDirty[zone, default: []].insert(root)

@@ -20,21 +20,22 @@ extension WriteContext {
                 try db.cachedStatement(sql: "UPDATE record SET shareName = NULL WHERE zone = ? AND shareName IS NOT NULL").execute(arguments: [zone])
                 continue
             }
-            let moved = try recomputeMembership(zone: zone)
+            let (moved, rows) = try recomputeMembership(zone: zone)
             let memberChanges = try syncMembers(zone: zone)
-            try updateViews(zone: zone, records: (touched[zone] ?? []).union(moved), memberChanges: memberChanges)
+            try updateViews(zone: zone, records: (touched[zone] ?? []).union(moved), rows: rows, memberChanges: memberChanges)
         }
     }
 
     /// Recomputes the share of touched records, and of dirty records with all their descendants.
-    /// Returns the records whose share changed.
-    private mutating func recomputeMembership(zone: String) throws -> Set<String> {
+    /// Returns the records whose share changed, and the type and share of every live record it looked at.
+    private mutating func recomputeMembership(zone: String) throws -> (moved: Set<String>, rows: [String: RecordShare]) {
         var names = touched[zone] ?? []
         for name in membershipDirty[zone] ?? [] {
             names.insert(name)
             names.formUnion(try descendants(zone: zone, of: name))
         }
         var changed: Set<String> = []
+        var rows: [String: RecordShare] = [:]
         for name in names {
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
             else { continue }
@@ -43,12 +44,19 @@ extension WriteContext {
             let computed = type == Record.shareRecordType ? name : try membership(zone: zone, name: name)
             if computed != current {
                 try noteShareBefore(zone: zone, name: name)
-                try db.execute(
-                    sql: "UPDATE record SET shareName = ? WHERE zone = ? AND name = ?", arguments: [computed, zone, name])
+                try db.cachedStatement(sql: "UPDATE record SET shareName = ? WHERE zone = ? AND name = ?")
+                    .execute(arguments: [computed, zone, name])
                 changed.insert(name)
             }
+            rows[name] = RecordShare(type: type, shareName: computed)
         }
-        return changed
+        return (changed, rows)
+    }
+
+    /// A live record's type and the share it belongs to.
+    struct RecordShare {
+        var type: String
+        var shareName: String?
     }
 
     /// Brings the `member` table in line with the accepted participants of each changed share.
@@ -58,6 +66,7 @@ extension WriteContext {
         for name in sharesChanged[zone] ?? [] {
             let before = Set(try String.fetchAll(db.cachedStatement(sql: "SELECT user FROM member WHERE zone = ? AND share = ?"), arguments: [zone, name]))
             let after = try share(zone: zone, name: name).map(AccessPolicy.viewers(of:)) ?? []
+            cache.members[zone]?[name] = nil
             for user in after.subtracting(before) {
                 try db.cachedStatement(sql: "INSERT INTO member (zone, share, user) VALUES (?, ?, ?)").execute(arguments: [zone, name, user])
                 changes[user, default: ([], [])].added.insert(name)
@@ -72,11 +81,15 @@ extension WriteContext {
 
     private func members(zone: String, share: String?) throws -> [String] {
         guard let share else { return [] }
-        return try String.fetchAll(db.cachedStatement(sql: "SELECT user FROM member WHERE zone = ? AND share = ?"), arguments: [zone, share])
+        if let cached = cache.members[zone]?[share] { return cached }
+        let users = try String.fetchAll(db.cachedStatement(sql: "SELECT user FROM member WHERE zone = ? AND share = ?"), arguments: [zone, share])
+        cache.members[zone, default: [:]][share] = users
+        return users
     }
 
     private mutating func updateViews(
-        zone: String, records: Set<String>, memberChanges: [String: (added: Set<String>, removed: Set<String>)]
+        zone: String, records: Set<String>, rows: [String: RecordShare],
+        memberChanges: [String: (added: Set<String>, removed: Set<String>)]
     ) throws {
         var viewersTouched: Set<String> = []
         // Viewers who gained or lost shares.
@@ -109,10 +122,12 @@ extension WriteContext {
         }
         // Records that changed, were deleted, or moved between shares.
         for name in records.sorted() {
-            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
-            let now: String? = row?["shareName"]
+            let row: RecordShare? = try rows[name] ?? Row.fetchOne(
+                db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]
+            ).map { RecordShare(type: $0["type"], shareName: $0["shareName"]) }
+            let now: String? = row?.shareName
             let before: String? = shareBefore[zone]?[name] ?? now
-            var type: String = row?["type"] ?? ""
+            var type: String = row?.type ?? ""
             if row == nil {
                 type = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM recordTombstone WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? ""
             }
@@ -138,21 +153,23 @@ extension WriteContext {
     private mutating func setView(viewer: String, zone: String, name: String, type: String, present: Bool) throws {
         if present {
             try enterZoneIfNeeded(viewer: viewer, zone: zone)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO viewLog (viewer, zone, name, type, seq, present) VALUES (?, ?, ?, ?, ?, 1)
                     ON CONFLICT (viewer, zone, name) DO UPDATE SET seq = excluded.seq, present = 1, type = excluded.type
-                    """,
-                arguments: [viewer, zone, name, type, nextSeq()])
+                    """
+            ).execute(arguments: [viewer, zone, name, type, nextSeq()])
         } else {
-            try db.execute(
-                sql: "UPDATE viewLog SET seq = ?, present = 0 WHERE viewer = ? AND zone = ? AND name = ? AND present = 1",
-                arguments: [nextSeq(), viewer, zone, name])
+            try db.cachedStatement(
+                sql: "UPDATE viewLog SET seq = ?, present = 0 WHERE viewer = ? AND zone = ? AND name = ? AND present = 1"
+            ).execute(arguments: [nextSeq(), viewer, zone, name])
         }
     }
 
     private mutating func enterZoneIfNeeded(viewer: String, zone: String) throws {
+        guard !cache.viewerZones.contains([viewer, zone]) else { return }
         let present = try Bool.fetchOne(db.cachedStatement(sql: "SELECT present FROM viewZone WHERE viewer = ? AND zone = ?"), arguments: [viewer, zone]) ?? false
+        cache.viewerZones.insert([viewer, zone])
         guard !present else { return }
         let seq = nextSeq()
         try db.execute(
@@ -165,6 +182,7 @@ extension WriteContext {
 
     /// The zone leaves a viewer's shared database: their feed of it is dropped.
     mutating func leaveZone(viewer: String, zone: String) throws {
+        cache.viewerZones.remove([viewer, zone])
         try db.cachedStatement(sql: "DELETE FROM viewLog WHERE viewer = ? AND zone = ?").execute(arguments: [viewer, zone])
         try db.execute(
             sql: "UPDATE viewZone SET seq = ?, present = 0 WHERE viewer = ? AND zone = ? AND present = 1",
@@ -178,6 +196,10 @@ extension WriteContext {
         }
         try db.cachedStatement(sql: "DELETE FROM member WHERE zone = ?").execute(arguments: [zone])
         try db.cachedStatement(sql: "DELETE FROM share WHERE zone = ?").execute(arguments: [zone])
+        cache.members[zone] = nil
+        cache.shares[zone] = nil
+        cache.shareValues[zone] = nil
+        cache.zones.remove(zone)
     }
 }
 

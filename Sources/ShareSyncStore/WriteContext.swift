@@ -21,6 +21,11 @@ struct WriteContext {
     var membershipDirty: [String: Set<String>] = [:]
     /// Shares saved or deleted in this transaction, by zone.
     var sharesChanged: [String: Set<String>] = [:]
+    /// The last change of each zone in this transaction; ``finish()`` writes them to `zone.seq` once.
+    private(set) var zoneSeqs: [String: Int64] = [:]
+    /// What this transaction already read of the zone, share and member tables. Only this context
+    /// writes those tables, and it keeps the cache in step; a rolled-back try or item clears it.
+    let cache = WriteCache()
 
     /// Whether the writer is the owner (otherwise a participant, checked by ``AccessPolicy``).
     var isOwner: Bool { actor == database.ownerName }
@@ -38,15 +43,28 @@ struct WriteContext {
         return seq
     }
 
-    /// Writes the sequence back; call once at the end of the transaction.
+    /// Writes the sequence, and each changed zone's last change, back; call once at the end of the
+    /// transaction.
     func finish() throws {
+        let zoneUpdate = try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?")
+        for (zone, seq) in zoneSeqs { try zoneUpdate.execute(arguments: [seq, zone]) }
         try db.cachedStatement(sql: "UPDATE meta SET value = ? WHERE key = 'seq'").execute(arguments: [String(seq)])
+    }
+
+    /// Undoes what this context remembers of a try or item that was rolled back: restores `snapshot`
+    /// (taken before it) and forgets the cached reads.
+    mutating func rollBack(to snapshot: WriteContext) {
+        self = snapshot
+        cache.clear()
     }
 
     // MARK: Zones
 
     func zoneExists(_ name: String) throws -> Bool {
-        try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM zone WHERE name = ?"), arguments: [name]) ?? false
+        if cache.zones.contains(name) { return true }
+        let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM zone WHERE name = ?"), arguments: [name]) ?? false
+        if exists { cache.zones.insert(name) }
+        return exists
     }
 
     func requireZone(_ zoneID: RecordZone.ID) throws {
@@ -56,16 +74,25 @@ struct WriteContext {
         }
     }
 
-    mutating func bumpZone(_ name: String) throws {
-        try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?").execute(arguments: [nextSeq(), name])
-    }
-
     // MARK: Records
 
     func loadRecord(zone: String, name: String) throws -> Record? {
         guard let json = try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
         else { return nil }
         return try Record(jsonData: json)
+    }
+
+    /// Loads the record a save replaces (nil if it is new), noting the share it belongs to now
+    /// (as ``noteShareBefore(zone:name:)`` does) from the same row.
+    mutating func loadExisting(zone: String, name: String) throws -> Record? {
+        guard let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT json, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
+        else {
+            if shareBefore[zone]?[name] == nil { shareBefore[zone, default: [:]][name] = .some(nil) }
+            return nil
+        }
+        if shareBefore[zone]?[name] == nil { shareBefore[zone, default: [:]][name] = .some(row["shareName"] as String?) }
+        return try Record(jsonData: row["json"] as Data)
     }
 
     /// Stores a record as given (system fields already set except the change tag), replacing any
@@ -79,24 +106,27 @@ struct WriteContext {
         record.recordChangeTag = String(seq, radix: 36)
         let json = try record.jsonData()
         try record.checkSize(of: json, limits: database.limits)
-        try db.execute(
+        let isShare = record.recordType == Record.shareRecordType
+        // A new row starts in the share it will most likely settle in (the share record itself, the
+        // zone's zone-wide share, or none in an unshared zone), so settling usually finds it right;
+        // an existing row keeps its share until `settleSharing` recomputes it.
+        let initialShare: String? = isShare ? name : try zoneShareName(zone)
+        try db.cachedStatement(
             sql: """
                 INSERT INTO record (zone, name, type, seq, parent, json, shareName) VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                     parent = excluded.parent, json = excluded.json
-                """,
-            arguments: [
-                zone, name, record.recordType, seq, record.parent?.recordID.recordName, json,
-                record.recordType == Record.shareRecordType ? name : nil,
-            ])
+                """
+        ).execute(arguments: [zone, name, record.recordType, seq, record.parent?.recordID.recordName, json, initialShare])
         try db.cachedStatement(sql: "DELETE FROM recordTombstone WHERE zone = ? AND name = ?").execute(arguments: [zone, name])
         try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, name])
         let targets = Set(record.fields.values.flatMap(\.references).filter { $0.action == .deleteSelf }.map(\.recordID.recordName))
         for target in targets {
-            try db.execute(
-                sql: "INSERT INTO deleteSelfReference (zone, target, source) VALUES (?, ?, ?)", arguments: [zone, target, name])
+            try db.cachedStatement(sql: "INSERT INTO deleteSelfReference (zone, target, source) VALUES (?, ?, ?)")
+                .execute(arguments: [zone, target, name])
         }
-        try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?").execute(arguments: [seq, zone])
+        zoneSeqs[zone] = seq
+        if isShare { cache.forgetShare(zone: zone, name: name) }
         touched[zone, default: []].insert(name)
         return record
     }
@@ -120,11 +150,11 @@ struct WriteContext {
             try noteShareBefore(zone: zone, name: next)
             let seq = nextSeq()
             try db.cachedStatement(sql: "DELETE FROM record WHERE zone = ? AND name = ?").execute(arguments: [zone, next])
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO recordTombstone (zone, name, type, seq) VALUES (?, ?, ?, ?)",
-                arguments: [zone, next, record.recordType, seq])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO recordTombstone (zone, name, type, seq) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [zone, next, record.recordType, seq])
             try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, next])
-            try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?").execute(arguments: [seq, zone])
+            zoneSeqs[zone] = seq
+            if record.recordType == Record.shareRecordType { cache.forgetShare(zone: zone, name: next) }
             work += try String.fetchAll(db.cachedStatement(sql: "SELECT source FROM deleteSelfReference WHERE zone = ? AND target = ?"), arguments: [zone, next])
             touched[zone, default: []].insert(next)
             deleted.append(record)
@@ -155,5 +185,38 @@ struct WriteContext {
             steps += 1
         }
         return false
+    }
+}
+
+/// Reads a write transaction keeps so it does not repeat them for every record: which zones exist,
+/// each zone's shares (few per zone), decoded share records, share members, and the zones each
+/// viewer already sees. A reference type, so the non-mutating lookups of ``WriteContext`` can fill it;
+/// ``WriteContext/rollBack(to:)`` clears it.
+final class WriteCache {
+    /// A zone's shares: every share's root (nil for the zone-wide share), by share name.
+    struct ZoneShares {
+        var roots: [String: String?] = [:]
+        var zoneShare: String? { roots.first { $0.value == nil }?.key }
+        func share(rootedAt root: String) -> String? { roots.first { $0.value == root }?.key }
+    }
+
+    var zones: Set<String> = []
+    var shares: [String: ZoneShares] = [:]
+    var shareValues: [String: [String: Share]] = [:]
+    var members: [String: [String: [String]]] = [:]
+    var viewerZones: Set<[String]> = []
+
+    func clear() {
+        zones = []
+        shares = [:]
+        shareValues = [:]
+        members = [:]
+        viewerZones = []
+    }
+
+    /// A share record changed or went: its decoded value and the zone's share list are read again.
+    func forgetShare(zone: String, name: String) {
+        shareValues[zone]?[name] = nil
+        shares[zone] = nil
     }
 }

@@ -62,6 +62,17 @@ func runStoreBenchmark() throws {
     }
     results.append(("owner saves, batches of 400, zone shared with 1 participant", Double(count) / t2, "records/s"))
 
+    // 2b. Single-record saves into the shared zone (the owner editing one note), latency of each.
+    var single: [Double] = []
+    for i in 0..<1_000 {
+        var edited = notes[i % 100]
+        edited["title"] = .string("Edited \(i)")
+        single.append(try seconds { _ = try shared.modifyRecords(saving: [edited], savePolicy: .allKeys).get() })
+    }
+    single.sort()
+    results.append(("owner saves 1 record (update), zone shared with 1 participant, p50", single[single.count / 2] * 1e6, "µs"))
+    results.append(("owner saves 1 record (update), zone shared with 1 participant, p99", single[single.count * 99 / 100] * 1e6, "µs"))
+
     // 3. The participant's view read from nil, pages of 400.
     let view = shared.sharedDatabase(for: Caller(userRecordName: "_b"))
     var fetched = 0
