@@ -22,10 +22,14 @@ public enum ControlClientError: Error, Sendable, CustomStringConvertible {
 
 /// The CLI's end of the control channel: connects to a node's `control.sock`, sends requests and
 /// reads responses (one JSON line each; see ``ControlRequest``).
+///
+/// One client can send any number of requests; their responses come back in order. Keeping one
+/// client open saves the connection set-up on every call (an application driving its node should);
+/// ``close()`` ends it.
 public final class ControlClient: Sendable {
-    private let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    private let channel: any Channel
 
-    private init(channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>) { self.channel = channel }
+    private init(channel: any Channel) { self.channel = channel }
 
     /// Connects; ``ControlClientError/unreachable(path:reason:)`` if no daemon listens there.
     public static func connect(path: String) async throws(ControlClientError) -> ControlClient {
@@ -34,13 +38,14 @@ public final class ControlClient: Sendable {
         }
         do {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connect(unixDomainSocketPath: path) { channel in
+                .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(
                             ByteToMessageHandler(LineBasedFrameDecoder(), maximumBufferSize: 256 * 1024 * 1024))
-                        return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                        try channel.pipeline.syncOperations.addHandler(ControlExchangeHandler())
                     }
                 }
+                .connect(unixDomainSocketPath: path).get()
             return ControlClient(channel: channel)
         } catch {
             throw .unreachable(path: path, reason: "\(error)")
@@ -60,18 +65,17 @@ public final class ControlClient: Sendable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var line = try encoder.encode(request)
         line.append(UInt8(ascii: "\n"))
-        return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(bytes: line))
-            var iterator = inbound.makeAsyncIterator()
-            guard let response = try await iterator.next() else {
-                throw ControlClientError.malformedResponse("the node closed the connection")
-            }
-            return Data(response.readableBytesView)
+        let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenFailure { error in
+            promise.fail(ControlClientError.malformedResponse("cannot send to the node: \(error)"))
         }
+        channel.writeAndFlush(ControlExchange(line: ByteBuffer(bytes: line), response: promise), promise: written)
+        let response = try await promise.futureResult.get()
+        return Data(response.readableBytesView)
     }
 
     /// Sends one request and decodes its result; a refusal throws ``ControlError``.
-    /// Returns the decoded result and the result's JSON as the node sent it.
     public func call<T: Codable & Sendable>(_ request: ControlRequest, as type: T.Type) async throws -> T {
         let data = try await send(request)
         let decoder = JSONDecoder()
@@ -89,8 +93,50 @@ public final class ControlClient: Sendable {
         return result
     }
 
-    /// Closes the connection.
+    /// Closes the connection; requests still waiting fail.
     public func close() async {
-        try? await channel.channel.close()
+        try? await channel.close()
+    }
+}
+
+/// A request line and the promise of its response line.
+struct ControlExchange: Sendable {
+    var line: ByteBuffer
+    var response: EventLoopPromise<ByteBuffer>
+}
+
+/// Matches response lines to requests, in order; when the connection ends, the requests still
+/// waiting fail with ``ControlClientError/malformedResponse(_:)``.
+final class ControlExchangeHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ControlExchange
+    typealias OutboundOut = ByteBuffer
+
+    private var waiting: CircularBuffer<EventLoopPromise<ByteBuffer>> = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let exchange = unwrapOutboundIn(data)
+        waiting.append(exchange.response)
+        context.write(wrapOutboundOut(exchange.line), promise: promise)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let line = unwrapInboundIn(data)
+        guard let next = waiting.popFirst() else { return }  // an answer to nothing: ignored
+        next.succeed(line)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failAll(ControlClientError.malformedResponse("the connection to the node failed: \(error)"))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        failAll(ControlClientError.malformedResponse("the node closed the connection"))
+        context.fireChannelInactive()
+    }
+
+    private func failAll(_ error: ControlClientError) {
+        while let next = waiting.popFirst() { next.fail(error) }
     }
 }

@@ -165,13 +165,13 @@ struct WriteContext {
     /// The names of a record's descendants through `parent`, at any depth (not including itself).
     func descendants(zone: String, of name: String) throws -> [String] {
         try String.fetchAll(
-            db,
-            sql: """
-                WITH RECURSIVE sub(name) AS (
-                    SELECT name FROM record WHERE zone = ?1 AND parent = ?2
-                    UNION SELECT r.name FROM record r JOIN sub ON r.zone = ?1 AND r.parent = sub.name)
-                SELECT name FROM sub
-                """,
+            db.cachedStatement(
+                sql: """
+                    WITH RECURSIVE sub(name) AS (
+                        SELECT name FROM record WHERE zone = ?1 AND parent = ?2
+                        UNION SELECT r.name FROM record r JOIN sub ON r.zone = ?1 AND r.parent = sub.name)
+                    SELECT name FROM sub
+                    """),
             arguments: [zone, name])
     }
 

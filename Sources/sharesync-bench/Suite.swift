@@ -219,9 +219,11 @@ func populate(
     guard let url = share.url else { throw BenchError("the share has no URL") }
     let zone = RecordZone.ID(zoneName: "Topics")
     var busy = 0.0
+    // One control connection, as an application driving its node keeps.
+    let client = try await ControlClient.connect(path: owner.controlPath)
+    defer { Task { await client.close() } }
     for start in stride(from: 0, to: count, by: batch) {
         let records = (start..<min(start + batch, count)).map { DataSet.record($0, total: count, zone: zone) }
-        let client = try await ControlClient.connect(path: owner.controlPath)
         let t0 = now()
         let saved = try await client.call(.recordImport(zone: "Topics", records: records), as: ImportResult.self).saved
         busy += now() - t0
@@ -267,10 +269,10 @@ func inProcessParticipant(
     var latencies: [Double] = []
     var acks: [Double] = []
     var missing = 0
+    let client = try await ControlClient.connect(path: owner.controlPath)
     for i in 0..<(options.changes + 20) {
         let revision = Int64(i + 1)
         let record = DataSet.note(DataSet.topicCount(options.records), topic: 0, zone: zone, revision: revision)
-        let client = try await ControlClient.connect(path: owner.controlPath)
         arrivals.expect(revision)
         let start = now()
         _ = try await client.call(.recordImport(zone: "Topics", records: [record]), as: ImportResult.self)
@@ -286,6 +288,7 @@ func inProcessParticipant(
         }
     }
     replica.removeChangeObserver(observer)
+    await client.close()
     let lat = "change latency"
     results.add(lat, "owner save → participant replica commit, p50 (\(latencies.count) changes)", percentile(latencies, 50), "ms", atMost: 1)
     results.add(lat, "p99", percentile(latencies, 99), "ms", atMost: 5)
@@ -348,10 +351,11 @@ func fanOut(_ results: Results, options: SuiteOptions, owner: NodeDaemon, ownerN
     var perChange: [Double] = []
     var deliveries: [Double] = []
     var missing = 0
+    let client = try await ControlClient.connect(path: owner.controlPath)
+    defer { Task { await client.close() } }
     for i in 0..<(options.fanChanges + 10) {
         let revision = Int64(i + 1)
         let record = DataSet.note(1, topic: 0, zone: zone, revision: revision)
-        let client = try await ControlClient.connect(path: owner.controlPath)
         arrivals.expect(revision)
         let start = now()
         _ = try await client.call(.recordImport(zone: "Fanout", records: [record]), as: ImportResult.self)

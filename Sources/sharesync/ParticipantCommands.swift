@@ -165,14 +165,13 @@ struct WatchCommand: AsyncParsableCommand {
         do {
             let path = NodeHome.controlSocketPath(home: options.homePath)
             var token: String
+            let client = try await ControlClient.connect(path: path)
             if let since {
                 token = since
             } else {
-                let client = try await ControlClient.connect(path: path)
                 token = try await client.call(.currentChangeToken(shared: shared), as: ChangesPage.self).token
             }
             while !Task.isCancelled {
-                let client = try await ControlClient.connect(path: path)
                 let page = try await client.call(.changes(shared: shared, since: token, waitSeconds: 30), as: ChangesPage.self)
                 for change in page.changes {
                     print(options.json ? ChangeLines.json(change) : ChangeLines.human(change))

@@ -1,4 +1,5 @@
 import Foundation
+import ShareSyncNode
 import ShareSyncTestSupport
 import Testing
 
@@ -46,6 +47,29 @@ struct DaemonTests {
         let unreachable = try node.run(["zone", "list"])
         #expect(unreachable.status == 69)
         #expect(unreachable.stderr.contains("not running"))
+    }
+
+    @Test func oneControlClientSendsManyRequestsAndFailsCleanlyWhenTheDaemonStops() async throws {
+        let node = try RunningNode()
+        defer { node.stop() }
+        let client = try await ControlClient.connect(path: node.home + "/control.sock")
+        let status = try await client.call(.status, as: NodeStatus.self)
+        #expect(status.userRecordName == node.userRecordName)
+        _ = try await client.call(.zoneCreate(name: "Trips"), as: ZoneInfo.self)
+        // Several requests in flight on the one connection: answers come back in order.
+        async let first = client.call(.zoneList, as: [ZoneInfo].self)
+        async let second = client.call(.status, as: NodeStatus.self)
+        #expect(try await first.map(\.zoneName).contains("Trips"))
+        #expect(try await second.userRecordName == node.userRecordName)
+        // A refusal comes back as the node's error, and the connection stays usable.
+        await #expect(throws: ControlError.self) { try await client.call(.zoneCreate(name: ""), as: ZoneInfo.self) }
+        #expect(try await client.call(.status, as: NodeStatus.self).userRecordName == node.userRecordName)
+
+        node.daemon.signal(SIGTERM)
+        _ = try node.daemon.waitForExit(timeout: 30)
+        // The daemon is gone: a call on the old connection fails instead of waiting for ever.
+        await #expect(throws: ControlClientError.self) { try await client.call(.status, as: NodeStatus.self) }
+        await client.close()
     }
 
     @Test func sigintStopsTheDaemonToo() throws {
