@@ -15,6 +15,10 @@ let scenarios: [String: () throws -> Void] = [
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "control" {
+    try await runControlBenchmark()
+    exit(0)
+}
 if arguments.first == "suite" {
     do {
         try await runSuite(Array(arguments.dropFirst()))
@@ -25,7 +29,7 @@ if arguments.first == "suite" {
     exit(0)
 }
 guard let name = arguments.first, let scenario = scenarios[name] else {
-    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | \(scenarios.keys.sorted().joined(separator: " | "))")
+    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | control | \(scenarios.keys.sorted().joined(separator: " | "))")
     exit(2)
 }
 try scenario()
