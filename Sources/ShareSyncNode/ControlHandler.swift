@@ -49,8 +49,9 @@ public struct ControlHandler: Sendable {
         }
     }
 
+    /// The request's command, without its arguments (which may hold hundreds of records).
     static func commandName(_ request: ControlRequest) -> String {
-        String(String(describing: request).prefix { $0 != "(" })
+        Mirror(reflecting: request).children.first?.label ?? String(describing: request)
     }
 
     static func encode<T>(_ response: ControlResponse<T>) -> Data {
