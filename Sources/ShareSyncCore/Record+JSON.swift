@@ -113,6 +113,14 @@ extension Record.Reference {
 extension Record {
     /// The record as JSON (the CloudKit Web Services record dictionary).
     public func jsonData(includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
+        var writer = JSONWriter()
+        if (try? writer.record(self, includingChangedKeys: includingChangedKeys)) != nil { return Data(writer.bytes) }
+        return try foundationJSONData(includingChangedKeys: includingChangedKeys)
+    }
+
+    /// ``jsonData(includingChangedKeys:)`` through `JSONEncoder` (share records, non-finite doubles;
+    /// and the reference the hand-written encoder is tested against).
+    package func foundationJSONData(includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
         let encoder = JSONCoding.encoder(includingChangedKeys: includingChangedKeys)
         do {
             return try encoder.encode(self)
@@ -124,6 +132,16 @@ extension Record {
 
     /// Reads a record from JSON; a clear ``ShareSyncError/Code/invalidArguments`` error if it is malformed.
     public init(jsonData: Data) throws(ShareSyncError) {
+        if let record = JSONReader.read(jsonData, { r throws(JSONFallback) in try r.record() }) {
+            self = record
+            return
+        }
+        try self.init(foundationJSONData: jsonData)
+    }
+
+    /// ``init(jsonData:)`` through `JSONDecoder` (what the hand-written decoder leaves to it; and the
+    /// reference it is tested against).
+    package init(foundationJSONData jsonData: Data) throws(ShareSyncError) {
         do {
             self = try JSONCoding.decoder().decode(Record.self, from: jsonData)
         } catch {

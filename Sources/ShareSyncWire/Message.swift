@@ -12,11 +12,21 @@ public enum MessageCoding {
     public static func encode<T: Encodable>(
         _ message: T, includingChangedKeys: Bool = false, allocator: ByteBufferAllocator = ByteBufferAllocator()
     ) throws(ShareSyncError) -> ByteBuffer {
-        allocator.buffer(bytes: try encodeData(message, includingChangedKeys: includingChangedKeys))
+        if let bytes = fastEncode(message, includingChangedKeys: includingChangedKeys) { return allocator.buffer(bytes: bytes) }
+        return allocator.buffer(bytes: try encodeData(message, includingChangedKeys: includingChangedKeys))
     }
 
     /// Encodes a message as JSON bytes.
     public static func encodeData<T: Encodable>(_ message: T, includingChangedKeys: Bool = false) throws(ShareSyncError) -> Data {
+        if let bytes = fastEncode(message, includingChangedKeys: includingChangedKeys) { return Data(bytes) }
+        return try foundationEncodeData(message, includingChangedKeys: includingChangedKeys)
+    }
+
+    /// ``encodeData(_:includingChangedKeys:)`` through `JSONEncoder` only (what the hand-written
+    /// encoders of the hot messages are tested against).
+    package static func foundationEncodeData<T: Encodable>(
+        _ message: T, includingChangedKeys: Bool = false
+    ) throws(ShareSyncError) -> Data {
         let encoder = JSONCoding.encoder(includingChangedKeys: includingChangedKeys)
         do {
             return try encoder.encode(message)
@@ -30,11 +40,19 @@ public enum MessageCoding {
     /// Decodes a frame payload; malformed JSON or a missing or mistyped field is
     /// ``ShareSyncError/Code/invalidArguments`` with rule `malformedRequest`.
     public static func decode<T: Decodable>(_ type: T.Type, from buffer: ByteBuffer) throws(ShareSyncError) -> T {
-        try decode(type, from: Data(buffer.readableBytesView))
+        if let message = buffer.withUnsafeReadableBytes({ fastDecode(type, from: $0) }) { return message }
+        return try foundationDecode(type, from: Data(buffer.readableBytesView))
     }
 
     /// Decodes JSON bytes, as ``decode(_:from:)-(_,ByteBuffer)``.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(ShareSyncError) -> T {
+        if let message = data.withUnsafeBytes({ fastDecode(type, from: $0) }) { return message }
+        return try foundationDecode(type, from: data)
+    }
+
+    /// ``decode(_:from:)-(_,Data)`` through `JSONDecoder` only (what the hand-written decoders of the
+    /// hot messages are tested against).
+    package static func foundationDecode<T: Decodable>(_ type: T.Type, from data: Data) throws(ShareSyncError) -> T {
         do {
             return try JSONCoding.decoder().decode(type, from: data)
         } catch let error as ShareSyncError {

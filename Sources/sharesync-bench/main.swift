@@ -1,6 +1,6 @@
 // sharesync-bench: the benchmark suite and micro-benchmarks, one scenario per first argument.
 //   benchmarks/run.sh [--quick] [--scale]            (builds in release, then `sharesync-bench suite`)
-//   swift run -c release sharesync-bench wire|store
+//   swift run -c release sharesync-bench wire|store|codec
 import Foundation
 import NIOCore
 import ShareSyncWire
@@ -12,6 +12,7 @@ import Glibc
 let scenarios: [String: () throws -> Void] = [
     "wire": runWireBenchmark,
     "store": runStoreBenchmark,
+    "codec": runCodecBenchmark,
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

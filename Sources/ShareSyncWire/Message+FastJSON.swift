@@ -1,0 +1,482 @@
+import Foundation
+import ShareSyncCore
+
+// Hand-written JSON for the messages that carry pages of records (fetchZoneChanges results, change
+// pushes, fetchRecords and modifyRecords), with the record coder of ShareSyncCore inside. They write
+// exactly the bytes `JSONEncoder` writes (keys sorted) and read what `JSONDecoder` reads; anything
+// else (an error inside a result, a share record, an unknown key, `null`…) is a `JSONFallback`, and
+// `MessageCoding` then uses the Codable path, which answers (or fails) as it always has.
+
+/// A message `MessageCoding` can encode without `JSONEncoder`.
+package protocol FastJSONEncodable {
+    /// Writes the message as `MessageCoding.encode` does through `JSONEncoder`.
+    func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback)
+}
+
+/// A message `MessageCoding` can decode without `JSONDecoder`.
+package protocol FastJSONDecodable {
+    /// Reads the message as `MessageCoding.decode` does through `JSONDecoder`.
+    static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> Self
+}
+
+extension MessageCoding {
+    /// The message's JSON bytes from the hand-written encoder, or `nil` to use `JSONEncoder`.
+    static func fastEncode<T>(_ message: T, includingChangedKeys: Bool) -> [UInt8]? {
+        guard let message = message as? any FastJSONEncodable else { return nil }
+        var writer = JSONWriter(capacity: 4096)
+        do {
+            try message.writeJSON(to: &writer, includingChangedKeys: includingChangedKeys)
+            return writer.bytes
+        } catch {
+            return nil
+        }
+    }
+
+    /// The message from the hand-written decoder, or `nil` to use `JSONDecoder`.
+    static func fastDecode<T>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) -> T? {
+        guard let fastType = type as? any FastJSONDecodable.Type else { return nil }
+        func read<M: FastJSONDecodable>(_ type: M.Type) -> T? {
+            JSONReader.read(bytes) { r throws(JSONFallback) in try M.readJSON(from: &r) } as? T
+        }
+        return read(fastType)
+    }
+}
+
+extension JSONWriter {
+    fileprivate mutating func strings(_ values: [String]) {
+        raw("[")
+        for (i, value) in values.enumerated() {
+            if i > 0 { raw(",") }
+            string(value)
+        }
+        raw("]")
+    }
+
+    fileprivate mutating func records(_ records: [Record], includingChangedKeys: Bool) throws(JSONFallback) {
+        raw("[")
+        for (i, record) in records.enumerated() {
+            if i > 0 { raw(",") }
+            try self.record(record, includingChangedKeys: includingChangedKeys)
+        }
+        raw("]")
+    }
+}
+
+extension JSONReader {
+    /// Reads `{}`, the only errors map the hand-written decoders read.
+    fileprivate mutating func noErrors() throws(JSONFallback) {
+        try object { _, _ throws(JSONFallback) in throw JSONFallback() }
+    }
+
+    /// Marks a key as read, falling back on one written twice.
+    fileprivate static func first(_ bit: Int, in seen: inout UInt32) throws(JSONFallback) {
+        guard seen & 1 << bit == 0 else { throw JSONFallback() }
+        seen |= 1 << bit
+    }
+}
+
+// MARK: Results
+
+extension ZoneChangesResult {
+    init(
+        zoneName: String, changed: [Record], deleted: [Deleted], order: String, token: ServerChangeToken, moreComing: Bool
+    ) {
+        self.zoneName = zoneName
+        self.changed = changed
+        self.deleted = deleted
+        self.order = order
+        self.token = token
+        self.moreComing = moreComing
+    }
+}
+
+extension DatabaseChangesResult {
+    init(changedZones: [String], deletedZones: [String], token: ServerChangeToken, moreComing: Bool) {
+        self.changedZones = changedZones
+        self.deletedZones = deletedZones
+        self.token = token
+        self.moreComing = moreComing
+    }
+}
+
+extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        writer.raw(#"{"changed":"#)
+        try writer.records(changed, includingChangedKeys: includingChangedKeys)
+        writer.raw(#","deleted":["#)
+        for (i, item) in deleted.enumerated() {
+            writer.raw(i > 0 ? #",{"recordName":"# : #"{"recordName":"#)
+            writer.string(item.recordName)
+            writer.raw(#","recordType":"#)
+            writer.string(item.recordType)
+            writer.raw("}")
+        }
+        writer.raw(#"],"moreComing":"#)
+        writer.bool(moreComing)
+        writer.raw(#","order":"#)
+        writer.string(order)
+        writer.raw(#","token":"#)
+        writer.string(token.stringValue)
+        writer.raw(#","zoneName":"#)
+        writer.string(zoneName)
+        writer.raw("}")
+    }
+
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> ZoneChangesResult {
+        var seen: UInt32 = 0
+        var changed: [Record]?
+        var deleted: [Deleted]?
+        var moreComing: Bool?
+        var order: String?
+        var token: String?
+        var zoneName: String?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("changed") {
+                try JSONReader.first(0, in: &seen)
+                changed = try r.elements { r throws(JSONFallback) in try r.record() }
+            } else if key.is("deleted") {
+                try JSONReader.first(1, in: &seen)
+                deleted = try r.elements { r throws(JSONFallback) in try Deleted.readJSON(from: &r) }
+            } else if key.is("moreComing") {
+                try JSONReader.first(2, in: &seen)
+                moreComing = try r.bool()
+            } else if key.is("order") {
+                try JSONReader.first(3, in: &seen)
+                order = try r.string()
+            } else if key.is("token") {
+                try JSONReader.first(4, in: &seen)
+                token = try r.string()
+            } else if key.is("zoneName") {
+                try JSONReader.first(5, in: &seen)
+                zoneName = try r.string()
+            } else {
+                throw JSONFallback()
+            }
+        }
+        guard let changed, let deleted, let moreComing, let order, let token, let zoneName else { throw JSONFallback() }
+        return ZoneChangesResult(
+            zoneName: zoneName, changed: changed, deleted: deleted, order: order,
+            token: ServerChangeToken(stringValue: token), moreComing: moreComing)
+    }
+}
+
+extension ZoneChangesResult.Deleted {
+    fileprivate static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> Self {
+        var recordName: String?
+        var recordType: String?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("recordName"), recordName == nil {
+                recordName = try r.string()
+            } else if key.is("recordType"), recordType == nil {
+                recordType = try r.string()
+            } else {
+                throw JSONFallback()
+            }
+        }
+        guard let recordName, let recordType else { throw JSONFallback() }
+        return Self(recordName: recordName, recordType: recordType)
+    }
+}
+
+extension DatabaseChangesResult: FastJSONEncodable, FastJSONDecodable {
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) {
+        writer.raw(#"{"changedZones":"#)
+        writer.strings(changedZones)
+        writer.raw(#","deletedZones":"#)
+        writer.strings(deletedZones)
+        writer.raw(#","moreComing":"#)
+        writer.bool(moreComing)
+        writer.raw(#","token":"#)
+        writer.string(token.stringValue)
+        writer.raw("}")
+    }
+
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> DatabaseChangesResult {
+        var seen: UInt32 = 0
+        var changedZones: [String]?
+        var deletedZones: [String]?
+        var moreComing: Bool?
+        var token: String?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("changedZones") {
+                try JSONReader.first(0, in: &seen)
+                changedZones = try r.elements { r throws(JSONFallback) in try r.string() }
+            } else if key.is("deletedZones") {
+                try JSONReader.first(1, in: &seen)
+                deletedZones = try r.elements { r throws(JSONFallback) in try r.string() }
+            } else if key.is("moreComing") {
+                try JSONReader.first(2, in: &seen)
+                moreComing = try r.bool()
+            } else if key.is("token") {
+                try JSONReader.first(3, in: &seen)
+                token = try r.string()
+            } else {
+                throw JSONFallback()
+            }
+        }
+        guard let changedZones, let deletedZones, let moreComing, let token else { throw JSONFallback() }
+        return DatabaseChangesResult(
+            changedZones: changedZones, deletedZones: deletedZones, token: ServerChangeToken(stringValue: token),
+            moreComing: moreComing)
+    }
+}
+
+extension ChangesPush: FastJSONEncodable, FastJSONDecodable {
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        writer.raw(#"{"databaseChanges":"#)
+        databaseChanges.writeJSON(to: &writer, includingChangedKeys: includingChangedKeys)
+        writer.raw(#","push":"#)
+        writer.string(push)
+        writer.raw(#","token":"#)
+        writer.string(token.stringValue)
+        writer.raw(#","zoneChanges":["#)
+        for (i, zone) in zoneChanges.enumerated() {
+            if i > 0 { writer.raw(",") }
+            try zone.writeJSON(to: &writer, includingChangedKeys: includingChangedKeys)
+        }
+        writer.raw("]}")
+    }
+
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> ChangesPush {
+        var seen: UInt32 = 0
+        var databaseChanges: DatabaseChangesResult?
+        var push: String?
+        var token: String?
+        var zoneChanges: [ZoneChangesResult]?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("databaseChanges") {
+                try JSONReader.first(0, in: &seen)
+                databaseChanges = try DatabaseChangesResult.readJSON(from: &r)
+            } else if key.is("push") {
+                try JSONReader.first(1, in: &seen)
+                push = try r.string()
+            } else if key.is("token") {
+                try JSONReader.first(2, in: &seen)
+                token = try r.string()
+            } else if key.is("zoneChanges") {
+                try JSONReader.first(3, in: &seen)
+                zoneChanges = try r.elements { r throws(JSONFallback) in try ZoneChangesResult.readJSON(from: &r) }
+            } else {
+                throw JSONFallback()
+            }
+        }
+        guard let databaseChanges, let push, let token, let zoneChanges else { throw JSONFallback() }
+        var message = ChangesPush(databaseChanges: databaseChanges, zoneChanges: zoneChanges, token: ServerChangeToken(stringValue: token))
+        message.push = push
+        return message
+    }
+}
+
+extension FetchRecordsResult: FastJSONEncodable, FastJSONDecodable {
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        guard errors.isEmpty else { throw JSONFallback() }
+        writer.raw(#"{"errors":{},"records":"#)
+        try writer.records(records, includingChangedKeys: includingChangedKeys)
+        writer.raw("}")
+    }
+
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> FetchRecordsResult {
+        var seen: UInt32 = 0
+        var records: [Record]?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("errors") {
+                try JSONReader.first(0, in: &seen)
+                try r.noErrors()
+            } else if key.is("records") {
+                try JSONReader.first(1, in: &seen)
+                records = try r.elements { r throws(JSONFallback) in try r.record() }
+            } else {
+                throw JSONFallback()
+            }
+        }
+        guard let records, seen & 1 != 0 else { throw JSONFallback() }
+        return FetchRecordsResult(records: records, errors: [:])
+    }
+}
+
+extension ModifyRecordsWireResult: FastJSONEncodable, FastJSONDecodable {
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        guard errors.isEmpty else { throw JSONFallback() }
+        writer.raw(#"{"deleted":"#)
+        writer.strings(deleted)
+        writer.raw(#","errors":{},"saved":"#)
+        try writer.records(saved, includingChangedKeys: includingChangedKeys)
+        writer.raw("}")
+    }
+
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> ModifyRecordsWireResult {
+        var seen: UInt32 = 0
+        var deleted: [String]?
+        var saved: [Record]?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("deleted") {
+                try JSONReader.first(0, in: &seen)
+                deleted = try r.elements { r throws(JSONFallback) in try r.string() }
+            } else if key.is("errors") {
+                try JSONReader.first(1, in: &seen)
+                try r.noErrors()
+            } else if key.is("saved") {
+                try JSONReader.first(2, in: &seen)
+                saved = try r.elements { r throws(JSONFallback) in try r.record() }
+            } else {
+                throw JSONFallback()
+            }
+        }
+        guard let deleted, let saved, seen & 2 != 0 else { throw JSONFallback() }
+        return ModifyRecordsWireResult(saved: saved, deleted: deleted, errors: [:])
+    }
+}
+
+// MARK: Envelopes
+
+extension Response {
+    init(id: Int?, ok: Result?, error: WireError?) {
+        self.id = id
+        self.ok = ok
+        self.error = error
+    }
+}
+
+extension MessageHead {
+    init(op: String?, id: Int?, push: String?, error: WireError?, hasOk: Bool) {
+        self.op = op
+        self.id = id
+        self.push = push
+        self.error = error
+        self.hasOk = hasOk
+    }
+}
+
+extension Response: FastJSONEncodable where Result: FastJSONEncodable {
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        guard error == nil else { throw JSONFallback() }
+        writer.raw("{")
+        if let id {
+            writer.raw(#""id":"#)
+            writer.int(Int64(id))
+        }
+        if let ok {
+            writer.raw(id == nil ? #""ok":"# : #","ok":"#)
+            try ok.writeJSON(to: &writer, includingChangedKeys: includingChangedKeys)
+        }
+        writer.raw("}")
+    }
+}
+
+extension Response: FastJSONDecodable where Result: FastJSONDecodable {
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> Response<Result> {
+        var seen: UInt32 = 0
+        var id: Int?
+        var ok: Result?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("id") {
+                try JSONReader.first(0, in: &seen)
+                id = try r.int()
+            } else if key.is("ok") {
+                try JSONReader.first(1, in: &seen)
+                ok = try Result.readJSON(from: &r)
+            } else {
+                throw JSONFallback()
+            }
+        }
+        return Response(id: id, ok: ok, error: nil)
+    }
+}
+
+extension Request: FastJSONEncodable, FastJSONDecodable {
+    /// Only `modifyRecords` (the one that carries records) is written by hand.
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        guard case .modifyRecords(let zoneName, let saving, let deleting, let savePolicy, let atomically) = body else {
+            throw JSONFallback()
+        }
+        writer.raw(#"{"atomically":"#)
+        writer.bool(atomically)
+        writer.raw(#","deleting":"#)
+        writer.strings(deleting)
+        writer.raw(#","id":"#)
+        writer.int(Int64(id))
+        writer.raw(#","op":"modifyRecords","savePolicy":"#)
+        writer.string(savePolicy.rawValue)
+        writer.raw(#","saving":"#)
+        try writer.records(saving, includingChangedKeys: includingChangedKeys)
+        writer.raw(#","zoneName":"#)
+        writer.string(zoneName)
+        writer.raw("}")
+    }
+
+    /// Only `modifyRecords` is read by hand.
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> Request {
+        var seen: UInt32 = 0
+        var id: Int?
+        var isModifyRecords = false
+        var zoneName: String?
+        var saving: [Record]?
+        var deleting: [String]?
+        var savePolicy: SavePolicy?
+        var atomically: Bool?
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("id") {
+                try JSONReader.first(0, in: &seen)
+                id = try r.int()
+            } else if key.is("op") {
+                try JSONReader.first(1, in: &seen)
+                guard try r.scanString().is("modifyRecords") else { throw JSONFallback() }
+                isModifyRecords = true
+            } else if key.is("zoneName") {
+                try JSONReader.first(2, in: &seen)
+                zoneName = try r.string()
+            } else if key.is("saving") {
+                try JSONReader.first(3, in: &seen)
+                saving = try r.elements { r throws(JSONFallback) in try r.record() }
+            } else if key.is("deleting") {
+                try JSONReader.first(4, in: &seen)
+                deleting = try r.elements { r throws(JSONFallback) in try r.string() }
+            } else if key.is("savePolicy") {
+                try JSONReader.first(5, in: &seen)
+                guard let policy = SavePolicy(rawValue: try r.string()) else { throw JSONFallback() }
+                savePolicy = policy
+            } else if key.is("atomically") {
+                try JSONReader.first(6, in: &seen)
+                atomically = try r.bool()
+            } else {
+                throw JSONFallback()
+            }
+        }
+        guard let id, isModifyRecords, let zoneName else { throw JSONFallback() }
+        return Request(
+            id: id,
+            body: .modifyRecords(
+                zoneName: zoneName, saving: saving ?? [], deleting: deleting ?? [],
+                savePolicy: savePolicy ?? .ifServerRecordUnchanged, atomically: atomically ?? true))
+    }
+}
+
+extension MessageHead: FastJSONDecodable {
+    /// Reads the routing fields of a frame and checks the rest is JSON, without decoding it.
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> MessageHead {
+        var seen: UInt32 = 0
+        var head = MessageHead(op: nil, id: nil, push: nil, error: nil, hasOk: false)
+        try reader.object { r, key throws(JSONFallback) in
+            if key.is("op") {
+                try JSONReader.first(0, in: &seen)
+                head.op = try r.string()
+            } else if key.is("id") {
+                try JSONReader.first(1, in: &seen)
+                head.id = try r.int()
+            } else if key.is("push") {
+                try JSONReader.first(2, in: &seen)
+                head.push = try r.string()
+            } else if key.is("ok") {
+                try JSONReader.first(3, in: &seen)
+                head.hasOk = true
+                try r.skipValue()
+            } else if key.is("error") || !key.isPlainASCII {
+                // An error is rare; a key with escapes or beyond ASCII might be one of the above.
+                throw JSONFallback()
+            } else {
+                try r.skipValue()
+            }
+        }
+        return head
+    }
+}
