@@ -32,7 +32,7 @@ public struct ControlHandler: Sendable {
     public func respond(toLine line: Data) async -> Data {
         let request: ControlRequest
         do {
-            request = try JSONDecoder().decode(ControlRequest.self, from: line)
+            request = try ControlRequest.fastDecode(line) ?? JSONDecoder().decode(ControlRequest.self, from: line)
         } catch {
             return Self.encode(ControlResponse<Done>(error: ControlError(ShareSyncError(
                 .invalidArguments, "not a control request: \(error)", rule: "controlSyntax"))))

@@ -18,6 +18,39 @@ struct ControlHandlerTests {
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
+    @Test func recordImportLinesReadByTheFastReaderEqualTheCodableDecoding() throws {
+        let zone = RecordZone.ID(zoneName: "Topics")
+        var note = Record(recordType: "Note", recordID: .init(recordName: "note-1", zoneID: zone))
+        note["title"] = .string("Milk \"and\" eggs / \u{1F95A} \\ é")
+        note["count"] = .int64(-42)
+        note["score"] = .double(0.1)
+        note["done"] = .bool(true)
+        note["due"] = .date(Date(timeIntervalSince1970: 1_700_000_000.123))
+        note["tags"] = .list(.string(["a", "b"]))
+        note["see"] = .reference(.init(recordID: .init(recordName: "note-2", zoneID: zone), action: .deleteSelf))
+        note.setParent(.init(recordName: "topic-1", zoneID: zone))
+        let topic = Record(recordType: "Topic", recordID: .init(recordName: "topic-1", zoneID: zone))
+        let request = ControlRequest.recordImport(zone: "Topics", records: [note, topic])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let line = try encoder.encode(request)
+        let fast = try #require(ControlRequest.fastDecode(line))
+        #expect(fast == (try JSONDecoder().decode(ControlRequest.self, from: line)))
+        guard case .recordImport(let zoneName, let records) = fast else { Issue.record("not a recordImport"); return }
+        #expect(zoneName == "Topics")
+        #expect(records.map(\.fields) == [note.fields, topic.fields])
+        #expect(records.map(\.parent) == [note.parent, nil])
+        // Keys in another order read the same; anything unusual is left to the Codable path.
+        let reordered = Data(#"{"recordImport":{"zone":"Topics","records":[]}}"#.utf8)
+        #expect(ControlRequest.fastDecode(reordered) == .recordImport(zone: "Topics", records: []))
+        for other in [
+            #"{"recordImport":{"zone":"Topics","records":[],"extra":1}}"#, #"{"status":{}}"#,
+            #"{"recordImport":{"zone":"Topics"}}"#, #"{"recordImport":{"zone":"Topics","records":[]}} x"#,
+        ] {
+            #expect(ControlRequest.fastDecode(Data(other.utf8)) == nil, "\(other)")
+        }
+    }
+
     @Test func aLineThatIsNotARequestGetsAnInvalidArgumentsError() async throws {
         let handler = try makeHandler()
         for line in ["", "not json", #"{"noSuchCommand":{}}"#, #"{"zoneCreate":{}}"#] {
