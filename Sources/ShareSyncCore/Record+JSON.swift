@@ -37,7 +37,10 @@ extension Record: Codable {
         if c.contains(.fields) {
             let fc = try c.nestedContainer(keyedBy: DynamicKey.self, forKey: .fields)
             let coding = FieldValueCoding(zone: zone)
-            for key in fc.allKeys { fields[key.stringValue] = try coding.decode(from: fc, key: key) }
+            // In key order, so that of several bad fields the same one is always reported.
+            for key in fc.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+                fields[key.stringValue] = try coding.decode(from: fc, key: key)
+            }
         }
         let created = try c.decodeIfPresent(Stamp.self, forKey: .created)
         let modified = try c.decodeIfPresent(Stamp.self, forKey: .modified)

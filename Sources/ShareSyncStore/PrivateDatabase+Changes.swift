@@ -13,12 +13,11 @@ extension PrivateDatabase {
         return try read { db in
             let since = try position(of: token, db)
             let rows = try Row.fetchAll(
-                db,
-                sql: """
+                db.cachedStatement(sql: """
                     SELECT name, seq, 1 AS live FROM zone WHERE seq > ?1
                     UNION ALL SELECT name, seq, 0 AS live FROM zoneTombstone WHERE seq > ?2
                     ORDER BY seq LIMIT ?3
-                    """,
+                    """),
                 arguments: [since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
             let moreComing = rows.count > limit
@@ -40,7 +39,7 @@ extension PrivateDatabase {
         try checkOwner(zoneID)
         let limit = effectiveLimit(resultsLimit)
         return try read { db in
-            guard let created = try Int64.fetchOne(db, sql: "SELECT createdSeq FROM zone WHERE name = ?", arguments: [zoneID.zoneName]) else {
+            guard let created = try Int64.fetchOne(db.cachedStatement(sql: "SELECT createdSeq FROM zone WHERE name = ?"), arguments: [zoneID.zoneName]) else {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist", zoneID: zoneID)
             }
             let since = try position(of: token, db)
@@ -50,12 +49,11 @@ extension PrivateDatabase {
                     zoneID: zoneID, rule: "changeTokenExpired")
             }
             let rows = try Row.fetchAll(
-                db,
-                sql: """
+                db.cachedStatement(sql: """
                     SELECT seq, json, NULL AS name, NULL AS type FROM record WHERE zone = ?1 AND seq > ?2
                     UNION ALL SELECT seq, NULL AS json, name, type FROM recordTombstone WHERE zone = ?1 AND seq > ?3
                     ORDER BY seq LIMIT ?4
-                    """,
+                    """),
                 arguments: [zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1])
             let moreComing = rows.count > limit
             let page = rows.prefix(limit)
@@ -100,7 +98,7 @@ extension PrivateDatabase {
     }
 
     func currentSeq(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'")) ?? 0
     }
 
     /// Where a token points, checked against the retained history. A nil token starts a scan: live
@@ -109,7 +107,7 @@ extension PrivateDatabase {
         let current = try currentSeq(db)
         guard let token else { return .init(sequence: 0, scanSnapshot: current) }
         let position = try token.position(expectedDatabaseID: databaseID)
-        let horizon = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'horizon'") ?? 0
+        let horizon = try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'horizon'")) ?? 0
         guard position.oldestNeeded >= horizon, position.sequence <= current, (position.scanSnapshot ?? 0) <= current else {
             throw ShareSyncError(
                 .changeTokenExpired,

@@ -25,11 +25,10 @@ public struct SharedDatabaseView: Sendable {
         return try database.read { db in
             let since = try database.position(of: token, db)
             let rows = try Row.fetchAll(
-                db,
-                sql: """
+                db.cachedStatement(sql: """
                     SELECT zone, seq, present FROM viewZone
                     WHERE viewer = ?1 AND seq > ?2 AND (present = 1 OR seq > ?3) ORDER BY seq LIMIT ?4
-                    """,
+                    """),
                 arguments: [viewer, since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
             let moreComing = rows.count > limit
@@ -43,7 +42,7 @@ public struct SharedDatabaseView: Sendable {
     /// The zones shared with the caller.
     public func fetchAllZones() throws(ShareSyncError) -> [RecordZone] {
         try database.read { db in
-            try String.fetchAll(db, sql: "SELECT zone FROM viewZone WHERE viewer = ? AND present = 1 ORDER BY zone", arguments: [viewer])
+            try String.fetchAll(db.cachedStatement(sql: "SELECT zone FROM viewZone WHERE viewer = ? AND present = 1 ORDER BY zone"), arguments: [viewer])
         }.map { RecordZone(zoneID: database.sharedZoneID($0)) }
     }
 
@@ -56,7 +55,7 @@ public struct SharedDatabaseView: Sendable {
         return try database.read { db in
             guard zoneID.ownerName == database.ownerName,
                 let entered = try Int64.fetchOne(
-                    db, sql: "SELECT enteredSeq FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1",
+                    db.cachedStatement(sql: "SELECT enteredSeq FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1"),
                     arguments: [viewer, zoneID.zoneName])
             else {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) is not shared with you", zoneID: zoneID)
@@ -68,13 +67,12 @@ public struct SharedDatabaseView: Sendable {
                     zoneID: zoneID, rule: "changeTokenExpired")
             }
             let rows = try Row.fetchAll(
-                db,
-                sql: """
+                db.cachedStatement(sql: """
                     SELECT v.name, v.type, v.seq, v.present, r.json FROM viewLog v
                     LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
                     WHERE v.viewer = ?1 AND v.zone = ?2 AND v.seq > ?3 AND (v.present = 1 OR v.seq > ?4)
                     ORDER BY v.seq LIMIT ?5
-                    """,
+                    """),
                 arguments: [viewer, zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
             let moreComing = rows.count > limit
@@ -100,11 +98,10 @@ public struct SharedDatabaseView: Sendable {
             for id in recordIDs {
                 let json = id.zoneID.ownerName == database.ownerName
                     ? try Data.fetchOne(
-                        db,
-                        sql: """
+                        db.cachedStatement(sql: """
                             SELECT r.json FROM record r JOIN member m ON m.zone = r.zone AND m.share = r.shareName AND m.user = ?
                             WHERE r.zone = ? AND r.name = ?
-                            """,
+                            """),
                         arguments: [viewer, id.zoneID.zoneName, id.recordName]) : nil
                 if let json {
                     results[id] = .success(
