@@ -30,9 +30,12 @@ extension WriteContext {
     /// Returns the records whose share changed, and the type and share of every live record it looked at.
     private mutating func recomputeMembership(zone: String) throws -> (moved: Set<String>, rows: [String: RecordShare]) {
         var names = touched[zone] ?? []
+        // Under a zone-wide share every record belongs to it whatever its parent (all of them were
+        // marked when it was created), so a moved record's descendants cannot change share.
+        let parentsMatter = try zoneShareName(zone) == nil
         for name in membershipDirty[zone] ?? [] {
             names.insert(name)
-            names.formUnion(try descendants(zone: zone, of: name))
+            if parentsMatter { names.formUnion(try descendants(zone: zone, of: name)) }
         }
         var changed: Set<String> = []
         var rows: [String: RecordShare] = [:]
