@@ -6,6 +6,7 @@
 #   benchmarks/run.sh --quick    # smoke test: smaller counts
 #   benchmarks/run.sh --scale    # also the 1,000,000-record daemon-to-daemon sync (several more minutes)
 #   benchmarks/run.sh --scale-only
+#   benchmarks/run.sh --only initial-sync [--records N]  # only the owner import and the two initial syncs
 #   benchmarks/run.sh --out FILE # where the JSON goes (default bench-results/results.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."

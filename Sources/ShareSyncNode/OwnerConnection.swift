@@ -116,8 +116,29 @@ public final class OwnerConnection: Sendable {
 
     // MARK: Requests
 
-    /// Sends a request and waits for its response.
-    func send<T: Codable & Sendable>(_ body: RequestBody, expecting: T.Type) async throws(ShareSyncError) -> T {
+    /// A request already sent, whose response is read with ``value``. Requests go out in the order
+    /// they were started; each response finds its request by id, whatever order the responses come in.
+    struct PendingResponse<T: Codable & Sendable>: Sendable {
+        fileprivate let frame: EventLoopFuture<ByteBuffer>
+        fileprivate let ownerName: String
+
+        /// Waits for the response and decodes it; the owner's error, or `networkFailure` if the
+        /// connection closed first.
+        var value: T {
+            get async throws(ShareSyncError) {
+                let frame: ByteBuffer
+                do {
+                    frame = try await self.frame.get()
+                } catch {
+                    throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "\(error)")
+                }
+                return try MessageCoding.decode(Response<T>.self, from: frame).result(ownerName: ownerName)
+            }
+        }
+    }
+
+    /// Sends a request now, without waiting for its response (see ``PendingResponse``).
+    func start<T: Codable & Sendable>(_ body: RequestBody, expecting: T.Type) throws(ShareSyncError) -> PendingResponse<T> {
         let id = nextID.withLock { $0 += 1; return $0 }
         let payload = try MessageCoding.encode(Request(id: id, body: body), includingChangedKeys: true, allocator: channel.allocator)
         let eventLoop = channel.eventLoop
@@ -128,13 +149,12 @@ public final class OwnerConnection: Sendable {
             guard handler.value.register(id: id, promise: promise) else { return }
             channel.writeAndFlush(payload).whenFailure { _ in handler.value.cancel(id: id) }
         }
-        let frame: ByteBuffer
-        do {
-            frame = try await promise.futureResult.get()
-        } catch {
-            throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "\(error)")
-        }
-        return try MessageCoding.decode(Response<T>.self, from: frame).result(ownerName: ownerName)
+        return PendingResponse(frame: promise.futureResult, ownerName: ownerName)
+    }
+
+    /// Sends a request and waits for its response.
+    func send<T: Codable & Sendable>(_ body: RequestBody, expecting: T.Type) async throws(ShareSyncError) -> T {
+        try await start(body, expecting: expecting).value
     }
 
     /// What this identity may learn about a share before accepting it.
@@ -166,9 +186,29 @@ public final class OwnerConnection: Sendable {
     public func fetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
         async throws(ShareSyncError) -> ZoneChanges
     {
-        try await send(
-            .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ZoneChangesResult.self
-        ).zoneChanges(ownerName: ownerName)
+        try await startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: resultsLimit).page
+    }
+
+    /// A `fetchZoneChanges` request already sent (``startFetchZoneChanges(zoneName:since:resultsLimit:)``).
+    struct PendingZoneChanges: Sendable {
+        fileprivate let response: PendingResponse<ZoneChangesResult>
+
+        /// Waits for the page and decodes it.
+        var page: ZoneChanges {
+            get async throws(ShareSyncError) {
+                try await response.value.zoneChanges(ownerName: response.ownerName)
+            }
+        }
+    }
+
+    /// Sends a `fetchZoneChanges` request now and returns at once; the page is read from the result's
+    /// ``PendingResponse/value``. Lets a caller ask for the next page while it stores the last one.
+    func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
+        throws(ShareSyncError) -> PendingZoneChanges
+    {
+        PendingZoneChanges(
+            response: try start(
+                .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ZoneChangesResult.self))
     }
 
     /// Fetches records of a shared zone; a record outside this identity's view is `unknownItem`.

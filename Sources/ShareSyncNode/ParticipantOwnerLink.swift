@@ -312,17 +312,16 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Fetches a zone's pages from its token, each applied with its token; replaces the zone if the token
-    /// expired, purges it if it is no longer shared.
+    /// expired, purges it if it is no longer shared. The next page is fetched while one is applied
+    /// (``ZonePageFetcher``); pages are applied in order, each in its own transaction with its token.
     private func syncZone(_ connection: OwnerConnection, _ zone: String) async throws(ShareSyncError) {
         var token = try replica.zoneChangeToken(owner: ownerName, zoneName: zone)
         do {
-            while true {
-                let page = try await connection.fetchZoneChanges(
-                    zoneName: zone, since: token, resultsLimit: configuration.pageSize)
+            var pages = ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
+            while let page = try await pages.next() {
                 try replica.apply(page, owner: ownerName)
                 report(page)
                 token = page.changeToken
-                if !page.moreComing { return }
             }
         } catch where error.code == .changeTokenExpired && token != nil {
             logger.info("zone change token expired; fetching the zone again", metadata: ["zone": "\(zone)"])
@@ -352,15 +351,12 @@ final class ParticipantOwnerLink: Sendable {
     private func replaceZone(_ connection: OwnerConnection, _ zone: String, pageSize: Int?) async throws(ShareSyncError) {
         try replica.beginZoneReplacement(owner: ownerName, zoneName: zone)
         do {
-            var token: ServerChangeToken?
             var count = 0
-            while true {
-                let page = try await connection.fetchZoneChanges(zoneName: zone, since: token, resultsLimit: pageSize)
+            var pages = ZonePageFetcher(connection, zoneName: zone, since: nil, pageSize: pageSize)
+            while let page = try await pages.next() {
                 try replica.stageZoneReplacement(page, owner: ownerName)
                 hub.countReceived(page.changes.count)
                 count += page.changedRecords.count
-                token = page.changeToken
-                if !page.moreComing { break }
             }
             try replica.commitZoneReplacement(owner: ownerName, zoneName: zone)
             hub.emit(.zoneReplaced(owner: ownerName, zoneName: zone, records: count))

@@ -10,7 +10,7 @@ import Synchronization
 import Glibc
 #endif
 
-// `sharesync-bench suite [--quick] [--scale] [--out FILE]`: every scenario of issue 6, on loopback,
+// `sharesync-bench suite [--quick] [--scale] [--only initial-sync] [--records N] [--out FILE]`: every scenario of issue 6, on loopback,
 // with real `sharesync run` daemons. See benchmarks/README section in README.md for what each measures.
 //
 // Who is who:
@@ -36,6 +36,8 @@ struct SuiteOptions {
     var scaleRecords = 1_000_000
     var roundTrips = 10_000
     var onlyScale = false
+    /// `--only initial-sync`: only the owner's import, the in-process initial sync and the daemon sync.
+    var onlyInitialSync = false
 
     init(_ arguments: [String]) throws {
         var rest = arguments[...]
@@ -46,11 +48,19 @@ struct SuiteOptions {
             case "--scale-only": scale = true; onlyScale = true
             case "--out": out = rest.popFirst() ?? out
             case "--scale-records": scaleRecords = Int(rest.popFirst() ?? "") ?? scaleRecords
-            default: throw BenchError("unknown option \(argument); use --quick, --scale, --scale-only, --out FILE, --scale-records N")
+            case "--records": records = Int(rest.popFirst() ?? "") ?? records
+            case "--only":
+                let what = rest.popFirst() ?? ""
+                guard what == "initial-sync" else { throw BenchError("--only takes initial-sync, not \(what)") }
+                onlyInitialSync = true
+            default:
+                throw BenchError(
+                    "unknown option \(argument); use --quick, --scale, --scale-only, --only initial-sync, --records N, "
+                        + "--out FILE, --scale-records N")
             }
         }
         if quick {
-            records = 10_000
+            if records == 100_000 { records = 10_000 }
             changes = 200
             writes = 200
             fanParticipants = 10
@@ -140,19 +150,21 @@ func runSuite(_ arguments: [String]) async throws {
     progress("suite: \(options.quick ? "quick" : "full"), \(options.records) records, sharesync at \(sharesyncBinary())")
 
     if !options.onlyScale {
-        try nodeStart(results, root: root)
+        if !options.onlyInitialSync { try nodeStart(results, root: root) }
         let owner = try NodeDaemon(name: "owner", root: root)
         daemons.append(owner)
         try owner.start()
         let url = try await populate(results, owner: owner, count: options.records)
         let ownerName = try await owner.call(.status, as: NodeStatus.self).userRecordName
         try await inProcessParticipant(results, options: options, owner: owner, ownerName: ownerName, url: url, root: root)
-        try await fanOut(results, options: options, owner: owner, ownerName: ownerName)
+        if !options.onlyInitialSync { try await fanOut(results, options: options, owner: owner, ownerName: ownerName) }
         try await daemonSync(results, label: "daemon sync \(options.records / 1000)k", owner: owner, url: url,
                              count: options.records, root: root, daemons: &daemons)
         owner.stop()
-        try storeOnly(results, count: options.records, root: root)
-        try machineLimits(results, options: options, root: root)
+        if !options.onlyInitialSync {
+            try storeOnly(results, count: options.records, root: root)
+            try machineLimits(results, options: options, root: root)
+        }
     }
     if options.scale {
         let owner = try NodeDaemon(name: "owner-scale", root: root)
@@ -240,16 +252,26 @@ func inProcessParticipant(
 ) async throws {
     let replica = try SharedDatabaseReplica(path: root + "/participant-a.sqlite")
     let sync = ParticipantSync(replica: replica, identity: NodeIdentity.generate(), configuration: .init(displayName: "bench-a"))
+    let cpu0 = (owner: cpuSeconds(pid: owner.pid), participant: cpuSeconds(pid: getpid()))
     let t0 = now()
     try await sync.accept(url: url, timeout: .seconds(1800))
     let elapsed = now() - t0
+    let cpu = (owner: cpuSeconds(pid: owner.pid) - cpu0.owner, participant: cpuSeconds(pid: getpid()) - cpu0.participant)
     let received = tcpBytesReceived(fromPort: owner.port)
     let held = try replica.recordCount(owner: ownerName, zoneName: "Topics")
     let scenario = "initial sync \(options.records / 1000)k"
     results.add(scenario, "accept until replica holds all (\(held) records)", Double(options.records) / elapsed,
                 "records/s", atLeast: 100_000)
     results.add(scenario, "elapsed", elapsed, "s")
+    results.add(scenario, "CPU time, owner daemon", cpu.owner, "s")
+    results.add(scenario, "CPU time, bench process as participant", cpu.participant, "s")
     if held < options.records { results.notes.append("initial sync: replica holds \(held) of \(options.records)") }
+    if options.onlyInitialSync {
+        results.add("peak RSS", "bench process as participant (\(options.records / 1000)k replica, plus the bench's data)",
+                    peakRSS(pid: getpid()), "MB")
+        await sync.stop()
+        return
+    }
 
     // Wire bytes vs the same records as plain JSON (JSON Lines of Record.jsonData()).
     let zone = RecordZone.ID(zoneName: "Topics")
@@ -389,9 +411,12 @@ func daemonSync(
     let participant = try NodeDaemon(name: "participant-\(label.filter { $0.isLetter || $0.isNumber })", root: root)
     daemons.append(participant)
     try participant.start()
+    let cpu0 = (owner: cpuSeconds(pid: owner.pid), participant: cpuSeconds(pid: participant.pid))
     let t0 = now()
     try sharesync(["accept", url, "--home", participant.home, "--json", "--timeout", "3600"])
     let elapsed = now() - t0
+    results.add(label, "CPU time, owner daemon", cpuSeconds(pid: owner.pid) - cpu0.owner, "s")
+    results.add(label, "CPU time, participant daemon", cpuSeconds(pid: participant.pid) - cpu0.participant, "s")
     let zones = try await participant.call(.sharedZoneList, as: [SharedZoneInfo].self)
     let held = zones.first(where: { $0.zoneName == "Topics" })?.records ?? 0
     results.add(label, "accept, end to end", elapsed, "s")

@@ -193,6 +193,18 @@ func peakRSS(pid: Int32) -> Double {
     return .nan
 }
 
+/// CPU time (user + system) a process has used so far, in seconds (`/proc/PID/stat`). On a machine
+/// shared with other work, wall-clock figures vary with the load; CPU seconds much less.
+func cpuSeconds(pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return .nan }
+    // After "pid (comm)": state is field 3; utime and stime are fields 14 and 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return .nan }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 /// TCP payload bytes received by this process on established connections to a local port, from
 /// `ss -tinp` (`bytes_received`), or nil if `ss` does not tell.
 func tcpBytesReceived(fromPort port: Int) -> Int? {
