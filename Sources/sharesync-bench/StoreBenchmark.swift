@@ -73,6 +73,20 @@ func runStoreBenchmark() throws {
     results.append(("owner saves 1 record (update), zone shared with 1 participant, p50", single[single.count / 2] * 1e6, "µs"))
     results.append(("owner saves 1 record (update), zone shared with 1 participant, p99", single[single.count * 99 / 100] * 1e6, "µs"))
 
+    // 2c. The same edits by the read-write participant, through their shared database view.
+    let participantView = shared.sharedDatabase(for: Caller(userRecordName: "_b"))
+    let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
+    var byParticipant: [Double] = []
+    for i in 0..<1_000 {
+        var edited = notes[i % 100].relocated(to: sharedZone)
+        edited["title"] = .string("Edited by B \(i)")
+        byParticipant.append(try seconds {
+            _ = try participantView.modifyRecords(saving: [edited], savePolicy: .allKeys).saveResults[edited.recordID]!.get()
+        })
+    }
+    byParticipant.sort()
+    results.append(("participant saves 1 record (update) through its view, p50", byParticipant[byParticipant.count / 2] * 1e6, "µs"))
+
     // 3. The participant's view read from nil, pages of 400.
     let view = shared.sharedDatabase(for: Caller(userRecordName: "_b"))
     var fetched = 0
