@@ -22,12 +22,19 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         case closed
     }
 
-    private let server: ServerContext
+    let server: ServerContext
     private var logger: Logger
     private var state = State.awaitingHello
     private var inFlight = 0
     private var admittedName: String?
     private var subscription: Subscription?
+    /// The next page of the last `fetchZoneChanges` served (see ``ZonePageReadAhead``).
+    var readAhead: ZonePageReadAhead?
+
+    var isAuthenticated: Bool {
+        if case .authenticated = state { return true }
+        return false
+    }
 
     init(server: ServerContext, connectionID: Int) {
         self.server = server
@@ -76,6 +83,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     private func cleanUp(context: ChannelHandlerContext) {
         state = .closed
+        readAhead = nil
         server.registry.remove(context.channel)
         if let name = admittedName {
             admittedName = nil
@@ -182,6 +190,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         let future: EventLoopFuture<ByteBuffer>
         if case .subscribe(let token) = request.body {
             future = self.subscribe(id: request.id, token: token, executor: executor, channel: channel, eventLoop: context.eventLoop)
+        } else if case .fetchZoneChanges(let zoneName, let token, let limit) = request.body {
+            future = self.fetchZoneChanges(
+                id: request.id, ZonePageReadAhead.Key(zoneName: zoneName, token: token, resultsLimit: limit), executor: executor,
+                eventLoop: context.eventLoop)
         } else {
             future = server.threadPool.runIfActive(eventLoop: context.eventLoop) { executor.execute(request) }
         }

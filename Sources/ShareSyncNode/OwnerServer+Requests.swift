@@ -20,9 +20,14 @@ struct RequestExecutor: Sendable {
         do {
             return try run(request)
         } catch {
-            return (try? MessageCoding.encode(ErrorResponse(id: request.id, error)))
-                ?? ByteBuffer(string: #"{"id":null,"error":{"code":"internalError","message":"cannot encode an error"}}"#)
+            return errorResponse(id: request.id, error)
         }
+    }
+
+    /// The response frame `{"id", "error"}`.
+    func errorResponse(id: Int, _ error: ShareSyncError) -> ByteBuffer {
+        (try? MessageCoding.encode(ErrorResponse(id: id, error)))
+            ?? ByteBuffer(string: #"{"id":null,"error":{"code":"internalError","message":"cannot encode an error"}}"#)
     }
 
     private func ok<T: Codable & Sendable>(_ id: Int, _ result: T) throws(ShareSyncError) -> ByteBuffer {

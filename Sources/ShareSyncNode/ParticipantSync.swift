@@ -26,7 +26,9 @@ import Synchronization
 ///    (deleted zones are purged), then `fetchZoneChanges` for every changed zone and every zone already in
 ///    the replica, from its token, page by page. Each page is applied with its token in one transaction
 ///    (``SharedDatabaseReplica/apply(_:owner:)``), so a crash loses or repeats nothing: the next catch-up
-///    resumes from the last page stored. Fetching every known zone (not only the ones listed as changed)
+///    resumes from the last page stored. A zone's next page is requested (with the token of the page just
+///    received) while that page is stored, and the owner's node reads it ahead too; pages are still stored
+///    one after another, in order. Fetching every known zone (not only the ones listed as changed)
 ///    also covers a crash between storing a database page and fetching its zones.
 ///    - `changeTokenExpired` on a zone token: the zone is fetched again from no token into the staging area
 ///      and swapped in at once (``SharedDatabaseReplica/beginZoneReplacement(owner:zoneName:)``); readers

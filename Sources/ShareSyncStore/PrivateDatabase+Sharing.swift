@@ -21,6 +21,7 @@ extension PrivateDatabase {
     /// that moves keeps its shares' tokens and hands out its new address.
     public func setShareURLBase(_ base: ShareURLBase) {
         urlBase.withLock { $0 = base }
+        generation.add(1, ordering: .releasing)
     }
 
     /// The container identifier of this database, as ``ShareMetadata`` reports it.

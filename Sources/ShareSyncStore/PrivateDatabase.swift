@@ -28,6 +28,7 @@ public final class PrivateDatabase: Sendable {
     let clock: @Sendable () -> Date
     let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
     let observers = CommitObservers()
+    let generation = Atomic<UInt64>(0)
 
     /// Opens (or creates) a private database in a file, in WAL mode. The file is readable by its user only.
     public convenience init(
@@ -87,8 +88,16 @@ public final class PrivateDatabase: Sendable {
         observers.remove(id)
     }
 
+    /// Changes when a write starts and again when it ends (committed or not), and when what reads
+    /// present changes (``setShareURLBase(_:)``). If it is the same after a read as it was before the
+    /// read began, no write overlapped or followed the read: reading again now would give the same
+    /// result. The owner's server uses it to reuse a page it read ahead.
+    public var changeGeneration: UInt64 { generation.load(ordering: .acquiring) }
+
     /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
+        generation.add(1, ordering: .releasing)
+        defer { generation.add(1, ordering: .releasing) }
         let result = try withStoreErrors("write") { try writer.write(body) }
         observers.notify()
         return result
