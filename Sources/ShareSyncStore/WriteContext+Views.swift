@@ -104,10 +104,7 @@ extension WriteContext {
             }
             try enterZoneIfNeeded(viewer: viewer, zone: zone)
             for share in change.added.sorted() {
-                for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT name, type FROM record WHERE zone = ? AND shareName = ? ORDER BY seq"), arguments: [zone, share])
-                {
-                    try setView(viewer: viewer, zone: zone, name: row["name"], type: row["type"], present: true)
-                }
+                try enterView(viewer: viewer, zone: zone, share: share)
             }
             if !change.removed.isEmpty {
                 let rows = try Row.fetchAll(
@@ -149,6 +146,24 @@ extension WriteContext {
                 sql: "UPDATE viewZone SET seq = ? WHERE viewer = ? AND zone = ? AND present = 1",
                 arguments: [nextSeq(), viewer, zone])
         }
+    }
+
+    /// Every record of a share enters a viewer's view, in the order of their last change, each with
+    /// the next sequence number: one statement, however many records (a share of a million records
+    /// is accepted without reading them into memory).
+    private mutating func enterView(viewer: String, zone: String, share: String) throws {
+        try enterZoneIfNeeded(viewer: viewer, zone: zone)
+        let count = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT COUNT(*) FROM record WHERE zone = ? AND shareName = ?"), arguments: [zone, share]) ?? 0
+        let before = reserveSeqs(count)
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO viewLog (viewer, zone, name, type, seq, present)
+                SELECT ?1, zone, name, type, ?3 + ROW_NUMBER() OVER (ORDER BY seq), 1 FROM record
+                WHERE zone = ?2 AND shareName = ?4
+                ON CONFLICT (viewer, zone, name) DO UPDATE SET seq = excluded.seq, present = 1, type = excluded.type
+                """
+        ).execute(arguments: [viewer, zone, before, share])
     }
 
     /// Records that a record is (or is no longer) in a viewer's view. A record that leaves a view it

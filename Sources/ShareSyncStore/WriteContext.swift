@@ -43,6 +43,12 @@ struct WriteContext {
         return seq
     }
 
+    /// Takes the next `count` sequence numbers at once; returns the one before them.
+    mutating func reserveSeqs(_ count: Int64) -> Int64 {
+        defer { seq += count }
+        return seq
+    }
+
     /// Writes the sequence, and each changed zone's last change, back; call once at the end of the
     /// transaction.
     func finish() throws {
