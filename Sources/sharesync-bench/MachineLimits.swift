@@ -32,7 +32,9 @@ enum MachineLimits {
     /// Deflate and inflate MB/s (of uncompressed bytes) and the compressed fraction: the records' JSON
     /// in chunks of `perChunk` records, one raw deflate stream (window 15) with a sync flush per chunk,
     /// as a connection does with pages. Best of 3.
-    static func zlib(_ records: [ShareSyncCore.Record], perChunk: Int = 400) throws -> (deflate: Double, inflate: Double, ratio: Double) {
+    static func zlib(
+        _ records: [ShareSyncCore.Record], perChunk: Int = 400, level: Int32 = -1
+    ) throws -> (deflate: Double, inflate: Double, ratio: Double) {
         let allocator = ByteBufferAllocator()
         var chunks: [ByteBuffer] = []
         for start in stride(from: 0, to: records.count, by: perChunk) {
@@ -49,7 +51,8 @@ enum MachineLimits {
         var best = (deflate: Double.infinity, inflate: Double.infinity)
         var compressedTotal = 0
         for _ in 0..<3 {
-            let compressor = try ZlibCompressor(algorithm: .deflate, configuration: ZlibConfiguration(windowSize: 15))
+            let compressor = try ZlibCompressor(
+                algorithm: .deflate, configuration: ZlibConfiguration(windowSize: 15, compressionLevel: level))
             var compressed: [ByteBuffer] = []
             compressed.reserveCapacity(chunks.count)
             let t0 = now()

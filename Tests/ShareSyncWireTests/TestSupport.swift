@@ -34,8 +34,11 @@ func notePayloads(count: Int, seed: UInt64 = 42) -> [ByteBuffer] {
 }
 
 /// Encodes payloads into one stream of lines with a fresh encoder.
-func encodeStream(_ payloads: [ByteBuffer], encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws -> ByteBuffer {
-    let encoder = try FrameEncoder(encoding: encoding, limits: limits)
+func encodeStream(
+    _ payloads: [ByteBuffer], encoding: FrameEncoding, limits: FrameLimits = FrameLimits(),
+    compressionLevel: Int32 = FrameEncoder.defaultCompressionLevel
+) throws -> ByteBuffer {
+    let encoder = try FrameEncoder(encoding: encoding, limits: limits, compressionLevel: compressionLevel)
     var out = ByteBuffer()
     for payload in payloads { try encoder.encode(payload, into: &out) }
     return out
