@@ -83,14 +83,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore"]),
+        .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
         .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),
         .testTarget(name: "ShareSyncReplicaTests", dependencies: ["ShareSyncStore"]),
         .testTarget(
             name: "ShareSyncWireTests",
             dependencies: [
-                "ShareSyncWire",
+                "ShareSyncWire", "ShareSyncTestSupport",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -51,11 +51,9 @@ private func errorCode(line: ByteBuffer, encoding: FrameEncoding, limits: FrameL
             do {
                 let payload = try decoder.decode(line: truncated)
                 #expect(payload.readableBytes <= limits.maximumFrameSize)
-            } catch let error as FrameError {
+            } catch {  // typed: a FrameError, never anything else
                 failures += 1
                 #expect([.inflateFailed, .frameTooLarge, .invalidEncoding].contains(error.code), "\(error)")
-            } catch {
-                Issue.record("unexpected error \(error)")
             }
         }
         #expect(failures > 0)

@@ -1,3 +1,4 @@
+import ShareSyncTestSupport
 import Foundation
 import NIOCore
 import Testing

@@ -1,17 +1,16 @@
 import Foundation
 
-@testable import ShareSyncCore
+import ShareSyncCore
 
-// Seeded random records for the equivalence tests of the hand-written JSON coders. (The wire tests
-// keep a copy of this file: test targets cannot share code.)
+// Seeded random records for the equivalence tests of the hand-written JSON coders (core and wire).
 
 /// SplitMix64: small, fast, and the same sequence on every platform.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
+public struct SeededGenerator: RandomNumberGenerator {
+    public var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -21,44 +20,44 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// Random records covering every field type and the JSON that is tricky to get byte for byte.
-struct RandomRecords {
-    var rng: SeededGenerator
+public struct RandomRecords {
+    public var rng: SeededGenerator
 
-    init(seed: UInt64) { rng = SeededGenerator(seed: seed) }
+    public init(seed: UInt64) { rng = SeededGenerator(seed: seed) }
 
     /// Pieces of strings: escapes, slashes, control characters, combining marks, emoji, a BOM,
     /// line separators, characters whose normal form is ASCII (the Kelvin sign).
-    static let pieces: [String] = [
+    public static let pieces: [String] = [
         "a", "Z", "note", " ", "0", "-", "_", "\"", "\\", "/", "//", "\\/", "\u{0}", "\u{1}", "\u{8}", "\u{9}", "\u{A}",
         "\u{C}", "\u{D}", "\u{1F}", "\u{7F}", "é", "e\u{301}", "\u{301}", "😀", "👩‍👩‍👧", "🇫🇷", "中文", "\u{2028}",
         "\u{2029}", "\u{FEFF}", "\u{212A}", "\u{FFFD}", "\u{10FFFF}", "\u{D7FF}", "\u{E000}", "ü", "Ω", "{", "}", "[",
         "]", ":", ",", "true", "null", "\\u0041", "\u{80}", "\u{7FF}", "\u{800}", "\u{FFFF}", "\u{10000}",
     ]
 
-    static let doubles: [Double] = [
+    public static let doubles: [Double] = [
         0, -0.0, 1, -1, 0.1, 0.2, 0.30000000000000004, 1.5, -0.25, 1e300, -1e300, .leastNonzeroMagnitude, -.leastNonzeroMagnitude, .leastNormalMagnitude,
         Double.leastNormalMagnitude.nextDown, .greatestFiniteMagnitude, 1e15, 1e16, 1e17, 1e21, 1e22, 1e-5, 1e-7, 123456789012345.0,
         1234567890123456.0, 9007199254740992, 9007199254740994, 4503599627370496.5, 999999999999999.9, 100, 1e-300,
         3.141592653589793, 2.718281828459045, 1.0 / 3, 37.5, -122.25, 90, -180, 0.5, 1e14, 123.456e10,
     ]
 
-    static let integers: [Int64] = [
+    public static let integers: [Int64] = [
         0, 1, -1, 9, 10, -10, 42, 1_700_000_000_123, .max, .min, .max - 1, .min + 1, Int64(Int32.max), Int64(Int32.min),
         1 << 53, -(1 << 53), 1_000_000_000_000_000_000,
     ]
 
-    mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &rng) }
-    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &rng) < p }
-    mutating func pick<T>(_ values: [T]) -> T { values[int(0...values.count - 1)] }
+    public mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &rng) }
+    public mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &rng) < p }
+    public mutating func pick<T>(_ values: [T]) -> T { values[int(0...values.count - 1)] }
 
-    mutating func string(maxPieces: Int = 6) -> String {
+    public mutating func string(maxPieces: Int = 6) -> String {
         if chance(0.3) { return pick(["milk", "Topic 1", "note-17", "", "garden paint ship", "_defaultZone"]) }
         return (0..<int(0...maxPieces)).map { _ in pick(Self.pieces) }.joined()
     }
 
-    mutating func name() -> String { chance(0.7) ? "note-\(int(0...99999))" : string() }
+    public mutating func name() -> String { chance(0.7) ? "note-\(int(0...99999))" : string() }
 
-    mutating func double() -> Double {
+    public mutating func double() -> Double {
         switch int(0...3) {
         case 0: return pick(Self.doubles)
         case 1: return Double(int(-1_000_000...1_000_000)) / pick([1, 10, 100, 1000, 3, 7])
@@ -70,11 +69,11 @@ struct RandomRecords {
         }
     }
 
-    mutating func int64() -> Int64 {
+    public mutating func int64() -> Int64 {
         chance(0.5) ? pick(Self.integers) : Int64(bitPattern: rng.next()) >> int(0...63)
     }
 
-    mutating func date() -> Date {
+    public mutating func date() -> Date {
         switch int(0...4) {
         case 0: return Date(timeIntervalSince1970: Double(int(-2_000_000_000...2_000_000_000)))
         case 1: return Date(timeIntervalSince1970: Double(int(-2_000_000_000_000...2_000_000_000_000)) / 1000)
@@ -84,9 +83,9 @@ struct RandomRecords {
         }
     }
 
-    mutating func bytes() -> Data { Data((0..<int(0...24)).map { _ in UInt8.random(in: 0...255, using: &rng) }) }
+    public mutating func bytes() -> Data { Data((0..<int(0...24)).map { _ in UInt8.random(in: 0...255, using: &rng) }) }
 
-    mutating func zone() -> RecordZone.ID {
+    public mutating func zone() -> RecordZone.ID {
         switch int(0...3) {
         case 0: return .default
         case 1: return RecordZone.ID(zoneName: "Topics")
@@ -95,19 +94,19 @@ struct RandomRecords {
         }
     }
 
-    mutating func reference(near zone: RecordZone.ID) -> Record.Reference {
+    public mutating func reference(near zone: RecordZone.ID) -> Record.Reference {
         Record.Reference(
             recordID: Record.ID(recordName: name(), zoneID: chance(0.7) ? zone : self.zone()),
             action: chance(0.5) ? .none : .deleteSelf)
     }
 
-    mutating func location() -> Location { Location(latitude: double(), longitude: double()) }
+    public mutating func location() -> Location { Location(latitude: double(), longitude: double()) }
 
-    mutating func list<T>(_ element: (inout RandomRecords) -> T) -> [T] {
+    public mutating func list<T>(_ element: (inout RandomRecords) -> T) -> [T] {
         (0..<int(0...4)).map { _ in element(&self) }
     }
 
-    mutating func value(near zone: RecordZone.ID) -> FieldValue {
+    public mutating func value(near zone: RecordZone.ID) -> FieldValue {
         switch int(0...16) {
         case 0, 1: return .string(string(maxPieces: 12))
         case 2: return .int64(int64())
@@ -129,7 +128,7 @@ struct RandomRecords {
     }
 
     /// A random ordinary record (never a share).
-    mutating func record() -> Record {
+    public mutating func record() -> Record {
         let zone = self.zone()
         var fields: [String: FieldValue] = [:]
         for _ in 0..<int(0...8) { fields[chance(0.5) ? pick(["title", "body", "date", "a", "B", "_x", "Ω"]) : string()] = value(near: zone) }
@@ -139,8 +138,8 @@ struct RandomRecords {
         var record = Record(
             recordType: chance(0.8) ? pick(["Note", "Topic", "Item"]) : string(), recordID: Record.ID(recordName: name(), zoneID: zone),
             fields: fields,
-            parent: chance(0.5) ? reference(near: zone).withAction(.none) : nil,
-            share: chance(0.2) ? reference(near: zone).withAction(.none) : nil,
+            parent: chance(0.5) ? Record.Reference(recordID: reference(near: zone).recordID, action: .none) : nil,
+            share: chance(0.2) ? Record.Reference(recordID: reference(near: zone).recordID, action: .none) : nil,
             creationDate: created, modificationDate: modified,
             creatorUserRecordID: created == nil ? nil : stampUser(&self),
             lastModifiedUserRecordID: modified == nil ? nil : stampUser(&self),
