@@ -67,7 +67,7 @@ extension WriteContext {
     private mutating func syncMembers(zone: String) throws -> [String: (added: Set<String>, removed: Set<String>)] {
         var changes: [String: (added: Set<String>, removed: Set<String>)] = [:]
         for name in sharesChanged[zone] ?? [] {
-            let before = Set(try String.fetchAll(db.cachedStatement(sql: "SELECT user FROM member WHERE zone = ? AND share = ?"), arguments: [zone, name]))
+            let before = Set(try members(zone: zone, share: name))
             let after = try share(zone: zone, name: name).map(AccessPolicy.viewers(of:)) ?? []
             cache.members[zone]?[name] = nil
             for user in after.subtracting(before) {

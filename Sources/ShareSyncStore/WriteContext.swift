@@ -94,10 +94,10 @@ struct WriteContext {
         guard let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT json, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
         else {
-            if shareBefore[zone]?[name] == nil { shareBefore[zone, default: [:]][name] = .some(nil) }
+            rememberShareBefore(zone: zone, name: name, nil)
             return nil
         }
-        if shareBefore[zone]?[name] == nil { shareBefore[zone, default: [:]][name] = .some(row["shareName"] as String?) }
+        rememberShareBefore(zone: zone, name: name, row["shareName"])
         return try Record(jsonData: row["json"] as Data)
     }
 
@@ -140,8 +140,13 @@ struct WriteContext {
     /// Remembers the share a record belongs to before this transaction changes it.
     mutating func noteShareBefore(zone: String, name: String) throws {
         guard shareBefore[zone]?[name] == nil else { return }
-        let current = try String?.fetchOne(db.cachedStatement(sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? nil
-        shareBefore[zone, default: [:]][name] = .some(current)
+        rememberShareBefore(zone: zone, name: name, try storedShareName(zone: zone, name: name))
+    }
+
+    /// Keeps `share` as the record's share before this transaction, unless one is already noted.
+    private mutating func rememberShareBefore(zone: String, name: String, _ share: String?) {
+        guard shareBefore[zone]?[name] == nil else { return }
+        shareBefore[zone, default: [:]][name] = .some(share)
     }
 
     /// Deletes a record and, transitively, the records whose `deleteSelf` references point at it.
