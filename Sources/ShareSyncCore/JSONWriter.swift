@@ -32,6 +32,16 @@ package struct JSONWriter {
         bytes.append(byte)
     }
 
+    /// Writes an array, each element written by `element`.
+    package mutating func array<T, E: Error>(_ values: [T], _ element: (inout JSONWriter, T) throws(E) -> Void) throws(E) {
+        raw("[")
+        for (i, value) in values.enumerated() {
+            if i > 0 { raw(",") }
+            try element(&self, value)
+        }
+        raw("]")
+    }
+
     /// Writes bytes that are already JSON.
     package mutating func json(_ json: some Collection<UInt8>) {
         bytes.append(contentsOf: json)

@@ -13,12 +13,9 @@ extension JSONWriter {
         let zone = record.recordID.zoneID
         raw("{")
         if includingChangedKeys {
-            raw(#""changedKeys":["#)
-            for (i, key) in record.changedKeys.sorted().enumerated() {
-                if i > 0 { raw(",") }
-                string(key)
-            }
-            raw("],")
+            raw(#""changedKeys":"#)
+            array(record.changedKeys.sorted()) { $0.string($1) }
+            raw(",")
         }
         if let created = record.creationDate {
             raw(#""created":"#)
@@ -105,68 +102,29 @@ extension JSONWriter {
         raw("}")
     }
 
-    private mutating func list<T>(_ values: [T], _ element: (inout JSONWriter, T) throws(JSONFallback) -> Void) throws(JSONFallback) {
-        raw("[")
-        for (i, value) in values.enumerated() {
-            if i > 0 { raw(",") }
-            try element(&self, value)
-        }
-        raw("]")
-    }
-
     private mutating func fieldValue(_ value: FieldValue, zone: RecordZone.ID) throws(JSONFallback) {
-        raw(#"{"type":""#)
+        raw(#"{"type":"#)
+        string(value.typeName)
+        raw(#","value":"#)
         switch value {
-        case .string(let v):
-            raw(#"STRING","value":"#)
-            string(v)
-        case .int64(let v):
-            raw(#"INT64","value":"#)
-            int(v)
-        case .double(let v):
-            raw(#"DOUBLE","value":"#)
-            try double(v)
-        case .bool(let v):
-            raw(#"BOOLEAN","value":"#)
-            bool(v)
-        case .date(let v):
-            raw(#"TIMESTAMP","value":"#)
-            int(Millis.from(v))
-        case .bytes(let v):
-            raw(#"BYTES","value":"#)
-            string(v.base64EncodedString())
-        case .reference(let v):
-            raw(#"REFERENCE","value":"#)
-            reference(v, zone: zone, includeAction: true)
-        case .location(let v):
-            raw(#"LOCATION","value":"#)
-            try location(v)
+        case .string(let v): string(v)
+        case .int64(let v): int(v)
+        case .double(let v): try double(v)
+        case .bool(let v): bool(v)
+        case .date(let v): int(Millis.from(v))
+        case .bytes(let v): string(v.base64EncodedString())
+        case .reference(let v): reference(v, zone: zone, includeAction: true)
+        case .location(let v): try location(v)
         case .list(let list):
             switch list {
-            case .string(let v):
-                raw(#"STRING_LIST","value":"#)
-                try self.list(v) { w, s throws(JSONFallback) in w.string(s) }
-            case .int64(let v):
-                raw(#"INT64_LIST","value":"#)
-                try self.list(v) { w, n throws(JSONFallback) in w.int(n) }
-            case .double(let v):
-                raw(#"DOUBLE_LIST","value":"#)
-                try self.list(v) { w, d throws(JSONFallback) in try w.double(d) }
-            case .bool(let v):
-                raw(#"BOOLEAN_LIST","value":"#)
-                try self.list(v) { w, b throws(JSONFallback) in w.bool(b) }
-            case .date(let v):
-                raw(#"TIMESTAMP_LIST","value":"#)
-                try self.list(v) { w, d throws(JSONFallback) in w.int(Millis.from(d)) }
-            case .bytes(let v):
-                raw(#"BYTES_LIST","value":"#)
-                try self.list(v) { w, d throws(JSONFallback) in w.string(d.base64EncodedString()) }
-            case .reference(let v):
-                raw(#"REFERENCE_LIST","value":"#)
-                try self.list(v) { w, r throws(JSONFallback) in w.reference(r, zone: zone, includeAction: true) }
-            case .location(let v):
-                raw(#"LOCATION_LIST","value":"#)
-                try self.list(v) { w, l throws(JSONFallback) in try w.location(l) }
+            case .string(let v): array(v) { $0.string($1) }
+            case .int64(let v): array(v) { $0.int($1) }
+            case .double(let v): try array(v) { w, d throws(JSONFallback) in try w.double(d) }
+            case .bool(let v): array(v) { $0.bool($1) }
+            case .date(let v): array(v) { $0.int(Millis.from($1)) }
+            case .bytes(let v): array(v) { $0.string($1.base64EncodedString()) }
+            case .reference(let v): array(v) { $0.reference($1, zone: zone, includeAction: true) }
+            case .location(let v): try array(v) { w, l throws(JSONFallback) in try w.location(l) }
             }
         }
         raw("}")

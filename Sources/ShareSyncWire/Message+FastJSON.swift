@@ -44,21 +44,11 @@ extension MessageCoding {
 
 extension JSONWriter {
     fileprivate mutating func strings(_ values: [String]) {
-        raw("[")
-        for (i, value) in values.enumerated() {
-            if i > 0 { raw(",") }
-            string(value)
-        }
-        raw("]")
+        array(values) { $0.string($1) }
     }
 
     fileprivate mutating func records(_ records: [Record], includingChangedKeys: Bool) throws(JSONFallback) {
-        raw("[")
-        for (i, record) in records.enumerated() {
-            if i > 0 { raw(",") }
-            try self.record(record, includingChangedKeys: includingChangedKeys)
-        }
-        raw("]")
+        try array(records) { w, record throws(JSONFallback) in try w.record(record, includingChangedKeys: includingChangedKeys) }
     }
 }
 
