@@ -69,9 +69,8 @@ func runStoreBenchmark() throws {
         edited["title"] = .string("Edited \(i)")
         single.append(try seconds { _ = try shared.modifyRecords(saving: [edited], savePolicy: .allKeys).get() })
     }
-    single.sort()
-    results.append(("owner saves 1 record (update), zone shared with 1 participant, p50", single[single.count / 2] * 1e6, "µs"))
-    results.append(("owner saves 1 record (update), zone shared with 1 participant, p99", single[single.count * 99 / 100] * 1e6, "µs"))
+    results.append(("owner saves 1 record (update), zone shared with 1 participant, p50", percentile(single, 50) * 1e6, "µs"))
+    results.append(("owner saves 1 record (update), zone shared with 1 participant, p99", percentile(single, 99) * 1e6, "µs"))
 
     // 2c. The same edits by the read-write participant, through their shared database view.
     let participantView = shared.sharedDatabase(for: Caller(userRecordName: "_b"))
@@ -84,8 +83,7 @@ func runStoreBenchmark() throws {
             _ = try participantView.modifyRecords(saving: [edited], savePolicy: .allKeys).saveResults[edited.recordID]!.get()
         })
     }
-    byParticipant.sort()
-    results.append(("participant saves 1 record (update) through its view, p50", byParticipant[byParticipant.count / 2] * 1e6, "µs"))
+    results.append(("participant saves 1 record (update) through its view, p50", percentile(byParticipant, 50) * 1e6, "µs"))
 
     // 3. The participant's view read from nil, pages of 400.
     let view = shared.sharedDatabase(for: Caller(userRecordName: "_b"))
