@@ -98,7 +98,10 @@ let package = Package(
         ),
         .testTarget(
             name: "ShareSyncNodeTests",
-            dependencies: ["ShareSyncNode", "ShareSyncTestSupport", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "ShareSyncNode", "ShareSyncTestSupport", .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "ShareSyncCLITests",

@@ -12,6 +12,17 @@ public struct Limits: Sendable, Hashable, Codable {
     public var maximumNameLength: Int = 255
     /// The most results one fetch returns when the caller asks for more (or for no limit). Default 400.
     public var maximumResultsPerFetch: Int = 400
+    /// The most bytes of records one answer carries: a `fetchZoneChanges` page stops before passing it
+    /// (the rest follows with `moreComing`), a push ends early with `moreComing`, and a `fetchRecords` or
+    /// `modifyRecords` whose records would pass it fails with ``ShareSyncError/Code/limitExceeded``
+    /// before any work (rule `maximumResponseSize`). Each record counts its stored JSON size plus
+    /// ``responseOverheadPerItem``. Kept well under the frame limit (16 MiB), and never below
+    /// ``maximumRecordSize``, so a single legal record always fits. Default 4 MiB.
+    public var maximumResponseSize: Int = 4 * 1024 * 1024
+
+    /// What each item adds to an answer besides its stored JSON, for ``maximumResponseSize``: its zone ID
+    /// as the caller sees it, its share reference, separators. A bound, not a measurement.
+    public static let responseOverheadPerItem = 512
 
     public init() {}
 }

@@ -87,7 +87,7 @@ public struct ControlHandler: Sendable {
                 return copy
             }
             // One transaction per request the store allows; each is atomic.
-            let perRequest = Limits().maximumItemsPerRequest
+            let perRequest = database.limits.maximumItemsPerRequest
             var saved = 0
             var start = 0
             while start < moved.count {

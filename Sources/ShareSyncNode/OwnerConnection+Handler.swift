@@ -120,7 +120,13 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             authenticated.succeed(welcome)
         case .ready(let welcome):
             if head.push == "changes" {
-                if let push = try? MessageCoding.decode(ChangesPush.self, from: frame) { pushes?.yield(push) }
+                // A push that cannot be read is never skipped: the connection closes and the client
+                // resumes from its last stored token.
+                do {
+                    pushes?.yield(try MessageCoding.decode(ChangesPush.self, from: frame))
+                } catch {
+                    return refuse(ShareSyncError(.networkFailure, "the owner sent a push that cannot be read: \(error.message)"), context: context)
+                }
             } else if let id = head.id, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(frame)
             } else if let error = head.error {

@@ -25,12 +25,17 @@ public final class OwnerConnection: Sendable {
         public var zoneChanges: [ZoneChanges]
         /// The token after these changes.
         public var changeToken: ServerChangeToken
+        /// Whether the push was cut by the owner's response size: after applying it, fetch every zone
+        /// from its token before applying another push.
+        public var moreComing: Bool
     }
 
     /// Who this node is to the owner (`_` + its fingerprint).
     public let userRecordName: String
     /// The owner's user record name; zone IDs of results carry it.
     public let ownerName: String
+    /// The limits the owner announced (the documented defaults for an owner that announced none).
+    public let limits: WireLimits
 
     private let channel: any Channel
     private let handler: NIOLoopBound<ClientConnectionHandler>
@@ -43,6 +48,7 @@ public final class OwnerConnection: Sendable {
         self.handler = handler
         self.userRecordName = welcome.userRecordName
         self.ownerName = welcome.ownerName
+        self.limits = welcome.limits ?? WireLimits()
     }
 
     /// Connects to the owner of a share URL and checks that it proves the key the URL names.
@@ -212,67 +218,98 @@ public final class OwnerConnection: Sendable {
     }
 
     /// Fetches records of a shared zone; a record outside this identity's view is `unknownItem`.
+    /// Asks in requests of at most ``maximumItemsPerRequest`` names; a request whose records would not
+    /// fit in one answer (`limitExceeded`, rule `maximumResponseSize`) is split in two and asked again.
     public func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)
         -> [Record.ID: Result<Record, ShareSyncError>]
     {
-        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
         var results: [Record.ID: Result<Record, ShareSyncError>] = [:]
         for chunk in recordNames.chunked(maximumItemsPerRequest) {
-            let page = try await send(.fetchRecords(zoneName: zoneName, recordNames: Array(chunk)), expecting: FetchRecordsResult.self)
-            for record in page.records { results[record.recordID] = .success(record) }
-            for (name, error) in page.errors {
-                results[Record.ID(recordName: name, zoneID: zoneID)] = .failure(error.shareSyncError(ownerName: ownerName))
-            }
+            try await fetchRecords(zoneName: zoneName, Array(chunk), into: &results)
         }
         return results
     }
 
-    /// At most this many records and names go in one `modifyRecords` request.
-    public var maximumItemsPerRequest: Int { Limits().maximumItemsPerRequest }
+    private func fetchRecords(zoneName: String, _ names: [String], into results: inout [Record.ID: Result<Record, ShareSyncError>])
+        async throws(ShareSyncError)
+    {
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
+        let page: FetchRecordsResult
+        do {
+            page = try await send(.fetchRecords(zoneName: zoneName, recordNames: names), expecting: FetchRecordsResult.self)
+        } catch where error.code == .limitExceeded && error.rule == "maximumResponseSize" && names.count > 1 {
+            let half = names.count / 2
+            try await fetchRecords(zoneName: zoneName, Array(names[..<half]), into: &results)
+            try await fetchRecords(zoneName: zoneName, Array(names[half...]), into: &results)
+            return
+        }
+        for record in page.records { results[record.recordID] = .success(record) }
+        for (name, error) in page.errors {
+            results[Record.ID(recordName: name, zoneID: zoneID)] = .failure(error.shareSyncError(ownerName: ownerName))
+        }
+    }
+
+    /// At most this many records and names go in one `modifyRecords` request: the owner's limit.
+    public var maximumItemsPerRequest: Int { limits.maximumItemsPerRequest }
 
     /// Saves and deletes records in a shared zone. Records carry the zone ID as fetched (owner name
-    /// ``ownerName``). More than ``maximumItemsPerRequest`` items go as several requests, in order
-    /// (saves first), each atomic on its own when `atomically`; the results are merged.
+    /// ``ownerName``). The items go as several requests, in order (saves first), when they are more than
+    /// ``maximumItemsPerRequest`` or more bytes than the owner's response size (``WireLimits/maximumResponseSize``):
+    /// each request atomic on its own when `atomically`; the results are merged.
     public func modifyRecords(
         zoneName: String, saving: [Record] = [], deleting: [String] = [],
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
-        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
-        enum Item { case save(Record), delete(String) }
-        let items = saving.map(Item.save) + deleting.map(Item.delete)
+        let items = saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
         var result = ModifyRecordsResult()
-        for chunk in items.chunked(maximumItemsPerRequest) {
-            var saves: [Record] = []
-            var deletes: [String] = []
-            for item in chunk {
-                switch item {
-                case .save(let r): saves.append(r)
-                case .delete(let name): deletes.append(name)
-                }
-            }
-            let page = try await send(
-                .modifyRecords(zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically),
-                expecting: ModifyRecordsWireResult.self)
-            let saved = Dictionary(page.saved.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
-            for record in saves {
-                let name = record.recordID.recordName
-                if let error = page.errors[name] {
-                    result.saveResults[record.recordID] = .failure(error.shareSyncError(ownerName: ownerName))
-                } else if let savedRecord = saved[name] {
-                    result.saveResults[record.recordID] = .success(savedRecord)
-                }
-            }
-            let deleted = Set(page.deleted)
-            for name in deletes {
-                let id = Record.ID(recordName: name, zoneID: zoneID)
-                if let error = page.errors[name] {
-                    result.deleteResults[id] = .failure(error.shareSyncError(ownerName: ownerName))
-                } else if deleted.contains(name) {
-                    result.deleteResults[id] = .success(())
-                }
-            }
+        for chunk in ModifyItem.batches(items, limits: limits) {
+            try await modifyRecords(zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, into: &result)
         }
         return result
+    }
+
+    private func modifyRecords(
+        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, into result: inout ModifyRecordsResult
+    ) async throws(ShareSyncError) {
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
+        var saves: [Record] = []
+        var deletes: [String] = []
+        for item in chunk {
+            switch item {
+            case .save(let r, _): saves.append(r)
+            case .delete(let name): deletes.append(name)
+            }
+        }
+        let page: ModifyRecordsWireResult
+        do {
+            page = try await send(
+                .modifyRecords(zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically),
+                expecting: ModifyRecordsWireResult.self)
+        } catch where error.code == .limitExceeded && error.rule == "maximumResponseSize" && chunk.count > 1 {
+            // The owner counted more bytes than this side did: ask in two halves.
+            let half = chunk.count / 2
+            try await modifyRecords(zoneName: zoneName, Array(chunk[..<half]), savePolicy: savePolicy, atomically: atomically, into: &result)
+            try await modifyRecords(zoneName: zoneName, Array(chunk[half...]), savePolicy: savePolicy, atomically: atomically, into: &result)
+            return
+        }
+        let saved = Dictionary(page.saved.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
+        for record in saves {
+            let name = record.recordID.recordName
+            if let error = page.errors[name] {
+                result.saveResults[record.recordID] = .failure(error.shareSyncError(ownerName: ownerName))
+            } else if let savedRecord = saved[name] {
+                result.saveResults[record.recordID] = .success(savedRecord)
+            }
+        }
+        let deleted = Set(page.deleted)
+        for name in deletes {
+            let id = Record.ID(recordName: name, zoneID: zoneID)
+            if let error = page.errors[name] {
+                result.deleteResults[id] = .failure(error.shareSyncError(ownerName: ownerName))
+            } else if deleted.contains(name) {
+                result.deleteResults[id] = .success(())
+            }
+        }
     }
 
     /// Leaves a share: this identity's status becomes removed and the share's records leave its view.
@@ -300,12 +337,49 @@ public final class OwnerConnection: Sendable {
                     else { continue }
                     out.yield(Push(
                         databaseChanges: push.databaseChanges.databaseChanges(ownerName: ownerName), zoneChanges: zones,
-                        changeToken: push.token))
+                        changeToken: push.token, moreComing: push.moreComing ?? false))
                 }
                 out.finish()
             }
             out.onTermination = { _ in task.cancel() }
         }
+    }
+}
+
+/// One item of a `modifyRecords`, with the bytes it adds to a request.
+enum ModifyItem {
+    case save(Record, bytes: Int)
+    case delete(String)
+
+    static func saving(_ record: Record) -> ModifyItem {
+        .save(record, bytes: ((try? record.jsonData().count) ?? 0) + Limits.responseOverheadPerItem)
+    }
+
+    var bytes: Int {
+        switch self {
+        case .save(_, let bytes): bytes
+        case .delete(let name): name.utf8.count + 16
+        }
+    }
+
+    /// The items in order, in batches of at most the owner's item count and (but for a single item)
+    /// 64 KiB under its response size.
+    static func batches(_ items: [ModifyItem], limits: WireLimits) -> [[ModifyItem]] {
+        let byteLimit = max(1, limits.maximumResponseSize - 64 * 1024)
+        var batches: [[ModifyItem]] = []
+        var current: [ModifyItem] = []
+        var bytes = 0
+        for item in items {
+            if !current.isEmpty && (current.count == limits.maximumItemsPerRequest || bytes + item.bytes > byteLimit) {
+                batches.append(current)
+                current = []
+                bytes = 0
+            }
+            current.append(item)
+            bytes += item.bytes
+        }
+        if !current.isEmpty { batches.append(current) }
+        return batches
     }
 }
 

@@ -145,7 +145,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         logger[metadataKey: "user"] = "\(name)"
         logger.debug("authenticated")
         state = .authenticated(Caller(userRecordName: name, displayName: hello.displayName))
-        self.send(WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName), context: context)
+        let limits = server.database.limits
+        let wireLimits = WireLimits(
+            maximumItemsPerRequest: limits.maximumItemsPerRequest, maximumRecordSize: limits.maximumRecordSize,
+            maximumResponseSize: limits.maximumResponseSize, maximumFrameSize: server.configuration.transport.limits.maximumFrameSize)
+        self.send(WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName, limits: wireLimits), context: context)
     }
 
     private func refuse(_ message: String, rule: String, context: ChannelHandlerContext) {
@@ -177,6 +181,15 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             let id = (try? MessageCoding.decode(MessageHead.self, from: frame))?.id
             return self.send(ErrorResponse(id: id, error), context: context)
         }
+        if case .modifyRecords = request.body, frame.readableBytes > server.database.limits.maximumResponseSize {
+            // Its answer carries the saved records back, and an answer cannot be cut into pages.
+            let error = ShareSyncError(
+                .limitExceeded,
+                "this modifyRecords request is \(frame.readableBytes) bytes; at most \(server.database.limits.maximumResponseSize) "
+                    + "bytes are allowed in one (split it into several requests)",
+                rule: "maximumResponseSize")
+            return self.send(ErrorResponse(id: request.id, error), context: context)
+        }
         guard inFlight < server.configuration.maximumRequestsInFlight else {
             let error = ShareSyncError(
                 .requestRateLimited, "more than \(server.configuration.maximumRequestsInFlight) requests in flight",
@@ -197,16 +210,46 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         } else {
             future = server.threadPool.runIfActive(eventLoop: context.eventLoop) { executor.execute(request) }
         }
+        let logger = self.logger
         future.whenComplete { result in
-            bound.value.inFlight -= 1
+            let payload: ByteBuffer
             switch result {
-            case .success(let payload):
-                channel.writeAndFlush(payload, promise: nil)
+            case .success(let answer):
+                payload = answer
             case .failure(let error):
-                let payload = try? MessageCoding.encode(
-                    ErrorResponse(id: request.id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)")))
-                if let payload { channel.writeAndFlush(payload, promise: nil) }
+                payload = executor.errorResponse(
+                    id: request.id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)"))
             }
+            // The request stays in flight until its answer is written: a client that stops reading
+            // cannot make the owner hold more than `maximumRequestsInFlight` answers for it.
+            Self.writeAnswer(payload, id: request.id, executor: executor, channel: channel, logger: logger).whenComplete { _ in
+                bound.value.inFlight -= 1
+            }
+        }
+    }
+
+    /// Writes an answer; one the frame encoder refuses (over the frame limit) is replaced by a
+    /// `limitExceeded` error for the same request, so every request gets an answer. If even that cannot
+    /// be written, the connection closes: the client sees it fail, never a request that waits forever.
+    private static func writeAnswer(
+        _ payload: ByteBuffer, id: Int, executor: RequestExecutor, channel: any Channel, logger: Logger
+    ) -> EventLoopFuture<Void> {
+        let size = payload.readableBytes
+        return channel.writeAndFlush(payload).flatMapError { error in
+            guard let frameError = error as? FrameError, channel.isActive else { return channel.eventLoop.makeFailedFuture(error) }
+            logger.error("an answer could not be written", metadata: ["request": "\(id)", "bytes": "\(size)", "error": "\(frameError)"])
+            let replacement = executor.errorResponse(
+                id: id,
+                ShareSyncError(
+                    .limitExceeded, "the answer is \(size) bytes, more than one frame may carry (\(frameError.message))",
+                    rule: "maximumResponseSize"))
+            return channel.writeAndFlush(replacement)
+        }.flatMapErrorThrowing { error in
+            if channel.isActive {
+                logger.error("closing the connection: an answer could not be written", metadata: ["request": "\(id)", "error": "\(error)"])
+                channel.close(promise: nil)
+            }
+            throw error
         }
     }
 
@@ -225,7 +268,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             case .success(let start):
                 existing?.cancel()
                 let subscription = Subscription(
-                    executor: executor, cursor: start, channel: channel, threadPool: server.threadPool, logger: server.logger)
+                    executor: executor, cursor: start, channel: channel, threadPool: server.threadPool,
+                    writeTimeout: server.configuration.pushWriteTimeout, logger: bound.value.logger)
                 if case .closed = bound.value.state {
                     subscription.cancel()
                 } else {

@@ -102,34 +102,56 @@ struct RequestExecutor: Sendable {
 
     /// Everything in the caller's view since `cursor`: the database changes (one page), each changed
     /// zone's changes complete, and the token after them; nil if nothing changed.
+    ///
+    /// A push carries at most ``Limits/maximumResponseSize`` bytes of records (the first change always
+    /// comes, so every push makes progress). Where the budget runs out, the zone being read ends with
+    /// `moreComing` and the token of its last change, later zones are left out, and the push says
+    /// `moreComing`: the client fetches the rest from its stored zone tokens.
     func changes(since cursor: ServerChangeToken) throws(ShareSyncError) -> ChangesPush? {
         let databaseChanges = try view.fetchDatabaseChanges(since: cursor)
         guard !databaseChanges.changedZoneIDs.isEmpty || !databaseChanges.deletedZoneIDs.isEmpty else {
             return nil
         }
+        let budget = database.limits.maximumResponseSize
+        var used = 0
+        var cut = false
         var zones: [ZoneChangesResult] = []
-        for zone in databaseChanges.changedZoneIDs {
+        zoneLoop: for zone in databaseChanges.changedZoneIDs {
             var token: ServerChangeToken? = cursor
             var merged: ZoneChanges?
+            var zoneBytes = 0
             while true {
-                let page: ZoneChanges
+                let fetched: (changes: ZoneChanges, bytes: Int)?
                 do {
-                    page = try view.fetchZoneChanges(zone, since: token)
+                    fetched = try view.fetchZoneChangesPage(
+                        zone, since: token, byteBudget: budget - used - zoneBytes, allowEmpty: used + zoneBytes > 0)
                 } catch let error where error.code == .changeTokenExpired && token != nil {
                     // The zone entered the view after the cursor: all of it is new.
                     token = nil
                     merged = nil
+                    zoneBytes = 0
                     continue
                 }
+                guard let (page, bytes) = fetched else {
+                    // Not even one more change fits: stop here.
+                    cut = true
+                    if var merged {
+                        merged.moreComing = true
+                        zones.append(ZoneChangesResult(merged))
+                    }
+                    break zoneLoop
+                }
+                zoneBytes += bytes
                 if merged == nil { merged = page } else { merged!.changes += page.changes }
                 merged!.changeToken = page.changeToken
                 merged!.moreComing = false
                 token = page.changeToken
                 if !page.moreComing { break }
             }
+            used += zoneBytes
             if let merged { zones.append(ZoneChangesResult(merged)) }
         }
         let result = DatabaseChangesResult(databaseChanges)
-        return ChangesPush(databaseChanges: result, zoneChanges: zones, token: result.token)
+        return ChangesPush(databaseChanges: result, zoneChanges: zones, token: result.token, moreComing: cut)
     }
 }

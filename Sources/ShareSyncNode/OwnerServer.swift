@@ -37,12 +37,16 @@ public final class OwnerServer: Sendable {
         public var requestThreads: Int
         /// Event loop threads. Default 1.
         public var eventLoopThreads: Int
+        /// How long a push may wait to be written to a subscriber that reads nothing; then the
+        /// connection closes and the subscriber resumes from its token when it comes back. Default 60 s.
+        public var pushWriteTimeout: TimeAmount
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, transport: ServerConfiguration = ServerConfiguration(),
             maximumConnectionsPerIdentity: Int = 8, maximumRequestsInFlight: Int = 64, requestThreads: Int = 4,
-            eventLoopThreads: Int = 1
+            eventLoopThreads: Int = 1, pushWriteTimeout: TimeAmount = .seconds(60)
         ) {
+            self.pushWriteTimeout = pushWriteTimeout
             self.host = host
             self.port = port
             self.transport = transport
@@ -88,6 +92,15 @@ public final class OwnerServer: Sendable {
         database: PrivateDatabase, identity: NodeIdentity, configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "sharesync.owner-server")
     ) async throws(ShareSyncError) -> OwnerServer {
+        let limits = database.limits
+        let frameSize = configuration.transport.limits.maximumFrameSize
+        guard limits.maximumRecordSize <= limits.maximumResponseSize, limits.maximumResponseSize + 64 * 1024 <= frameSize else {
+            throw ShareSyncError(
+                .invalidArguments,
+                "the response size (\(limits.maximumResponseSize) bytes) must be at least the record size limit "
+                    + "(\(limits.maximumRecordSize)) and at least 64 KiB under the frame limit (\(frameSize))",
+                rule: "maximumResponseSize")
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
         let threadPool = NIOThreadPool(numberOfThreads: max(1, configuration.requestThreads))
         threadPool.start()

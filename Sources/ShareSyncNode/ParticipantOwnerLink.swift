@@ -208,7 +208,15 @@ final class ParticipantOwnerLink: Sendable {
                 return (s.pushes, s.pushesEnded, s.outboxPoked, s.syncRequested > s.syncCompleted)
             }
             var fallenBehind = false
-            for push in pushes { fallenBehind = try apply(push) || fallenBehind }
+            for push in pushes {
+                // A push that says more is coming (cut by the owner's response size, or a database page
+                // that did not hold every zone) is followed by a catch-up from the stored tokens before
+                // any later push: those already queued are covered by that catch-up, which reads later.
+                if try apply(push) {
+                    fallenBehind = true
+                    break
+                }
+            }
             if outboxPoked { try await flushOutbox(connection) }
             if fallenBehind || syncWanted { try await catchUpAndMark(connection) }
             if ended { return }
@@ -223,7 +231,7 @@ final class ParticipantOwnerLink: Sendable {
             databaseChanges: push.databaseChanges, zoneChanges: push.zoneChanges, token: push.changeToken, owner: ownerName)
         for zone in purged { hub.emit(.zonePurged(owner: ownerName, zoneName: zone)) }
         for page in push.zoneChanges { report(page) }
-        return push.databaseChanges.moreComing || push.zoneChanges.contains(where: \.moreComing)
+        return push.moreComing || push.databaseChanges.moreComing || push.zoneChanges.contains(where: \.moreComing)
     }
 
     private func report(_ page: ZoneChanges) {

@@ -32,7 +32,9 @@ extension PrivateDatabase {
     /// `CKFetchRecordZoneChangesOperation`. Each record appears once, in its latest state.
     ///
     /// A `nil` token returns every record of the zone. At most `resultsLimit` changes come back (and
-    /// never more than ``Limits/maximumResultsPerFetch``); `moreComing` says whether to fetch again.
+    /// never more than ``Limits/maximumResultsPerFetch``), and no more than fit in
+    /// ``Limits/maximumResponseSize`` bytes (one record always comes); `moreComing` says whether to
+    /// fetch again.
     public func fetchZoneChanges(
         _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil
     ) throws(ShareSyncError) -> ZoneChanges {
@@ -48,15 +50,14 @@ extension PrivateDatabase {
                     .changeTokenExpired, "zone \(zoneID.zoneName) was deleted and created again since this token; fetch it from nil",
                     zoneID: zoneID, rule: "changeTokenExpired")
             }
-            let rows = try Row.fetchAll(
+            let (page, moreComing, _) = try feedPage(
                 db.cachedStatement(sql: """
-                    SELECT seq, json, NULL AS name, NULL AS type FROM record WHERE zone = ?1 AND seq > ?2
-                    UNION ALL SELECT seq, NULL AS json, name, type FROM recordTombstone WHERE zone = ?1 AND seq > ?3
+                    SELECT seq, json, length(json) AS size, NULL AS name, NULL AS type FROM record WHERE zone = ?1 AND seq > ?2
+                    UNION ALL SELECT seq, NULL AS json, NULL AS size, name, type FROM recordTombstone WHERE zone = ?1 AND seq > ?3
                     ORDER BY seq LIMIT ?4
                     """),
-                arguments: [zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1])
-            let moreComing = rows.count > limit
-            let page = rows.prefix(limit)
+                arguments: [zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1], limit: limit,
+                byteBudget: limits.maximumResponseSize, allowEmpty: false)
             let owned = self.zoneID(zoneID.zoneName)
             let changes: [RecordChange] = try page.map { row in
                 if let json = row["json"] as Data? {
@@ -95,6 +96,30 @@ extension PrivateDatabase {
     func effectiveLimit(_ resultsLimit: Int?) -> Int {
         guard let resultsLimit, resultsLimit > 0 else { return limits.maximumResultsPerFetch }
         return min(resultsLimit, limits.maximumResultsPerFetch)
+    }
+
+    /// Reads a feed query's rows in order until `limit` rows, or until the next row would take the page
+    /// past `byteBudget` bytes. The query selects a `size` column (the stored JSON's length, NULL for a
+    /// deletion) and asks for `limit + 1` rows, so that `moreComing` is known. Each row counts its size
+    /// plus ``Limits/responseOverheadPerItem``. The first row always comes, unless `allowEmpty` (a
+    /// push that already holds other changes), when a page may come back empty with `moreComing`.
+    /// Rows are read through a cursor: a row past the budget is never copied out of SQLite.
+    func feedPage(_ statement: Statement, arguments: StatementArguments, limit: Int, byteBudget: Int, allowEmpty: Bool)
+        throws -> (page: ArraySlice<Row>, moreComing: Bool, bytes: Int)
+    {
+        var rows: [Row] = []
+        rows.reserveCapacity(min(limit, 512))
+        var bytes = 0
+        let cursor = try Row.fetchCursor(statement, arguments: arguments)
+        while let row = try cursor.next() {
+            let size = (row["size"] as Int? ?? 0) + Limits.responseOverheadPerItem
+            if rows.count == limit || (bytes + size > byteBudget && (allowEmpty || !rows.isEmpty)) {
+                return (rows[...], true, bytes)
+            }
+            bytes += size
+            rows.append(row.copy())
+        }
+        return (rows[...], false, bytes)
     }
 
     func currentSeq(_ db: Database) throws -> Int64 {

@@ -47,10 +47,24 @@ public struct SharedDatabaseView: Sendable {
     }
 
     /// The records of a shared zone that changed in (or entered, or left) the caller's view since a token.
+    ///
+    /// At most `resultsLimit` changes come back (never more than ``Limits/maximumResultsPerFetch``), and
+    /// no more than fit in ``Limits/maximumResponseSize`` bytes (one record always comes); `moreComing`
+    /// says whether to fetch again.
     public func fetchZoneChanges(_ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil)
         throws(ShareSyncError) -> ZoneChanges
     {
+        try fetchZoneChangesPage(zoneID, since: token, resultsLimit: resultsLimit, byteBudget: nil, allowEmpty: false)!.changes
+    }
+
+    /// A page of ``fetchZoneChanges(_:since:resultsLimit:)`` within `byteBudget` bytes (at most
+    /// ``Limits/maximumResponseSize``), with the bytes it counted. With `allowEmpty`, nil when not
+    /// even the first change fits (a push that already holds other changes stops there).
+    package func fetchZoneChangesPage(
+        _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil, byteBudget: Int?, allowEmpty: Bool
+    ) throws(ShareSyncError) -> (changes: ZoneChanges, bytes: Int)? {
         let limit = database.effectiveLimit(resultsLimit)
+        let budget = min(byteBudget ?? .max, database.limits.maximumResponseSize)
         let shared = database.sharedZoneID(zoneID.zoneName)
         return try database.read { db in
             guard zoneID.ownerName == database.ownerName,
@@ -66,34 +80,57 @@ public struct SharedDatabaseView: Sendable {
                     .changeTokenExpired, "zone \(zoneID.zoneName) was shared with you again since this token; fetch it from nil",
                     zoneID: zoneID, rule: "changeTokenExpired")
             }
-            let rows = try Row.fetchAll(
+            let (page, moreComing, bytes) = try database.feedPage(
                 db.cachedStatement(sql: """
-                    SELECT v.name, v.type, v.seq, v.present, r.json FROM viewLog v
+                    SELECT v.name, v.type, v.seq, v.present, r.json, length(r.json) AS size FROM viewLog v
                     LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
                     WHERE v.viewer = ?1 AND v.zone = ?2 AND v.seq > ?3 AND (v.present = 1 OR v.seq > ?4)
                     ORDER BY v.seq LIMIT ?5
                     """),
-                arguments: [viewer, zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1])
-            let page = rows.prefix(limit)
-            let moreComing = rows.count > limit
+                arguments: [viewer, zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1], limit: limit,
+                byteBudget: budget, allowEmpty: allowEmpty)
+            if page.isEmpty && moreComing { return nil }
             let changes: [RecordChange] = try page.map { row in
                 if let json = row["json"] as Data? {
                     return .changed(database.present(try Record(jsonData: json), to: viewer, zoneID: shared, in: db))
                 }
                 return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: shared), recordType: row["type"]))
             }
-            return ZoneChanges(
+            let zoneChanges = ZoneChanges(
                 zoneID: shared, changes: changes,
                 changeToken: try database.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing)
+            return (zoneChanges, bytes)
         }
     }
 
     /// Fetches records in the caller's view. A record outside it fails with
     /// ``ShareSyncError/Code/unknownItem``, exactly as a record that does not exist.
+    ///
+    /// Records that would not fit in one answer (``Limits/maximumResponseSize``, counted over the records
+    /// in the caller's view only) fail the whole fetch with ``ShareSyncError/Code/limitExceeded``
+    /// (rule `maximumResponseSize`) before any record is read: fetch fewer at a time.
     public func fetchRecords(_ recordIDs: [ShareSyncCore.Record.ID]) throws(ShareSyncError)
         -> [ShareSyncCore.Record.ID: Result<ShareSyncCore.Record, ShareSyncError>]
     {
         try database.read { db in
+            var total = 0
+            for id in recordIDs where id.zoneID.ownerName == database.ownerName {
+                let size = try Int.fetchOne(
+                    db.cachedStatement(sql: """
+                        SELECT length(r.json) FROM record r JOIN member m ON m.zone = r.zone AND m.share = r.shareName AND m.user = ?
+                        WHERE r.zone = ? AND r.name = ?
+                        """),
+                    arguments: [viewer, id.zoneID.zoneName, id.recordName])
+                if let size { total += size + Limits.responseOverheadPerItem }
+            }
+            let budget = database.limits.maximumResponseSize
+            guard total <= budget else {
+                throw ShareSyncError(
+                    .limitExceeded,
+                    "the \(recordIDs.count) records asked for come to about \(total) bytes; one answer carries at most \(budget) "
+                        + "bytes (fetch fewer records at a time)",
+                    rule: "maximumResponseSize")
+            }
             var results: [Record.ID: Result<Record, ShareSyncError>] = [:]
             for id in recordIDs {
                 let json = id.zoneID.ownerName == database.ownerName

@@ -215,6 +215,9 @@ extension ChangesPush: FastJSONEncodable, FastJSONDecodable {
     package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
         writer.raw(#"{"databaseChanges":"#)
         databaseChanges.writeJSON(to: &writer, includingChangedKeys: includingChangedKeys)
+        if let moreComing {
+            writer.raw(moreComing ? #","moreComing":true"# : #","moreComing":false"#)
+        }
         writer.raw(#","push":"#)
         writer.string(push)
         writer.raw(#","token":"#)
@@ -233,10 +236,14 @@ extension ChangesPush: FastJSONEncodable, FastJSONDecodable {
         var push: String?
         var token: String?
         var zoneChanges: [ZoneChangesResult]?
+        var moreComing: Bool?
         try reader.object { r, key throws(JSONFallback) in
             if key.is("databaseChanges") {
                 try JSONReader.first(0, in: &seen)
                 databaseChanges = try DatabaseChangesResult.readJSON(from: &r)
+            } else if key.is("moreComing") {
+                try JSONReader.first(4, in: &seen)
+                moreComing = try r.bool()
             } else if key.is("push") {
                 try JSONReader.first(1, in: &seen)
                 push = try r.string()
@@ -253,6 +260,7 @@ extension ChangesPush: FastJSONEncodable, FastJSONDecodable {
         guard let databaseChanges, let push, let token, let zoneChanges else { throw JSONFallback() }
         var message = ChangesPush(databaseChanges: databaseChanges, zoneChanges: zoneChanges, token: ServerChangeToken(stringValue: token))
         message.push = push
+        message.moreComing = moreComing
         return message
     }
 }

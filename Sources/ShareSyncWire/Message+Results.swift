@@ -157,15 +157,25 @@ public struct ModifyRecordsWireResult: Codable, Sendable {
 
 /// A push, sent without a request after `subscribe`: every change in the caller's view since the
 /// subscription's token, and the token after them.
+///
+/// A push that would pass the owner's response size is cut: `moreComing` is true, the zone where it
+/// stopped has `moreComing` and the token of the last change included, and zones listed in
+/// `databaseChanges` after it have no entry in `zoneChanges`. The client applies it, then fetches
+/// every zone of the owner from its stored token before it applies another push (protocol.md, "Pushes").
 public struct ChangesPush: Codable, Sendable {
     public var push = "changes"
     public var databaseChanges: DatabaseChangesResult
     public var zoneChanges: [ZoneChangesResult]
     public var token: ServerChangeToken
+    /// True on a push cut by the response size; absent otherwise.
+    public var moreComing: Bool?
 
-    public init(databaseChanges: DatabaseChangesResult, zoneChanges: [ZoneChangesResult], token: ServerChangeToken) {
+    public init(
+        databaseChanges: DatabaseChangesResult, zoneChanges: [ZoneChangesResult], token: ServerChangeToken, moreComing: Bool = false
+    ) {
         self.databaseChanges = databaseChanges
         self.zoneChanges = zoneChanges
         self.token = token
+        self.moreComing = moreComing ? true : nil
     }
 }

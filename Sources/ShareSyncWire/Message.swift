@@ -108,15 +108,42 @@ public struct AuthenticateMessage: Codable, Sendable, Hashable {
     public init(signature: String) { self.signature = signature }
 }
 
-/// Step 4, server → client: who the client is to this owner, and who the owner is.
+/// Step 4, server → client: who the client is to this owner, who the owner is, and the owner's limits.
 public struct WelcomeMessage: Codable, Sendable, Hashable {
     public var op = "welcome"
     public var userRecordName: String
     public var ownerName: String
+    /// The limits the owner enforces on this connection's requests, so that a client splits its
+    /// requests to fit. Absent from owners that predate it: assume the documented defaults.
+    public var limits: WireLimits?
 
-    public init(userRecordName: String, ownerName: String) {
+    public init(userRecordName: String, ownerName: String, limits: WireLimits? = nil) {
         self.userRecordName = userRecordName
         self.ownerName = ownerName
+        self.limits = limits
+    }
+}
+
+/// The owner's limits, as the welcome announces them (protocol.md, "Limits of requests and answers").
+public struct WireLimits: Codable, Sendable, Hashable {
+    /// The most records and record names one `modifyRecords` or `fetchRecords` may carry. Default 400.
+    public var maximumItemsPerRequest: Int
+    /// The largest record, in bytes of its JSON form. Default 1,000,000.
+    public var maximumRecordSize: Int
+    /// The most bytes of records one answer carries, and the largest `modifyRecords` request. Default 4 MiB.
+    public var maximumResponseSize: Int
+    /// The largest frame payload the owner reads or writes. Default 16 MiB.
+    public var maximumFrameSize: Int
+
+    /// Creates limits; every parameter has the documented default.
+    public init(
+        maximumItemsPerRequest: Int = 400, maximumRecordSize: Int = 1_000_000, maximumResponseSize: Int = 4 * 1024 * 1024,
+        maximumFrameSize: Int = FrameLimits.defaultMaximumFrameSize
+    ) {
+        self.maximumItemsPerRequest = maximumItemsPerRequest
+        self.maximumRecordSize = maximumRecordSize
+        self.maximumResponseSize = maximumResponseSize
+        self.maximumFrameSize = maximumFrameSize
     }
 }
 

@@ -30,15 +30,15 @@ struct TestOwner {
     let server: OwnerServer
     let zone = RecordZone.ID(zoneName: "Topics")
 
-    static func start(_ configuration: OwnerServer.Configuration = .init()) async throws -> TestOwner {
-        try await TestOwner(configuration: configuration)
+    static func start(_ configuration: OwnerServer.Configuration = .init(), limits: Limits = Limits()) async throws -> TestOwner {
+        try await TestOwner(configuration: configuration, limits: limits)
     }
 
-    private init(configuration: OwnerServer.Configuration) async throws {
+    private init(configuration: OwnerServer.Configuration, limits: Limits) async throws {
         // Generous: under a loaded test run the test's own task may wait seconds to be scheduled.
         var configuration = configuration
         configuration.transport.limits.handshakeTimeout = .seconds(60)
-        db = try PrivateDatabase(inMemoryOwnerName: identity.userRecordName)
+        db = try PrivateDatabase(inMemoryOwnerName: identity.userRecordName, limits: limits)
         try db.saveZone(RecordZone(zoneID: zone))
         var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: zone))
         topic["title"] = "Groceries"
@@ -118,10 +118,15 @@ struct RawClient {
     let collector: LineCollector
     let group: MultiThreadedEventLoopGroup
 
-    static func connect(port: Int) async throws -> RawClient {
+    /// Connects; `receiveBuffer` sets the socket's receive buffer (and stops the kernel growing it).
+    static func connect(port: Int, receiveBuffer: Int? = nil) async throws -> RawClient {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let collector = LineCollector()
-        let channel = try await ClientBootstrap(group: group)
+        var bootstrap = ClientBootstrap(group: group)
+        if let receiveBuffer {
+            bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(receiveBuffer))
+        }
+        let channel = try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
             }
@@ -130,8 +135,8 @@ struct RawClient {
     }
 
     /// Connects and negotiates `plain`.
-    static func plain(port: Int) async throws -> RawClient {
-        let client = try await connect(port: port)
+    static func plain(port: Int, receiveBuffer: Int? = nil) async throws -> RawClient {
+        let client = try await connect(port: port, receiveBuffer: receiveBuffer)
         try await client.send("SHARESYNC versions=1 encodings=plain")
         #expect(try await client.line() == "SHARESYNC version=1 encoding=plain")
         return client
@@ -215,4 +220,21 @@ func expectShareSyncError(_ body: () async throws -> Void) async -> ShareSyncErr
         Issue.record("expected a ShareSyncError, got \(error)")
         return nil
     }
+}
+
+/// 1.5 MB of random bytes in base64, made once: slices of it are text that deflate cannot shrink much.
+private let randomText: [UInt8] = {
+    var generator = SystemRandomNumberGenerator()
+    var words = [UInt64](repeating: 0, count: 1_100_000 / 8)
+    for i in words.indices { words[i] = generator.next() }
+    let data = words.withUnsafeBytes { Data($0) }
+    return Array(data.base64EncodedString().utf8)
+}()
+
+/// `count` bytes of text (at most about 1.4 MB) that deflate barely shrinks; different `index`es give
+/// different text, and consecutive ones never repeat within deflate's 32 KiB window.
+func incompressibleText(_ count: Int, index: Int) -> String {
+    let span = randomText.count - count
+    let start = (index &* 40_009) % max(1, span)
+    return String(decoding: randomText[start..<(start + count)], as: UTF8.self)
 }

@@ -1,0 +1,110 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import ShareSyncCore
+@testable import ShareSyncNode
+import ShareSyncStore
+@testable import ShareSyncWire
+import Testing
+
+// No push is skipped on either end (issue 15, observations 3 and 7): a push the client cannot read
+// closes the connection instead of vanishing, and a subscriber that stops reading is closed by the
+// owner after a deadline instead of making it hold its pushes.
+
+@Suite("Pushes are never skipped")
+struct NothingSkippedTests {
+    /// A client handler on an embedded channel, authenticated against `owner`; returns it with the
+    /// channel and the stream its pushes go to.
+    private func authenticatedClient(owner: NodeIdentity) throws
+        -> (EmbeddedChannel, AsyncStream<ChangesPush>, EventLoopFuture<WelcomeMessage>)
+    {
+        let channel = EmbeddedChannel()
+        let me = NodeIdentity.generate()
+        let authenticated = channel.eventLoop.makePromise(of: WelcomeMessage.self)
+        let handler = ClientConnectionHandler(
+            identity: me, expectedOwnerFingerprint: owner.fingerprint, displayName: nil, authenticated: authenticated)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        channel.pipeline.fireUserInboundEventTriggered(NegotiatedSession(version: 1, encoding: .plain))
+
+        let hello = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        let helloJSON = try #require(try JSONSerialization.jsonObject(with: Data(hello.readableBytesView)) as? [String: Any])
+        let clientNonce = try #require(helloJSON["nonce"] as? String)
+        let serverNonce = AuthTranscript.makeNonce()
+        let signature = owner.signBase64(
+            AuthTranscript.server(clientNonce: clientNonce, serverNonce: serverNonce, clientKey: me.publicKeyBase64))
+        let challenge = ChallengeMessage(publicKey: owner.publicKeyBase64, nonce: serverNonce, signature: signature)
+        try channel.writeInbound(try MessageCoding.encode(challenge))
+        _ = try #require(try channel.readOutbound(as: ByteBuffer.self))  // authenticate
+        try channel.writeInbound(try MessageCoding.encode(WelcomeMessage(userRecordName: me.userRecordName, ownerName: owner.userRecordName)))
+
+        let (stream, continuation) = AsyncStream<ChangesPush>.makeStream()
+        handler.setPushes(continuation)
+        return (channel, stream, authenticated.futureResult)
+    }
+
+    @Test("a push the client cannot read closes the connection; the pushes before it were delivered")
+    func undecodablePushCloses() async throws {
+        let owner = NodeIdentity.generate()
+        let (channel, stream, welcome) = try authenticatedClient(owner: owner)
+        #expect(try welcome.wait().ownerName == owner.userRecordName)
+        let good = ChangesPush(
+            databaseChanges: DatabaseChangesResult(changedZones: ["Topics"], deletedZones: [], token: ServerChangeToken(stringValue: "1.a.5"), moreComing: false),
+            zoneChanges: [], token: ServerChangeToken(stringValue: "1.a.5"))
+        try channel.writeInbound(try MessageCoding.encode(good))
+        #expect(channel.isActive)
+        try channel.writeInbound(ByteBuffer(string: #"{"push":"changes","databaseChanges":42,"token":"1.a.6","zoneChanges":[]}"#))
+        #expect(!channel.isActive, "the connection must close on a push that cannot be read")
+        var received: [String] = []
+        for await push in stream { received.append(push.token.stringValue) }  // ends: the stream was finished
+        #expect(received == ["1.a.5"])
+    }
+
+    @Test("a subscriber that stops reading is closed after the write deadline; other participants keep syncing")
+    func stalledSubscriberClosed() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.pushWriteTimeout = .seconds(1)
+        configuration.transport.allowPlain = true
+        let owner = try await TestOwner.start(configuration)
+        let staller = NodeIdentity.generate()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(staller, .readOnly), (b.identity, .readOnly)])
+        let sync = try b.makeSync(pageSize: nil)
+        try sync.start()
+        try await sync.accept(url: url)
+
+        let raw = try await RawClient.plain(port: owner.server.port, receiveBuffer: 16 * 1024)
+        let (answer, _, _) = try await raw.authenticate(staller)
+        #expect(answer?["op"] as? String == "welcome")
+        try await raw.sendJSON(["id": 1, "op": "acceptShare", "url": url])
+        #expect(try await raw.json()?["ok"] != nil)
+        try await raw.sendJSON(["id": 2, "op": "subscribe"])
+        #expect(try await raw.json()?["ok"] != nil)
+        // Stop reading: the kernel buffers fill and the owner's push waits to be written.
+        try await raw.channel.setOption(ChannelOptions.autoRead, value: false)
+        #expect(owner.server.connectionCount == 2)
+
+        // About 9.6 MB of changes (7 MB deflated), more than the owner's send buffer (at most 4 MiB on
+        // Linux by default) and the stalled client's 16 KiB receive buffer hold.
+        for batch in 0..<16 {
+            let notes = (0..<20).map { i in
+                var note = Record(recordType: "Note", recordID: owner.id("s\(batch)-\(i)"))
+                note["body"] = .string(incompressibleText(30_000, index: batch * 20 + i))
+                note.setParent(owner.id("topic"))
+                return note
+            }
+            _ = try owner.db.modifyRecords(saving: notes, savePolicy: .allKeys).get()
+        }
+        // The stalled connection is closed; the engine's stays and converges.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while owner.server.connectionCount > 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(owner.server.connectionCount == 1, "the stalled subscriber's connection must be closed")
+        try await expectReplicaMatches(sync, owner, timeout: 30)
+        await raw.close()
+        await sync.stop()
+        try await owner.stop()
+    }
+}
