@@ -65,7 +65,7 @@ extension RandomRecords {
             databaseChanges: DatabaseChangesResult(
                 changedZones: list { $0.string() }, deletedZones: list { $0.string() },
                 token: ServerChangeToken(stringValue: string()), moreComing: chance(0.5)),
-            zoneChanges: list { $0.zoneChanges() }, token: ServerChangeToken(stringValue: string()))
+            zoneChanges: list { $0.zoneChanges() }, token: ServerChangeToken(stringValue: string()), moreComing: chance(0.3))
     }
 
     mutating func wireError() -> WireError {
