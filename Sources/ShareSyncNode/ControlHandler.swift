@@ -86,18 +86,10 @@ public struct ControlHandler: Sendable {
                 if let parent = record.parent { copy.setParent(Record.ID(recordName: parent.recordID.recordName, zoneID: zoneID)) }
                 return copy
             }
-            // One transaction per request the store allows; each is atomic.
-            let perRequest = database.limits.maximumItemsPerRequest
-            var saved = 0
-            var start = 0
-            while start < moved.count {
-                let result = try database.modifyRecords(
-                    saving: Array(moved[start..<min(start + perRequest, moved.count)]), savePolicy: .allKeys)
-                try check(result)
-                saved += result.saveResults.count
-                start += perRequest
-            }
-            return ok(ImportResult(saved: saved))
+            // The whole request is one transaction: all of its records or none (the line limit bounds it).
+            let result = try database.importRecords(moved)
+            try check(result)
+            return ok(ImportResult(saved: result.saveResults.count))
         case .status:
             return ok(status())
         case .zoneCreate(let name):

@@ -56,8 +56,14 @@ public struct SharedWriteResult: Codable, Sendable, Hashable {
 
 /// What `recordImport` saved.
 public struct ImportResult: Codable, Sendable, Hashable {
+    /// How many records were saved.
     public var saved: Int
-    public init(saved: Int) { self.saved = saved }
+    /// How many batches (transactions) saved them; set by the CLI for the whole import.
+    public var batches: Int?
+    public init(saved: Int, batches: Int? = nil) {
+        self.saved = saved
+        self.batches = batches
+    }
 }
 
 /// One change in a change feed.

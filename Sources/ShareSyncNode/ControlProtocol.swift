@@ -63,8 +63,8 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case shareDeny(zone: String, share: String?, userRecordName: String)
     /// → ``Done``
     case shareBlock(zone: String, share: String?, userRecordName: String)
-    /// Saves records into a zone of the private database in one batch (`allKeys` policy: each record
-    /// replaces any record of that name). → ``ImportResult``
+    /// Saves records into a zone of the private database in one transaction: all of them or none
+    /// (`allKeys` policy: each record replaces any record of that name). → ``ImportResult``
     case recordImport(zone: String, records: [Record])
 
     // MARK: Participant side (the shared database replica)

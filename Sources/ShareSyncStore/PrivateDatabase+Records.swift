@@ -21,6 +21,16 @@ extension PrivateDatabase {
             as: ownerName, authorize: { _ in })
     }
 
+    /// Saves a batch of records in one transaction, replacing any stored record of the same name
+    /// (`allKeys`): all of them or none, whatever their number. This is the record import; the caller
+    /// bounds the batch's size in bytes. Fails like an atomic ``modifyRecords(saving:deleting:savePolicy:atomically:)``:
+    /// the failing items carry their own errors and the others ``ShareSyncError/Code/batchRequestFailed``.
+    public func importRecords(_ records: [ShareSyncCore.Record]) throws(ShareSyncError) -> ModifyRecordsResult {
+        try modifyRecords(
+            saving: records, deleting: [], savePolicy: .allKeys, atomically: true, as: ownerName, authorize: { _ in },
+            itemLimit: .max)
+    }
+
     /// Fetches records by ID; each missing one fails with ``ShareSyncError/Code/unknownItem``.
     public func fetchRecords(_ recordIDs: [ShareSyncCore.Record.ID]) throws(ShareSyncError) -> [ShareSyncCore.Record.ID: Result<ShareSyncCore.Record, ShareSyncError>] {
         try read { db in
@@ -49,16 +59,18 @@ extension PrivateDatabase {
     }
 
     /// The shared implementation of modifyRecords, for the owner and for participants.
-    /// `authorize` runs inside the transaction for each item before it is applied.
+    /// `authorize` runs inside the transaction for each item before it is applied. At most `itemLimit`
+    /// items (``Limits/maximumItemsPerRequest`` when nil).
     func modifyRecords(
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy,
-        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void
+        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void, itemLimit: Int? = nil
     ) throws(ShareSyncError) -> ModifyRecordsResult {
         let count = recordsToSave.count + recordIDsToDelete.count
-        guard count <= limits.maximumItemsPerRequest else {
+        let itemLimit = itemLimit ?? limits.maximumItemsPerRequest
+        guard count <= itemLimit else {
             throw ShareSyncError(
                 .limitExceeded,
-                "a request may save and delete at most \(limits.maximumItemsPerRequest) items; this one has \(count)",
+                "a request may save and delete at most \(itemLimit) items; this one has \(count)",
                 rule: "itemsPerRequest")
         }
         var saveOutcomes: [Record.ID: Result<Record, ShareSyncError>] = [:]

@@ -197,8 +197,12 @@ struct RecordCommand: AsyncParsableCommand {
             discussion: """
                 Each line is one record in the JSON form `record get --json` prints; only recordName, \
                 recordType, fields and parent matter (the zone is --zone, and an existing record of that \
-                name is replaced). Records are sent to the daemon in batches, each saved atomically. Use \
-                --file - for standard input.
+                name is replaced). Records are sent to the daemon in batches of at most --batch-size \
+                records and at most 3 MiB of JSON; each batch is one transaction: all of its records are \
+                saved, or none. The output says which batches committed. Records are saved by name, so \
+                running the same import again after a failure saves nothing twice; --skip N leaves out \
+                the first N records (those of the batches already committed). Use --file - for standard \
+                input.
 
                 Example:
                   sharesync record import --zone Groceries --file items.jsonl
@@ -207,10 +211,17 @@ struct RecordCommand: AsyncParsableCommand {
         @OptionGroup var options: NodeOptions
         @Option(help: "The zone (created if needed).") var zone: String
         @Option(help: ArgumentHelp("The JSON Lines file, or - for standard input.", valueName: "path")) var file: String
-        @Option(help: "Records per request to the daemon.") var batchSize = 2000
+        @Option(help: "Records per batch (one transaction each).") var batchSize = 2000
+        @Option(help: "Leave out the first N records of the file (to resume after the batches that committed).")
+        var skip = 0
+
+        /// The most bytes of record JSON in one batch: a control line is at most 4 MiB, and a record of the
+        /// largest legal size (1 MB) always fits in a batch of its own.
+        static let batchBytes = 3 * 1024 * 1024
 
         func validate() throws {
             guard (1...10_000).contains(batchSize) else { throw ValidationError("--batch-size must be 1...10000") }
+            guard skip >= 0 else { throw ValidationError("--skip must be 0 or more") }
         }
 
         func run() async throws {
@@ -241,21 +252,54 @@ struct RecordCommand: AsyncParsableCommand {
                     throw Exit.usage
                 }
             }
+            let batches = Self.batches(Array(records.dropFirst(skip)), maximumCount: batchSize, maximumBytes: Self.batchBytes)
+            var saved = 0
+            var committed = 0
             do {
                 let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
                 _ = try await client.call(.zoneCreate(name: zone), as: ZoneInfo.self)
-                var saved = 0
-                var start = 0
-                while start < records.count {
-                    let batch = Array(records[start..<min(start + batchSize, records.count)])
-                    let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
+                for (number, batch) in batches.enumerated() {
                     saved += try await client.call(.recordImport(zone: zone, records: batch), as: ImportResult.self).saved
-                    start += batch.count
+                    committed = number + 1
+                    if !options.json {
+                        let first = skip + saved - batch.count + 1
+                        print("batch \(committed) of \(batches.count): records \(first)-\(skip + saved) committed")
+                    }
                 }
-                Output.emit(ImportResult(saved: saved), json: options.json) { "imported \($0.saved) records into zone \(zone)" }
+                Output.emit(ImportResult(saved: saved, batches: batches.count), json: options.json) {
+                    "imported \($0.saved) records into zone \(zone) in \(batches.count) batches"
+                }
             } catch {
-                throw Output.fail(error)
+                let exit = Output.fail(error)
+                let failed = committed < batches.count ? batches[committed].count : 0
+                Output.error(
+                    committed == 0
+                        ? "no batch committed: nothing of this import was saved"
+                        : "batches 1-\(committed) of \(batches.count) committed (records \(skip + 1)-\(skip + saved)); batch "
+                            + "\(committed + 1) (records \(skip + saved + 1)-\(skip + saved + failed)) and those after it were not "
+                            + "saved: run the same command with --skip \(skip + saved) to resume")
+                throw exit
             }
+        }
+
+        /// Records in order, in batches of at most `maximumCount` records and (but for a single record)
+        /// `maximumBytes` bytes of JSON.
+        static func batches(_ records: [Record], maximumCount: Int, maximumBytes: Int) -> [[Record]] {
+            var batches: [[Record]] = []
+            var current: [Record] = []
+            var bytes = 0
+            for record in records {
+                let size = (try? record.jsonData().count) ?? 0
+                if !current.isEmpty && (current.count == maximumCount || bytes + size > maximumBytes) {
+                    batches.append(current)
+                    current = []
+                    bytes = 0
+                }
+                current.append(record)
+                bytes += size
+            }
+            if !current.isEmpty { batches.append(current) }
+            return batches
         }
     }
 }
