@@ -83,10 +83,17 @@ public struct Participant: Sendable, Hashable, Codable {
         self.invitationToken = invitationToken
     }
 
+    /// The user this participant is for, if the inviter named one: the bound user record name, else the
+    /// lookup info's. Such a participant is that user and nobody else, whatever link is used.
+    public var addressedUserRecordName: String? {
+        userIdentity.userRecordName ?? userIdentity.lookupInfo?.userRecordName
+    }
+
     /// Whether this participant is the given user: by the bound user record name, or, before it is
-    /// bound, by the lookup info the inviter gave (email and phone only when the caller's are verified).
+    /// bound, by the lookup info the inviter gave (a user record name; email and phone only when the
+    /// caller's are verified).
     public func isIdentity(of caller: Caller) -> Bool {
-        if let bound = userIdentity.userRecordName { return bound == caller.userRecordName }
+        if let addressed = addressedUserRecordName { return addressed == caller.userRecordName }
         guard let info = userIdentity.lookupInfo else { return false }
         if let email = info.emailAddress, let verified = caller.verifiedEmailAddress,
             email.lowercased() == verified.lowercased()

@@ -32,7 +32,8 @@ public final class ControlServer: Sendable {
     }
 
     /// Binds the socket, replacing a stale socket file left by a daemon that died.
-    /// Fails with ``ShareSyncError/Code/serviceUnavailable`` if another daemon is serving it.
+    /// Fails with ``ShareSyncError/Code/serviceUnavailable`` if another daemon is serving it. (A daemon
+    /// checks the home's lock long before, ``NodeHome/lockForDaemon()``; this is the second line.)
     public static func bind(
         path: String, handler: ControlHandler, logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(ShareSyncError) -> ControlServer {

@@ -76,6 +76,7 @@ public struct NodeSettings: Sendable, Hashable, Codable {
 /// | `private.sqlite` | the owner's ``PrivateDatabase`` (owner name: the identity's user record name) |
 /// | `replica.sqlite` | the ``SharedDatabaseReplica`` of what others share with this node |
 /// | `control.sock` | the daemon's control socket (see ``ControlServer``), mode 0600, while it runs |
+/// | `daemon.lock` | locked (`flock`) by the running daemon for its whole life: one daemon per home |
 public struct NodeHome: Sendable {
     public static let settingsFileName = "settings.json"
     public static let privateDatabaseFileName = "private.sqlite"

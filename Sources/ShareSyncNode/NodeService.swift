@@ -5,9 +5,11 @@ import ShareSyncCore
 import ShareSyncStore
 import Synchronization
 
-/// The node daemon (`sharesync run`) as a ``Service``: it opens the home's databases, serves the
-/// private database to participants (``OwnerServer``), points share URLs at the advertised address,
-/// and answers the local control channel (``ControlServer``) until graceful shutdown.
+/// The node daemon (`sharesync run`) as a ``Service``: it takes the home's daemon lock (one daemon per
+/// home, ``NodeHome/lockForDaemon()``; refused with `serviceUnavailable`, rule `oneDaemonPerHome`, before
+/// anything else happens), opens the home's databases, serves the private database to participants
+/// (``OwnerServer``), points share URLs at the advertised address, and answers the local control channel
+/// (``ControlServer``) until graceful shutdown.
 ///
 /// ```swift
 /// let node = NodeService(home: try NodeHome.open(at: path), logger: logger) { address in
@@ -58,6 +60,10 @@ public final class NodeService: Service, Sendable {
             s = .starting
         }
         defer { state.withLock { $0 = .stopped } }
+        // One daemon per home, checked first: before a database is opened, a socket listens or an owner
+        // is contacted. The lock is held until this function returns.
+        let lock = try home.lockForDaemon()
+        defer { lock.release() }
         let settings = home.settings
         let database = try home.openPrivateDatabase()
         let replica = try home.openReplica()

@@ -18,7 +18,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     }
 
     private let identity: NodeIdentity
-    private let expectedOwnerFingerprint: String?
+    private let expectedOwnerFingerprint: String
     private let hello: HelloMessage
     private let authenticated: EventLoopPromise<WelcomeMessage>
     private var state = State.awaitingSession
@@ -27,11 +27,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var lastError: ShareSyncError?
 
     init(
-        identity: NodeIdentity, expectedOwnerFingerprint: String?, displayName: String?,
+        identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?,
         authenticated: EventLoopPromise<WelcomeMessage>
     ) {
         self.identity = identity
-        self.expectedOwnerFingerprint = expectedOwnerFingerprint?.lowercased()
+        self.expectedOwnerFingerprint = expectedOwnerFingerprint.lowercased()
         self.hello = HelloMessage(publicKey: identity.publicKeyBase64, nonce: AuthTranscript.makeNonce(), displayName: displayName)
         self.authenticated = authenticated
     }
@@ -99,11 +99,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 return refuse(ShareSyncError(.notAuthenticated, "the owner's signature does not verify", rule: "badSignature"), context: context)
             }
             let fingerprint = Fingerprint.of(publicKeyBase64: challenge.publicKey)
-            if let expected = expectedOwnerFingerprint, fingerprint != expected {
+            if fingerprint != expectedOwnerFingerprint {
                 return refuse(
                     ShareSyncError(
                         .notAuthenticated,
-                        "the owner proved key \(fingerprint ?? "?"), but the share URL names \(expected); not talking to it",
+                        "the owner proved key \(fingerprint ?? "?"), but the share URL names \(expectedOwnerFingerprint); not talking to it",
                         rule: "ownerFingerprintMismatch"),
                     context: context)
             }

@@ -51,23 +51,24 @@ public final class OwnerConnection: Sendable {
         self.limits = welcome.limits ?? WireLimits()
     }
 
-    /// Connects to the owner of a share URL and checks that it proves the key the URL names.
+    /// Connects to the owner of a share URL and checks that it proves the key the URL names. A URL
+    /// without the owner's fingerprint (`?owner=`) is refused before anything connects:
+    /// `invalidArguments`, rule `ownerFingerprintMissing`.
     public static func connect(
         url: String, identity: NodeIdentity, displayName: String? = nil,
         configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10)
     ) async throws(ShareSyncError) -> OwnerConnection {
-        guard let parsed = ShareURL(string: url) else {
-            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: "shareURLSyntax")
-        }
+        let (parsed, fingerprint) = try ShareURL.pinned(url)
         return try await connect(
-            host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: parsed.ownerFingerprint,
+            host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
             displayName: displayName, configuration: configuration, timeout: timeout)
     }
 
-    /// Connects to an owner, runs the handshake and the authentication. With an
-    /// `expectedOwnerFingerprint`, an owner proving another key is ``ShareSyncError/Code/notAuthenticated``.
+    /// Connects to an owner, runs the handshake and the authentication. An owner proving a key whose
+    /// fingerprint is not `expectedOwnerFingerprint` is ``ShareSyncError/Code/notAuthenticated``
+    /// (rule `ownerFingerprintMismatch`).
     public static func connect(
-        host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String?, displayName: String? = nil,
+        host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String? = nil,
         configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10),
         group: (any EventLoopGroup)? = nil
     ) async throws(ShareSyncError) -> OwnerConnection {

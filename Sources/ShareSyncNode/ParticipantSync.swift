@@ -156,14 +156,13 @@ public final class ParticipantSync: Sendable {
 
     // MARK: Shares
 
-    /// Accepts a share: connects to the URL's owner (checking its key against the URL's fingerprint),
-    /// accepts, records the owner in the replica, and returns once the owner's link has caught up (the
-    /// share's records are in the replica), or throws `networkFailure` after `timeout`.
+    /// Accepts a share: connects to the URL's owner (checking its key against the URL's fingerprint;
+    /// a URL without one is refused with `invalidArguments`, rule `ownerFingerprintMissing`), accepts,
+    /// records the owner in the replica, and returns once the owner's link has caught up (the share's
+    /// records are in the replica), or throws `networkFailure` after `timeout`.
     @discardableResult
     public func accept(url: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) -> ShareMetadata {
-        guard let parsed = ShareURL(string: url) else {
-            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: "shareURLSyntax")
-        }
+        let (parsed, fingerprint) = try ShareURL.pinned(url)
         let connection = try await OwnerConnection.connect(
             url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
             timeout: configuration.connectTimeout)
@@ -177,14 +176,12 @@ public final class ParticipantSync: Sendable {
         await connection.close()
         let ownerName = connection.ownerName
         try replica.setOwner(
-            OwnerInfo(
-                ownerName: ownerName, host: parsed.host, port: parsed.port,
-                fingerprint: parsed.ownerFingerprint?.lowercased() ?? String(ownerName.dropFirst())))
+            OwnerInfo(ownerName: ownerName, host: parsed.host, port: parsed.port, fingerprint: fingerprint))
         try await waitUntilSynced(owner: ownerName, timeout: timeout)
         return metadata
     }
 
-    /// Asks the owner what the share at `url` is, without accepting it (fingerprint checked).
+    /// Asks the owner what the share at `url` is, without accepting it (fingerprint required and checked).
     public func fetchShareMetadata(url: String) async throws(ShareSyncError) -> ShareMetadata {
         let connection = try await OwnerConnection.connect(
             url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,

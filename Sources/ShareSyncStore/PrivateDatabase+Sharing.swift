@@ -199,9 +199,15 @@ extension PrivateDatabase {
         return (parsed, row["zone"], share)
     }
 
+    /// The participant `caller` is in `share`: the pending one whose invitation link they use, else the
+    /// one that is their identity. A link admits whom it was made for (SharingRules.md, "Identity and
+    /// accepting"): an invitation addressed to a user record name only that user; for anyone else the
+    /// link matches nothing, so they get the answer of the uninvited and the invitation stays unspent.
+    /// An invitation by email or phone, or a one-time URL participant, binds whoever uses the link first.
     private func match(_ caller: Caller, in share: Share, invitation: String?) -> Participant? {
         if let invitation,
-            let p = share.participants.first(where: { $0.invitationToken == invitation && $0.acceptanceStatus == .pending })
+            let p = share.participants.first(where: { $0.invitationToken == invitation && $0.acceptanceStatus == .pending }),
+            p.addressedUserRecordName.map({ $0 == caller.userRecordName }) ?? true
         {
             return p
         }

@@ -93,7 +93,9 @@ struct RunCommand: AsyncParsableCommand {
         abstract: "Run the node daemon: serve shares to participants and answer the CLI.",
         discussion: """
             Prints `listening on HOST:PORT` once it serves, then logs to standard error. Stops cleanly \
-            on SIGTERM or SIGINT (exit 0), removing its control socket.
+            on SIGTERM or SIGINT (exit 0), removing its control socket. One daemon per home: while one \
+            runs, another `run` on the same home exits 65 (rule oneDaemonPerHome) before it listens or \
+            contacts an owner.
 
             Example:
               sharesync run --home ~/.sharesync --log-level debug

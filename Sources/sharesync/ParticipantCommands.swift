@@ -13,7 +13,9 @@ struct AcceptCommand: AsyncParsableCommand {
         discussion: """
             Waits until the share's records are in this node's replica, then prints the owner, the \
             zone(s) and their record counts. On a terminal it shows how many records have arrived while \
-            it waits. The daemon keeps the replica in step from then on, across restarts.
+            it waits. The daemon keeps the replica in step from then on, across restarts. The URL must \
+            carry the owner's key fingerprint (`owner=`): the node checks that the owner it reaches \
+            proves that key, and refuses a URL without one (exit 65, rule ownerFingerprintMissing).
 
             Example:
               sharesync accept 'sharesync://alice.example.org:7420/share/…?owner=…&invite=…'
@@ -190,7 +192,8 @@ struct RequestAccessCommand: AsyncParsableCommand {
         commandName: "request-access",
         abstract: "Ask a share's owner to let you in (the share must allow access requests).",
         discussion: """
-            Connects to the owner named in the URL with this node's identity; no daemon is needed.
+            Connects to the owner named in the URL with this node's identity; no daemon is needed. \
+            The URL must carry the owner's key fingerprint (`owner=`).
 
             Example:
               sharesync request-access 'sharesync://alice.example.org:7420/share/…?owner=…'
