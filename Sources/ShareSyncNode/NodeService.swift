@@ -32,16 +32,21 @@ public final class NodeService: Service, Sendable {
     private let logger: Logger
     private let onListening: @Sendable (HostAndPort) -> Void
     private let participantConfiguration: ParticipantSync.Configuration
+    private let allowCleartext: Bool
     private let state = Mutex(State.idle)
 
-    /// - Parameter onListening: called once the owner server and the control socket are up, with the
-    ///   address the owner server is bound to (the actual port when the settings say 0).
+    /// - Parameters:
+    ///   - onListening: called once the owner server and the control socket are up, with the
+    ///     address the owner server is bound to (the actual port when the settings say 0).
     ///   - participantConfiguration: how the participant side syncs (its display name is the home's).
+    ///   - allowCleartext: whether the owner server also accepts cleartext connections (debugging; only
+    ///     with a loopback listen address, else ``run()`` fails: see ``OwnerServer/Configuration/allowCleartext``).
     public init(
         home: NodeHome, logger: Logger, participantConfiguration: ParticipantSync.Configuration = .init(),
-        onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }
+        allowCleartext: Bool = false, onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }
     ) {
         self.home = home
+        self.allowCleartext = allowCleartext
         var participantConfiguration = participantConfiguration
         participantConfiguration.displayName = home.settings.displayName
         self.participantConfiguration = participantConfiguration
@@ -69,7 +74,8 @@ public final class NodeService: Service, Sendable {
         let replica = try home.openReplica()
         let server = try await OwnerServer.start(
             database: database, identity: home.identity,
-            configuration: OwnerServer.Configuration(host: settings.listen.host, port: settings.listen.port),
+            configuration: OwnerServer.Configuration(
+                host: settings.listen.host, port: settings.listen.port, allowCleartext: allowCleartext),
             logger: logger)
         let bound = HostAndPort(host: settings.listen.host, port: server.port)
         let advertised = settings.advertisedAddress(boundPort: server.port)

@@ -5,6 +5,9 @@ import ShareSyncWire
 
 /// The client side of one connection after the handshake: authenticates, then routes responses to
 /// the requests waiting for them and pushes to the subscription stream.
+///
+/// Over TLS the owner's challenge must prove the key of the owner's TLS certificate (rule
+/// `tlsKeyMismatch`), which the TLS layer already checked against the share URL's fingerprint.
 final class ClientConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -25,11 +28,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var waiting: [Int: EventLoopPromise<ByteBuffer>] = [:]
     private var pushes: AsyncStream<ChangesPush>.Continuation?
     private var lastError: ShareSyncError?
+    private let requiresTLS: Bool
+    private var security: ConnectionSecurity?
 
     init(
-        identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?,
+        identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?, requiresTLS: Bool,
         authenticated: EventLoopPromise<WelcomeMessage>
     ) {
+        self.requiresTLS = requiresTLS
         self.identity = identity
         self.expectedOwnerFingerprint = expectedOwnerFingerprint.lowercased()
         self.hello = HelloMessage(publicKey: identity.publicKeyBase64, nonce: AuthTranscript.makeNonce(), displayName: displayName)
@@ -37,6 +43,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let security = event as? ConnectionSecurity { self.security = security }
         if event is NegotiatedSession, case .awaitingSession = state {
             state = .awaitingChallenge(clientNonce: hello.nonce)
             send(hello, context: context)
@@ -51,7 +58,13 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if lastError == nil {
-            lastError = ShareSyncError(.networkFailure, "the connection to the owner failed: \(error)")
+            if let error = error as? ShareSyncError {
+                lastError = error
+            } else if let error = error as? FrameError, error.code == .tlsRequired || error.code == .alpnMismatch {
+                lastError = ShareSyncError(.notAuthenticated, "the owner refused the connection: \(error.message)", rule: error.code.rawValue)
+            } else {
+                lastError = ShareSyncError(.networkFailure, "the connection to the owner failed: \(error)")
+            }
         }
         context.fireErrorCaught(error)
     }
@@ -97,6 +110,15 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 AuthTranscript.verify(signature: challenge.signature, publicKey: challenge.publicKey, data: transcript)
             else {
                 return refuse(ShareSyncError(.notAuthenticated, "the owner's signature does not verify", rule: "badSignature"), context: context)
+            }
+            if requiresTLS {
+                guard case .tls(let certificateKey) = security, Data(base64Encoded: challenge.publicKey) == certificateKey else {
+                    return refuse(
+                        ShareSyncError(
+                            .notAuthenticated, "the owner's challenge proves a key other than its TLS certificate's; not talking to it",
+                            rule: "tlsKeyMismatch"),
+                        context: context)
+                }
             }
             let fingerprint = Fingerprint.of(publicKeyBase64: challenge.publicKey)
             if fingerprint != expectedOwnerFingerprint {

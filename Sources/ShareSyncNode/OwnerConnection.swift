@@ -1,12 +1,14 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import NIOSSL
 import ShareSyncCore
 import ShareSyncWire
 import Synchronization
 
-/// A participant's connection to an owner node: authenticated both ways, then the owner's shared
-/// database for this identity, with CloudKit-like calls.
+/// A participant's connection to an owner node: TLS 1.3 with both nodes' certificates (the owner's
+/// key checked against the share URL's fingerprint), authenticated both ways, then the owner's
+/// shared database for this identity, with CloudKit-like calls.
 ///
 /// ```swift
 /// let owner = try await OwnerConnection.connect(url: shareURL, identity: me)
@@ -56,22 +58,38 @@ public final class OwnerConnection: Sendable {
     /// `invalidArguments`, rule `ownerFingerprintMissing`.
     public static func connect(
         url: String, identity: NodeIdentity, displayName: String? = nil,
-        configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10)
+        configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10),
+        security: TransportSecurity.Mode = .tls
     ) async throws(ShareSyncError) -> OwnerConnection {
         let (parsed, fingerprint) = try ShareURL.pinned(url)
         return try await connect(
             host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
-            displayName: displayName, configuration: configuration, timeout: timeout)
+            displayName: displayName, configuration: configuration, timeout: timeout, security: security)
     }
 
-    /// Connects to an owner, runs the handshake and the authentication. An owner proving a key whose
-    /// fingerprint is not `expectedOwnerFingerprint` is ``ShareSyncError/Code/notAuthenticated``
-    /// (rule `ownerFingerprintMismatch`).
+    /// Connects to an owner, runs TLS, the handshake and the authentication. An owner whose certificate
+    /// (or proof) has a key whose fingerprint is not `expectedOwnerFingerprint` is
+    /// ``ShareSyncError/Code/notAuthenticated`` (rule `ownerFingerprintMismatch`); a TLS handshake the
+    /// owner refuses is `notAuthenticated` too (rule `tlsHandshakeFailed`, `alpnMismatch`, `tlsRequired`).
+    /// `security` ``TransportSecurity/Mode/cleartextOnLoopback`` skips TLS, for loopback hosts only
+    /// (else `invalidArguments`, rule `cleartextNotLoopback`).
     public static func connect(
         host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String? = nil,
         configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10),
-        group: (any EventLoopGroup)? = nil
+        group: (any EventLoopGroup)? = nil, security: TransportSecurity.Mode = .tls
     ) async throws(ShareSyncError) -> OwnerConnection {
+        let tls: NIOSSLContext?
+        switch security {
+        case .tls:
+            tls = try TransportSecurity.clientContext(try identity.tlsCredentials())
+        case .cleartextOnLoopback:
+            guard TransportSecurity.isLoopback(host: host) else {
+                throw ShareSyncError(
+                    .invalidArguments, "cleartext is only for loopback hosts; \(host) must be reached over TLS",
+                    rule: "cleartextNotLoopback")
+            }
+            tls = nil
+        }
         let eventLoop = (group ?? MultiThreadedEventLoopGroup.singleton).next()
         let authenticated = eventLoop.makePromise(of: WelcomeMessage.self)
         let installed = eventLoop.makePromise(of: NIOLoopBound<ClientConnectionHandler>.self)
@@ -82,8 +100,12 @@ public final class OwnerConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let handler = ClientConnectionHandler(
                         identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName,
-                        authenticated: authenticated)
+                        requiresTLS: tls != nil, authenticated: authenticated)
                     let pipeline = channel.pipeline.syncOperations
+                    if let tls {
+                        try TransportSecurity.addClientHandlers(
+                            to: pipeline, context: tls, expectedPeerFingerprint: expectedOwnerFingerprint)
+                    }
                     try FrameCodec.addClientHandlers(to: pipeline, configuration: configuration)
                     try pipeline.addHandlers([handler, FrameErrorHandler()])
                     installed.succeed(NIOLoopBound(handler, eventLoop: channel.eventLoop))

@@ -9,7 +9,9 @@ import ShareSyncWire
 /// One server connection after the handshake: authentication, then requests and pushes.
 ///
 /// States: waiting for `hello` → waiting for `authenticate` → authenticated. Anything else before
-/// `welcome` is `notAuthenticated` and closes the connection. Requests run on the server's thread
+/// `welcome` is `notAuthenticated` and closes the connection. On a TLS connection the `hello`'s key
+/// must be the key of the client's TLS certificate (rule `tlsKeyMismatch`): the identity every
+/// access decision uses is then the one TLS authenticated, bound to this connection. Requests run on the server's thread
 /// pool; their responses (and pushes) are written when ready, in any order.
 final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
@@ -27,6 +29,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var state = State.awaitingHello
     private var inFlight = 0
     private var admittedName: String?
+    /// How the connection is protected (known before any frame; nil until then).
+    private var security: ConnectionSecurity?
     private var subscription: Subscription?
     /// The next page of the last `fetchZoneChanges` served (see ``ZonePageReadAhead``).
     var readAhead: ZonePageReadAhead?
@@ -42,11 +46,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         self.logger[metadataKey: "connection.id"] = "\(connectionID)"
     }
 
-    /// Sets up a fresh server channel: the transport, this handler, and the error handler that
-    /// tells the peer which rule it broke before closing.
+    /// Sets up a fresh server channel: TLS (or allowed cleartext), the framing, this handler, and the
+    /// error handler that tells the peer which rule it broke before closing.
     static func install(on channel: any Channel, context: ServerContext) throws {
         let handler = ServerConnectionHandler(server: context, connectionID: context.registry.nextConnectionID())
         let pipeline = channel.pipeline.syncOperations
+        try TransportSecurity.addServerHandlers(
+            to: pipeline, context: context.tls, allowCleartext: context.configuration.allowCleartext)
         try FrameCodec.addServerHandlers(to: pipeline, configuration: context.configuration.transport)
         try pipeline.addHandler(handler)
         try pipeline.addHandler(FrameErrorHandler { error in
@@ -58,6 +64,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is NegotiatedSession { negotiated = true }
+        if let security = event as? ConnectionSecurity { self.security = security }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -65,6 +72,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     /// `SHARESYNC-ERROR` line and closes, which the error handler would otherwise pre-empt.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if !negotiated, error is FrameError { return }
+        if !negotiated { logger.debug("connection failed before the handshake", metadata: ["error": "\(error)"]) }
         context.fireErrorCaught(error)
     }
 
@@ -115,6 +123,20 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         }
         guard AuthTranscript.isBase64Of32Bytes(hello.publicKey), AuthTranscript.isBase64Of32Bytes(hello.nonce) else {
             return refuse("the hello's publicKey and nonce must each be 32 bytes in base64", rule: "malformedHello", context: context)
+        }
+        switch security {
+        case .tls(let certificateKey):
+            guard Data(base64Encoded: hello.publicKey) == certificateKey else {
+                logger.notice("authentication failed: hello key is not the TLS certificate's key")
+                return refuse(
+                    "the hello's publicKey is not the key of this connection's TLS client certificate "
+                        + "(\(Fingerprint.of(rawPublicKey: certificateKey)))",
+                    rule: "tlsKeyMismatch", context: context)
+            }
+        case .cleartext:
+            break
+        case nil:
+            return refuse("the connection's transport security is not established", rule: "tlsKeyMismatch", context: context)
         }
         let serverNonce = AuthTranscript.makeNonce()
         let signature = server.identity.signBase64(

@@ -2,13 +2,16 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
 import Synchronization
 
-/// The owner node's server: serves its private database to participants over TCP, speaking the
-/// protocol of `protocol.md` (framing, then authentication, requests and pushes).
+/// The owner node's server: serves its private database to participants over TLS 1.3, speaking the
+/// protocol of `protocol.md` (TLS with mutual certificates, framing, then authentication, requests
+/// and pushes). Cleartext is accepted only when ``Configuration/allowCleartext`` is set, and only on
+/// a loopback address (for debugging with `nc`).
 ///
 /// The server has no sharing rules of its own: each authenticated connection works on
 /// `database.sharedDatabase(for: Caller(userRecordName: "_" + fingerprint))`, and the store's
@@ -40,13 +43,20 @@ public final class OwnerServer: Sendable {
         /// How long a push may wait to be written to a subscriber that reads nothing; then the
         /// connection closes and the subscriber resumes from its token when it comes back. Default 60 s.
         public var pushWriteTimeout: TimeAmount
+        /// Whether clients may also connect without TLS (the server tells TLS from cleartext by the
+        /// first byte). Default false: a cleartext client gets `SHARESYNC-ERROR tlsRequired` and is
+        /// closed. Only for debugging on loopback: ``OwnerServer/start(database:identity:configuration:logger:)``
+        /// refuses it when ``host`` is not a loopback address.
+        public var allowCleartext: Bool
 
+        /// Creates a configuration; every parameter has the documented default.
         public init(
             host: String = "127.0.0.1", port: Int = 0, transport: ServerConfiguration = ServerConfiguration(),
             maximumConnectionsPerIdentity: Int = 8, maximumRequestsInFlight: Int = 64, requestThreads: Int = 4,
-            eventLoopThreads: Int = 1, pushWriteTimeout: TimeAmount = .seconds(60)
+            eventLoopThreads: Int = 1, pushWriteTimeout: TimeAmount = .seconds(60), allowCleartext: Bool = false
         ) {
             self.pushWriteTimeout = pushWriteTimeout
+            self.allowCleartext = allowCleartext
             self.host = host
             self.port = port
             self.transport = transport
@@ -87,7 +97,9 @@ public final class OwnerServer: Sendable {
         self.port = listener.localAddress?.port ?? configuration.port
     }
 
-    /// Binds and starts serving. Fails with ``ShareSyncError/Code/networkUnavailable`` if it cannot bind.
+    /// Binds and starts serving. Fails with ``ShareSyncError/Code/networkUnavailable`` if it cannot bind,
+    /// and with ``ShareSyncError/Code/invalidArguments`` (rule `cleartextNotLoopback`) if the
+    /// configuration allows cleartext on an address that is not loopback.
     public static func start(
         database: PrivateDatabase, identity: NodeIdentity, configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "sharesync.owner-server")
@@ -101,13 +113,21 @@ public final class OwnerServer: Sendable {
                     + "(\(limits.maximumRecordSize)) and at least 64 KiB under the frame limit (\(frameSize))",
                 rule: "maximumResponseSize")
         }
+        if configuration.allowCleartext, !TransportSecurity.isLoopback(host: configuration.host) {
+            throw ShareSyncError(
+                .invalidArguments,
+                "cleartext connections may only be allowed on a loopback address (127.0.0.1, ::1, localhost), "
+                    + "not on \(configuration.host); without the cleartext option every connection uses TLS",
+                rule: "cleartextNotLoopback")
+        }
+        let tls = try TransportSecurity.serverContext(try identity.tlsCredentials())
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
         let threadPool = NIOThreadPool(numberOfThreads: max(1, configuration.requestThreads))
         threadPool.start()
         let registry = ConnectionRegistry()
         let context = ServerContext(
             database: database, identity: identity, configuration: configuration, logger: logger,
-            threadPool: threadPool, registry: registry)
+            threadPool: threadPool, registry: registry, tls: tls)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -123,7 +143,9 @@ public final class OwnerServer: Sendable {
             let server = OwnerServer(
                 database: database, identity: identity, configuration: configuration, logger: logger, group: group,
                 threadPool: threadPool, listener: listener, registry: registry)
-            logger.info("owner server listening", metadata: ["port": "\(server.port)"])
+            logger.info(
+                "owner server listening",
+                metadata: ["port": "\(server.port)", "transport": "\(configuration.allowCleartext ? "TLS or cleartext (loopback)" : "TLS")"])
             return server
         } catch {
             try? await threadPool.shutdownGracefully()
@@ -153,6 +175,8 @@ struct ServerContext: Sendable {
     let logger: Logger
     let threadPool: NIOThreadPool
     let registry: ConnectionRegistry
+    /// The TLS context every connection shares (this node's certificate).
+    let tls: NIOSSLContext
 }
 
 /// The open connections, and how many each identity has.

@@ -40,6 +40,10 @@ public struct FrameError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let handshakeTimeout = Code(rawValue: "handshakeTimeout")
         /// Nothing was received for longer than the idle timeout.
         public static let idleTimeout = Code(rawValue: "idleTimeout")
+        /// A cleartext connection reached a server that speaks only TLS (`protocol.md`, "Transport security").
+        public static let tlsRequired = Code(rawValue: "tlsRequired")
+        /// The TLS handshake did not agree on the ALPN protocol `sharesync/1`.
+        public static let alpnMismatch = Code(rawValue: "alpnMismatch")
     }
 
     /// The rule that was broken.

@@ -204,8 +204,11 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
             // closes on errors (FrameErrorHandler) cannot cut it off.
             var line = context.channel.allocator.buffer(string: Handshake.renderError(error))
             line.writeInteger(ByteStuffing.newline)
+            // If the line cannot go out (a TLS handshake that never completes buffers it), close anyway.
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let closeAnyway = context.eventLoop.scheduleTask(in: .seconds(1)) { loopBound.value.close(promise: nil) }
             context.writeAndFlush(Self.wrapOutboundOut(line)).whenComplete { _ in
+                closeAnyway.cancel()
                 loopBound.value.close(promise: nil)
             }
             context.fireErrorCaught(error)

@@ -26,7 +26,8 @@ public struct NodeIdentity: Sendable {
         try! NodeIdentity(rawPrivateKey: Curve25519.Signing.PrivateKey().rawRepresentation)
     }
 
-    private var privateKey: Curve25519.Signing.PrivateKey {
+    /// The signing key (also the key of the node's TLS certificate, see `NodeIdentity+TLS.swift`).
+    var privateKey: Curve25519.Signing.PrivateKey {
         try! Curve25519.Signing.PrivateKey(rawRepresentation: rawPrivateKey)
     }
 

@@ -73,13 +73,14 @@ public struct ErrorResponse: Codable, Sendable, Hashable {
 
 extension FrameError {
     /// The message-layer error a peer is told about before the connection closes: `limitExceeded`
-    /// for `lineTooLong`/`frameTooLarge`, `networkFailure` for timeouts, else `invalidArguments`;
-    /// the rule is the frame error's code.
+    /// for `lineTooLong`/`frameTooLarge`, `networkFailure` for timeouts, `notAuthenticated` for
+    /// `tlsRequired`/`alpnMismatch`, else `invalidArguments`; the rule is the frame error's code.
     public var shareSyncError: ShareSyncError {
         let code: ShareSyncError.Code =
             switch self.code {
             case .lineTooLong, .frameTooLarge: .limitExceeded
             case .idleTimeout, .handshakeTimeout: .networkFailure
+            case .tlsRequired, .alpnMismatch: .notAuthenticated
             default: .invalidArguments
             }
         return ShareSyncError(code, message, rule: self.code.rawValue)

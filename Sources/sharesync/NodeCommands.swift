@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import ShareSyncCore
 import ShareSyncNode
+import ShareSyncWire
 import UnixSignals
 
 struct InitCommand: AsyncParsableCommand {
@@ -108,6 +109,11 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: .hidden) var syncPageSize: Int?
 
+    @Flag(help: ArgumentHelp(
+        "Also accept cleartext (non-TLS) connections, for debugging with nc. Only with a loopback listen address.",
+        discussion: "Every connection uses TLS 1.3 otherwise; a cleartext client is told `SHARESYNC-ERROR tlsRequired`."))
+    var cleartextLoopback = false
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level \(logLevel.debugDescription) is not one of trace, debug, info, notice, warning, error, critical")
@@ -128,9 +134,19 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             throw Output.fail(error)
         }
+        let listen = home.settings.listen
+        if cleartextLoopback, !TransportSecurity.isLoopback(host: listen.host) {
+            throw Output.fail(
+                ShareSyncError(
+                    .invalidArguments,
+                    "--cleartext-loopback needs a loopback listen address, but this node listens on \(listen); "
+                        + "set one with `sharesync init --listen 127.0.0.1:PORT`, or run without --cleartext-loopback (TLS)",
+                    rule: "cleartextNotLoopback"))
+        }
         // --sync-page-size (hidden): smaller fetch pages, so tests can interrupt an initial sync midway.
         let node = NodeService(
-            home: home, logger: logger, participantConfiguration: ParticipantSync.Configuration(pageSize: syncPageSize)
+            home: home, logger: logger, participantConfiguration: ParticipantSync.Configuration(pageSize: syncPageSize),
+            allowCleartext: cleartextLoopback
         ) { address in
             // Unbuffered: whoever started the daemon waits for this line.
             FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))

@@ -27,6 +27,27 @@ struct DaemonTests {
         #expect(again.stdout.isEmpty)
     }
 
+    @Test("run --cleartext-loopback is refused with a clear message unless the node listens on loopback")
+    func cleartextLoopbackNeedsALoopbackListenAddress() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let remote = folder.path + "/remote"
+        #expect(try cli(["init", "--home", remote, "--name", "Alice", "--listen", "0.0.0.0:0"]).status == 0)
+        let refused = try cli(["run", "--home", remote, "--cleartext-loopback"], timeout: 30)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("--cleartext-loopback needs a loopback listen address"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("0.0.0.0"))
+        #expect(!refused.stdout.contains("listening on"))
+
+        let local = folder.path + "/local"
+        #expect(try cli(["init", "--home", local, "--name", "Alice", "--listen", "127.0.0.1:0"]).status == 0)
+        let daemon = try ChildProcess.start(sharesync, ["run", "--home", local, "--cleartext-loopback"])
+        defer { daemon.kill() }
+        _ = try daemon.waitForLine(containing: "listening on", timeout: 30)
+        let help = try cli(["run", "--help"])
+        #expect(help.stdout.contains("--cleartext-loopback"))
+    }
+
     @Test func runPrintsItsAddressAndStopsCleanlyOnSIGTERM() throws {
         let node = try RunningNode()
         defer { node.stop() }

@@ -10,40 +10,55 @@ struct AttackTests {
     @Test("a client that claims one key but signs with another is refused and closed")
     func wrongKey() async throws {
         let owner = try await TestOwner.start()
-        let client = try await RawClient.plain(port: owner.server.port)
-        let (answer, _, _) = try await client.authenticate(NodeIdentity.generate(), signingWith: NodeIdentity.generate())
+        let claimed = NodeIdentity.generate()
+        // Its TLS certificate is for the claimed key; only the signature is wrong.
+        let client = try await RawClient.plain(port: owner.server.port, .tls(claimed))
+        let (answer, _, _) = try await client.authenticate(claimed, signingWith: NodeIdentity.generate())
         #expect(errorCode(answer) == "notAuthenticated")
+        #expect(errorRule(answer) == "badSignature")
         #expect(try await client.closes())
         await client.close()
         try await owner.stop()
     }
 
-    @Test("a signature recorded on one connection is refused on another")
+    @Test("a signature recorded on one connection is refused on another (cleartext: the fresh challenge; TLS: the certificate key)")
     func replay() async throws {
-        let owner = try await TestOwner.start()
+        // Cleartext allowed (loopback), so the challenge-response is all that stands in the way.
+        let owner = try await TestOwner.start(OwnerServer.Configuration(allowCleartext: true))
         let victim = NodeIdentity.generate()
         let nonce = AuthTranscript.makeNonce()
-        let first = try await RawClient.plain(port: owner.server.port)
+        let first = try await RawClient.plain(port: owner.server.port, .tls(victim))
         let recorded = try await first.authenticate(victim, nonce: nonce)
         #expect(recorded.answer?["op"] as? String == "welcome")
         await first.close()
 
         // The attacker replays the victim's hello (same key, same nonce) and the recorded signature.
-        let attacker = try await RawClient.plain(port: owner.server.port)
+        let attacker = try await RawClient.plain(port: owner.server.port, .cleartext)
         try await attacker.sendJSON(["op": "hello", "publicKey": victim.publicKeyBase64, "nonce": nonce])
         let challenge = try #require(try await attacker.json())
         #expect(challenge["nonce"] as? String != recorded.challenge["nonce"] as? String)
         try await attacker.sendJSON(["op": "authenticate", "signature": recorded.signature])
-        #expect(errorCode(try await attacker.json()) == "notAuthenticated")
+        let answer = try await attacker.json()
+        #expect(errorCode(answer) == "notAuthenticated")
+        #expect(errorRule(answer) == "badSignature")
         #expect(try await attacker.closes())
         await attacker.close()
+
+        // Over TLS the attacker cannot even present the victim's hello: its certificate has another key.
+        let tlsAttacker = try await RawClient.plain(port: owner.server.port, .tls(NodeIdentity.generate()))
+        try await tlsAttacker.sendJSON(["op": "hello", "publicKey": victim.publicKeyBase64, "nonce": nonce])
+        let refusal = try await tlsAttacker.json()
+        #expect(errorCode(refusal) == "notAuthenticated")
+        #expect(errorRule(refusal) == "tlsKeyMismatch")
+        #expect(try await tlsAttacker.closes())
+        await tlsAttacker.close()
         try await owner.stop()
     }
 
     @Test("anything but hello and authenticate before welcome is notAuthenticated")
     func requestBeforeAuthentication() async throws {
         let owner = try await TestOwner.start()
-        let client = try await RawClient.plain(port: owner.server.port)
+        let client = try await RawClient.plain(port: owner.server.port, .tls(NodeIdentity.generate()))
         try await client.sendJSON(["id": 1, "op": "fetchDatabaseChanges"])
         let answer = try await client.json()
         #expect(errorCode(answer) == "notAuthenticated")
@@ -110,8 +125,9 @@ struct AttackTests {
         try await good.acceptShare(url: url)
 
         // Malformed requests are answered (with the id when there is one) and the connection stays.
-        let sloppy = try await RawClient.plain(port: owner.server.port)
-        #expect(try await sloppy.authenticate(NodeIdentity.generate()).answer?["op"] as? String == "welcome")
+        let sloppyIdentity = NodeIdentity.generate()
+        let sloppy = try await RawClient.plain(port: owner.server.port, .tls(sloppyIdentity))
+        #expect(try await sloppy.authenticate(sloppyIdentity).answer?["op"] as? String == "welcome")
         try await sloppy.send("this is not json")
         let notJSON = try await sloppy.json()
         #expect(notJSON?["id"] is NSNull)
@@ -132,7 +148,7 @@ struct AttackTests {
         await sloppy.close()
 
         // Bad deflate data: the connection closes.
-        let deflater = try await RawClient.connect(port: owner.server.port)
+        let deflater = try await RawClient.connect(port: owner.server.port, .tls(NodeIdentity.generate()))
         try await deflater.send("SHARESYNC versions=1 encodings=deflate")
         #expect(try await deflater.line() == "SHARESYNC version=1 encoding=deflate")
         try await deflater.send("\u{1B}\u{7}garbage")
@@ -140,7 +156,7 @@ struct AttackTests {
         await deflater.close()
 
         // A broken handshake gets the SHARESYNC-ERROR line.
-        let rude = try await RawClient.connect(port: owner.server.port)
+        let rude = try await RawClient.connect(port: owner.server.port, .tls(NodeIdentity.generate()))
         try await rude.send("HELLO THERE")
         let refusal = try await rude.line()
         #expect(refusal?.hasPrefix("SHARESYNC-ERROR malformedHandshake") == true, "\(refusal ?? "closed")")
@@ -159,7 +175,7 @@ struct AttackTests {
         configuration.maximumConnectionsPerIdentity = 2
         let owner = try await TestOwner.start(configuration)
         let identity = NodeIdentity.generate()
-        let client = try await RawClient.plain(port: owner.server.port)
+        let client = try await RawClient.plain(port: owner.server.port, .tls(identity))
         try await client.authenticate(identity)
         let burst = (1...20).map { #"{"id":\#($0),"op":"fetchDatabaseChanges"}"# }.joined(separator: "\n")
         try await client.send(burst)
@@ -171,16 +187,16 @@ struct AttackTests {
         #expect(codes.contains("ok"))
         #expect(codes.contains("requestRateLimited"))
 
-        let second = try await RawClient.plain(port: owner.server.port)
+        let second = try await RawClient.plain(port: owner.server.port, .tls(identity))
         #expect(try await second.authenticate(identity).answer?["op"] as? String == "welcome")
-        let third = try await RawClient.plain(port: owner.server.port)
+        let third = try await RawClient.plain(port: owner.server.port, .tls(identity))
         let refused = try await third.authenticate(identity).answer
         #expect(errorCode(refused) == "requestRateLimited")
         #expect(try await third.closes())
         // Closing one makes room again.
         await second.close()
         try await Task.sleep(for: .milliseconds(200))
-        let fourth = try await RawClient.plain(port: owner.server.port)
+        let fourth = try await RawClient.plain(port: owner.server.port, .tls(identity))
         #expect(try await fourth.authenticate(identity).answer?["op"] as? String == "welcome")
         for c in [client, third, fourth] { await c.close() }
         try await owner.stop()

@@ -22,7 +22,8 @@ struct NothingSkippedTests {
         let me = NodeIdentity.generate()
         let authenticated = channel.eventLoop.makePromise(of: WelcomeMessage.self)
         let handler = ClientConnectionHandler(
-            identity: me, expectedOwnerFingerprint: owner.fingerprint, displayName: nil, authenticated: authenticated)
+            identity: me, expectedOwnerFingerprint: owner.fingerprint, displayName: nil, requiresTLS: false,
+            authenticated: authenticated)
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         channel.pipeline.fireUserInboundEventTriggered(NegotiatedSession(version: 1, encoding: .plain))
@@ -64,7 +65,6 @@ struct NothingSkippedTests {
     func stalledSubscriberClosed() async throws {
         var configuration = OwnerServer.Configuration()
         configuration.pushWriteTimeout = .seconds(1)
-        configuration.transport.allowPlain = true
         let owner = try await TestOwner.start(configuration)
         let staller = NodeIdentity.generate()
         let b = try TestParticipant()
@@ -74,7 +74,7 @@ struct NothingSkippedTests {
         try sync.start()
         try await sync.accept(url: url)
 
-        let raw = try await RawClient.plain(port: owner.server.port, receiveBuffer: 16 * 1024)
+        let raw = try await RawClient.plain(port: owner.server.port, .tls(staller), receiveBuffer: 16 * 1024)
         let (answer, _, _) = try await raw.authenticate(staller)
         #expect(answer?["op"] as? String == "welcome")
         try await raw.sendJSON(["id": 1, "op": "acceptShare", "url": url])

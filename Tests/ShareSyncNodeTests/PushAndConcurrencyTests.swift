@@ -76,7 +76,7 @@ struct PushAndConcurrencyTests {
         try await connection.acceptShare(url: url)
         let stream = try await connection.subscribe()
         for _ in 0..<5 {
-            let rude = try await RawClient.connect(port: owner.server.port)
+            let rude = try await RawClient.connect(port: owner.server.port, .tls(NodeIdentity.generate()))
             try await rude.send("SHARESYNC versions=1 encodings=deflate")
             _ = try await rude.line()
             try await rude.send("\u{1B}\u{9}")

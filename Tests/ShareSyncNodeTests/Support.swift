@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import NIOSSL
 import ShareSyncCore
 import ShareSyncNode
 import ShareSyncStore
@@ -30,14 +31,17 @@ struct TestOwner {
     let server: OwnerServer
     let zone = RecordZone.ID(zoneName: "Topics")
 
-    static func start(_ configuration: OwnerServer.Configuration = .init(), limits: Limits = Limits()) async throws -> TestOwner {
-        try await TestOwner(configuration: configuration, limits: limits)
+    /// Starts the owner; the handshake timeout is 60 s unless `keepHandshakeTimeout`.
+    static func start(
+        _ configuration: OwnerServer.Configuration = .init(), limits: Limits = Limits(), keepHandshakeTimeout: Bool = false
+    ) async throws -> TestOwner {
+        try await TestOwner(configuration: configuration, limits: limits, keepHandshakeTimeout: keepHandshakeTimeout)
     }
 
-    private init(configuration: OwnerServer.Configuration, limits: Limits) async throws {
+    private init(configuration: OwnerServer.Configuration, limits: Limits, keepHandshakeTimeout: Bool) async throws {
         // Generous: under a loaded test run the test's own task may wait seconds to be scheduled.
         var configuration = configuration
-        configuration.transport.limits.handshakeTimeout = .seconds(60)
+        if !keepHandshakeTimeout { configuration.transport.limits.handshakeTimeout = .seconds(60) }
         db = try PrivateDatabase(inMemoryOwnerName: identity.userRecordName, limits: limits)
         try db.saveZone(RecordZone(zoneID: zone))
         var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: zone))
@@ -112,31 +116,73 @@ final class LineCollector: ChannelInboundHandler, Sendable {
     }
 }
 
-/// A TCP peer that writes and reads raw lines (the handshake by hand, then `plain` frames).
+/// How a ``RawClient`` reaches the server.
+enum RawTransport {
+    /// TLS 1.3 with `identity`'s certificate, offering these ALPN protocols; any server certificate is accepted.
+    case tls(NodeIdentity, alpn: [String] = [TransportSecurity.applicationProtocol])
+    /// TLS 1.3 without a client certificate.
+    case tlsWithoutCertificate
+    /// No TLS (the server must allow cleartext).
+    case cleartext
+
+    /// The TLS client context for this transport, or nil for cleartext.
+    func tlsContext() throws -> NIOSSLContext? {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        switch self {
+        case .cleartext:
+            return nil
+        case .tls(let identity, let alpn):
+            let credentials = try identity.tlsCredentials()
+            configuration.certificateChain = [.certificate(credentials.certificate)]
+            configuration.privateKey = .privateKey(credentials.privateKey)
+            configuration.applicationProtocols = alpn
+        case .tlsWithoutCertificate:
+            configuration.applicationProtocols = [TransportSecurity.applicationProtocol]
+        }
+        configuration.minimumTLSVersion = .tlsv13
+        // BoringSSL offers Ed25519 only when asked to (the nodes' certificates are Ed25519).
+        configuration.verifySignatureAlgorithms = [.ed25519]
+        configuration.signingSignatureAlgorithms = [.ed25519]
+        configuration.certificateVerification = .noHostnameVerification
+        configuration.trustRoots = .certificates([])
+        return try NIOSSLContext(configuration: configuration)
+    }
+}
+
+/// A TCP peer that writes and reads raw lines (the handshake by hand, then `plain` frames), over TLS
+/// or cleartext.
 struct RawClient {
     let channel: any Channel
     let collector: LineCollector
     let group: MultiThreadedEventLoopGroup
 
     /// Connects; `receiveBuffer` sets the socket's receive buffer (and stops the kernel growing it).
-    static func connect(port: Int, receiveBuffer: Int? = nil) async throws -> RawClient {
+    static func connect(port: Int, _ transport: RawTransport, receiveBuffer: Int? = nil) async throws -> RawClient {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let collector = LineCollector()
+        let tls = try transport.tlsContext()
         var bootstrap = ClientBootstrap(group: group)
         if let receiveBuffer {
             bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(receiveBuffer))
         }
         let channel = try await bootstrap
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        // Any server certificate: these tests look at what the server accepts.
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOSSLClientHandler(context: tls, serverHostname: nil) { _, promise in promise.succeed(.certificateVerified) })
+                    }
+                    try channel.pipeline.syncOperations.addHandler(collector)
+                }
             }
             .connect(host: "127.0.0.1", port: port).get()
         return RawClient(channel: channel, collector: collector, group: group)
     }
 
     /// Connects and negotiates `plain`.
-    static func plain(port: Int, receiveBuffer: Int? = nil) async throws -> RawClient {
-        let client = try await connect(port: port, receiveBuffer: receiveBuffer)
+    static func plain(port: Int, _ transport: RawTransport, receiveBuffer: Int? = nil) async throws -> RawClient {
+        let client = try await connect(port: port, transport, receiveBuffer: receiveBuffer)
         try await client.send("SHARESYNC versions=1 encodings=plain")
         #expect(try await client.line() == "SHARESYNC version=1 encoding=plain")
         return client
@@ -178,7 +224,8 @@ struct RawClient {
         }
     }
 
-    /// Authenticates in plain mode, claiming `identity`'s key and signing with `signer`.
+    /// Authenticates in plain mode, claiming `identity`'s key and signing with `signer` (over TLS the
+    /// server requires `identity` to be the key of the client certificate).
     /// Returns the server's answer to `authenticate` and the messages exchanged.
     @discardableResult
     func authenticate(_ identity: NodeIdentity, signingWith signer: NodeIdentity? = nil, nonce: String = AuthTranscript.makeNonce())

@@ -6,8 +6,9 @@ import ShareSyncWire
 import Testing
 
 /// Replays the client lines of the transcript in `protocol.md` against a live server in `plain`
-/// mode, with the key, nonce, signature and share URL computed at run time, and checks that each
-/// server line has the shape the document shows.
+/// mode, inside TLS (with the participant's certificate) and in the loopback cleartext debug mode,
+/// with the key, nonce, signature and share URL computed at run time, and checks that each server
+/// line has the shape the document shows.
 @Suite("protocol.md transcript")
 struct TranscriptTests {
     static var protocolPath: String {
@@ -34,14 +35,14 @@ struct TranscriptTests {
         String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
     }
 
-    @Test("the client lines of protocol.md's transcript, replayed, get answers of the documented shape")
-    func replay() async throws {
+    @Test("the client lines of protocol.md's transcript, replayed, get answers of the documented shape", arguments: [true, false])
+    func replay(overTLS: Bool) async throws {
         let lines = try Self.transcript()
         #expect(lines.count > 10)
-        let owner = try await TestOwner.start()
+        let owner = try await TestOwner.start(OwnerServer.Configuration(allowCleartext: !overTLS))
         let b = NodeIdentity.generate()
         let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let client = try await RawClient.connect(port: owner.server.port)
+        let client = try await RawClient.connect(port: owner.server.port, overTLS ? .tls(b) : .cleartext)
         let nonce = AuthTranscript.makeNonce()
         var challenge: [String: Any] = [:]
         var session: [String] = []
