@@ -177,6 +177,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             let id = (try? MessageCoding.decode(MessageHead.self, from: frame))?.id
             return self.send(ErrorResponse(id: id, error), context: context)
         }
+        if case .ping = request.body {
+            // Answered on the event loop at once, outside the requests in flight: it only keeps the
+            // connection from being idle.
+            return self.send(Response(id: request.id, ok: EmptyResult()), context: context)
+        }
         guard inFlight < server.configuration.maximumRequestsInFlight else {
             let error = ShareSyncError(
                 .requestRateLimited, "more than \(server.configuration.maximumRequestsInFlight) requests in flight",
