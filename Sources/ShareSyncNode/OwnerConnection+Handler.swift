@@ -188,7 +188,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             return false
         }
         waiting[id] = promise
-        lastSent = promise.futureResult.eventLoop.now
+        lastSent = promise.futureResult.eventLoop.now  // the request is written right after this
         return true
     }
 

@@ -33,7 +33,7 @@ public final class OwnerConnection: Sendable {
         /// A third of the client configuration's idle timeout (40 s with the default 120 s), which is
         /// also the owner's by default; no pings if the configuration has no idle timeout.
         case automatic
-        /// After this long without sending anything.
+        /// After this long without sending anything (a zero or negative interval means never).
         case every(TimeAmount)
         /// Never (the owner cuts the connection after its idle timeout unless requests or pushes flow).
         case never
@@ -42,7 +42,7 @@ public final class OwnerConnection: Sendable {
         func interval(idleTimeout: TimeAmount?) -> TimeAmount? {
             switch self {
             case .automatic: idleTimeout.map { .nanoseconds($0.nanoseconds / 3) }
-            case .every(let interval): interval
+            case .every(let interval): interval > .zero ? interval : nil
             case .never: nil
             }
         }
