@@ -2,9 +2,19 @@ import Foundation
 import NIOCore
 import ShareSyncCore
 import ShareSyncWire
+import Synchronization
+
+/// The ids of one connection's requests: 1, 2, 3, … (shared by ``OwnerConnection`` and its handler's pings).
+final class RequestIDs: Sendable {
+    private let last = Mutex(0)
+
+    func next() -> Int { last.withLock { $0 += 1; return $0 } }
+}
 
 /// The client side of one connection after the handshake: authenticates, then routes responses to
-/// the requests waiting for them and pushes to the subscription stream.
+/// the requests waiting for them and pushes to the subscription stream. Once authenticated it sends a
+/// `ping` whenever it has sent nothing for `pingInterval`, so a quiet connection (a subscription
+/// waiting for pushes) is not idle in either direction.
 ///
 /// Over TLS the owner's challenge must prove the key of the owner's TLS certificate (rule
 /// `tlsKeyMismatch`), which the TLS layer already checked against the share URL's fingerprint.
@@ -30,12 +40,19 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var lastError: ShareSyncError?
     private let requiresTLS: Bool
     private var security: ConnectionSecurity?
+    private let requestIDs: RequestIDs
+    private let pingInterval: TimeAmount?
+    /// When this side last sent a frame (a request, a ping or an authentication message).
+    private var lastSent: NIODeadline = .distantPast
+    private var keepalive: Scheduled<Void>?
 
     init(
         identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?, requiresTLS: Bool,
-        authenticated: EventLoopPromise<WelcomeMessage>
+        requestIDs: RequestIDs, pingInterval: TimeAmount?, authenticated: EventLoopPromise<WelcomeMessage>
     ) {
         self.requiresTLS = requiresTLS
+        self.requestIDs = requestIDs
+        self.pingInterval = pingInterval
         self.identity = identity
         self.expectedOwnerFingerprint = expectedOwnerFingerprint.lowercased()
         self.hello = HelloMessage(publicKey: identity.publicKeyBase64, nonce: AuthTranscript.makeNonce(), displayName: displayName)
@@ -72,6 +89,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private func fail(_ error: ShareSyncError) {
         if case .closed = state { return }
         state = .closed
+        keepalive?.cancel()
+        keepalive = nil
         authenticated.fail(error)
         let waiting = self.waiting
         self.waiting = [:]
@@ -82,7 +101,33 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     private func send<T: Encodable>(_ message: T, context: ChannelHandlerContext) {
         guard let payload = try? MessageCoding.encode(message, allocator: context.channel.allocator) else { return }
+        lastSent = context.eventLoop.now
         context.writeAndFlush(Self.wrapOutboundOut(payload), promise: nil)
+    }
+
+    // MARK: Keepalive
+
+    /// Checks at `deadline` whether anything was sent for `pingInterval`; sends a ping if not.
+    private func scheduleKeepalive(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        keepalive = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.keepaliveDue(context: context)
+        }
+    }
+
+    private func keepaliveDue(context: ChannelHandlerContext) {
+        guard case .ready = state, let pingInterval, context.channel.isActive else { return }
+        let now = context.eventLoop.now
+        if now >= lastSent + pingInterval {
+            // The answer is routed like any response and dropped; a lost connection fails it.
+            let id = requestIDs.next()
+            waiting[id] = context.eventLoop.makePromise(of: ByteBuffer.self)
+            send(Request(id: id, body: .ping), context: context)
+            scheduleKeepalive(at: now + pingInterval, context: context)
+        } else {
+            scheduleKeepalive(at: lastSent + pingInterval, context: context)
+        }
     }
 
     private func refuse(_ error: ShareSyncError, context: ChannelHandlerContext) {
@@ -139,6 +184,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 return refuse(ShareSyncError(.notAuthenticated, "expected a welcome from the owner", rule: "welcomeExpected"), context: context)
             }
             state = .ready(welcome)
+            if let pingInterval { scheduleKeepalive(at: lastSent + pingInterval, context: context) }
             authenticated.succeed(welcome)
         case .ready(let welcome):
             if head.push == "changes" {
@@ -170,6 +216,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             return false
         }
         waiting[id] = promise
+        lastSent = promise.futureResult.eventLoop.now  // the request is written right after this
         return true
     }
 

@@ -4,7 +4,6 @@ import NIOPosix
 import NIOSSL
 import ShareSyncCore
 import ShareSyncWire
-import Synchronization
 
 /// A participant's connection to an owner node: TLS 1.3 with both nodes' certificates (the owner's
 /// key checked against the share URL's fingerprint), authenticated both ways, then the owner's
@@ -32,6 +31,28 @@ public final class OwnerConnection: Sendable {
         public var moreComing: Bool
     }
 
+    /// When the connection sends a `ping` (`protocol.md`, "Idle connections and ping"): whenever it has
+    /// sent nothing for this long, so that a quiet connection (a subscription waiting for pushes) is
+    /// never idle in either direction.
+    public enum PingInterval: Sendable, Hashable {
+        /// A third of the client configuration's idle timeout (40 s with the default 120 s), which is
+        /// also the owner's by default; no pings if the configuration has no idle timeout.
+        case automatic
+        /// After this long without sending anything (a zero or negative interval means never).
+        case every(TimeAmount)
+        /// Never (the owner cuts the connection after its idle timeout unless requests or pushes flow).
+        case never
+
+        /// The interval for a connection with these limits, or `nil` for no pings.
+        func interval(idleTimeout: TimeAmount?) -> TimeAmount? {
+            switch self {
+            case .automatic: idleTimeout.map { .nanoseconds($0.nanoseconds / 3) }
+            case .every(let interval): interval > .zero ? interval : nil
+            case .never: nil
+            }
+        }
+    }
+
     /// Who this node is to the owner (`_` + its fingerprint).
     public let userRecordName: String
     /// The owner's user record name; zone IDs of results carry it.
@@ -41,13 +62,15 @@ public final class OwnerConnection: Sendable {
 
     private let channel: any Channel
     private let handler: NIOLoopBound<ClientConnectionHandler>
-    private let nextID = Mutex(0)
+    private let requestIDs: RequestIDs
 
     private init(
-        channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, welcome: WelcomeMessage
+        channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, requestIDs: RequestIDs,
+        welcome: WelcomeMessage
     ) {
         self.channel = channel
         self.handler = handler
+        self.requestIDs = requestIDs
         self.userRecordName = welcome.userRecordName
         self.ownerName = welcome.ownerName
         self.limits = welcome.limits ?? WireLimits()
@@ -59,12 +82,13 @@ public final class OwnerConnection: Sendable {
     public static func connect(
         url: String, identity: NodeIdentity, displayName: String? = nil,
         configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10),
-        security: TransportSecurity.Mode = .tls
+        security: TransportSecurity.Mode = .tls, pingInterval: PingInterval = .automatic
     ) async throws(ShareSyncError) -> OwnerConnection {
         let (parsed, fingerprint) = try ShareURL.pinned(url)
         return try await connect(
             host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
-            displayName: displayName, configuration: configuration, timeout: timeout, security: security)
+            displayName: displayName, configuration: configuration, timeout: timeout, security: security,
+            pingInterval: pingInterval)
     }
 
     /// Connects to an owner, runs TLS, the handshake and the authentication. An owner whose certificate
@@ -72,11 +96,12 @@ public final class OwnerConnection: Sendable {
     /// ``ShareSyncError/Code/notAuthenticated`` (rule `ownerFingerprintMismatch`); a TLS handshake the
     /// owner refuses is `notAuthenticated` too (rule `tlsHandshakeFailed`, `alpnMismatch`, `tlsRequired`).
     /// `security` ``TransportSecurity/Mode/cleartextOnLoopback`` skips TLS, for loopback hosts only
-    /// (else `invalidArguments`, rule `cleartextNotLoopback`).
+    /// (else `invalidArguments`, rule `cleartextNotLoopback`). The connection pings the owner as
+    /// `pingInterval` says.
     public static func connect(
         host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String? = nil,
         configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10),
-        group: (any EventLoopGroup)? = nil, security: TransportSecurity.Mode = .tls
+        group: (any EventLoopGroup)? = nil, security: TransportSecurity.Mode = .tls, pingInterval: PingInterval = .automatic
     ) async throws(ShareSyncError) -> OwnerConnection {
         let tls: NIOSSLContext?
         switch security {
@@ -91,6 +116,8 @@ public final class OwnerConnection: Sendable {
             tls = nil
         }
         let eventLoop = (group ?? MultiThreadedEventLoopGroup.singleton).next()
+        let requestIDs = RequestIDs()
+        let ping = pingInterval.interval(idleTimeout: configuration.limits.idleTimeout)
         let authenticated = eventLoop.makePromise(of: WelcomeMessage.self)
         let installed = eventLoop.makePromise(of: NIOLoopBound<ClientConnectionHandler>.self)
         let bootstrap = ClientBootstrap(group: eventLoop)
@@ -100,7 +127,7 @@ public final class OwnerConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let handler = ClientConnectionHandler(
                         identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName,
-                        requiresTLS: tls != nil, authenticated: authenticated)
+                        requiresTLS: tls != nil, requestIDs: requestIDs, pingInterval: ping, authenticated: authenticated)
                     let pipeline = channel.pipeline.syncOperations
                     if let tls {
                         try TransportSecurity.addClientHandlers(
@@ -126,7 +153,7 @@ public final class OwnerConnection: Sendable {
             let welcome = try await authenticated.futureResult.get()
             deadline.cancel()
             let handler = try await installed.futureResult.get()
-            return OwnerConnection(channel: channel, handler: handler, welcome: welcome)
+            return OwnerConnection(channel: channel, handler: handler, requestIDs: requestIDs, welcome: welcome)
         } catch {
             deadline.cancel()
             installed.fail(error)
@@ -168,7 +195,7 @@ public final class OwnerConnection: Sendable {
 
     /// Sends a request now, without waiting for its response (see ``PendingResponse``).
     func start<T: Codable & Sendable>(_ body: RequestBody, expecting: T.Type) throws(ShareSyncError) -> PendingResponse<T> {
-        let id = nextID.withLock { $0 += 1; return $0 }
+        let id = requestIDs.next()
         let payload = try MessageCoding.encode(Request(id: id, body: body), includingChangedKeys: true, allocator: channel.allocator)
         let eventLoop = channel.eventLoop
         let promise = eventLoop.makePromise(of: ByteBuffer.self)
@@ -333,6 +360,12 @@ public final class OwnerConnection: Sendable {
                 result.deleteResults[id] = .success(())
             }
         }
+    }
+
+    /// Sends a `ping` and waits for the owner's answer. The connection pings by itself when it has been
+    /// quiet (``PingInterval``); this is for checking that the owner still answers.
+    public func ping() async throws(ShareSyncError) {
+        _ = try await send(.ping, expecting: EmptyResult.self)
     }
 
     /// Leaves a share: this identity's status becomes removed and the share's records leave its view.

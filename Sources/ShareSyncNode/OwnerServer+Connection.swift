@@ -203,6 +203,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             let id = (try? MessageCoding.decode(MessageHead.self, from: frame))?.id
             return self.send(ErrorResponse(id: id, error), context: context)
         }
+        if case .ping = request.body {
+            // Answered on the event loop at once, outside the requests in flight: it only keeps the
+            // connection from being idle.
+            return self.send(Response(id: request.id, ok: EmptyResult()), context: context)
+        }
         if case .modifyRecords = request.body, frame.readableBytes > server.database.limits.maximumResponseSize {
             // Its answer carries the saved records back, and an answer cannot be cut into pages.
             let error = ShareSyncError(

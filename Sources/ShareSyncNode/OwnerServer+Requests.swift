@@ -81,6 +81,8 @@ struct RequestExecutor: Sendable {
             return try ok(id, EmptyResult())
         case .subscribe:
             throw ShareSyncError(.internalError, "subscribe is handled by the connection")
+        case .ping:
+            return try ok(id, EmptyResult())  // the connection answers pings itself, at once
         }
     }
 

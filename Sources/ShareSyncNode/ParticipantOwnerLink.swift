@@ -113,7 +113,7 @@ final class ParticipantOwnerLink: Sendable {
                 let connection = try await OwnerConnection.connect(
                     host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
                     displayName: configuration.displayName, configuration: configuration.client,
-                    timeout: configuration.connectTimeout)
+                    timeout: configuration.connectTimeout, pingInterval: configuration.pingInterval)
                 try await session(connection) { reachedFollowing = true }
             } catch {
                 failure = error

@@ -40,7 +40,8 @@ import Synchronization
 ///      and zones of the owner that are no longer listed are purged.
 /// 4. **Follow**: `subscribe(since:)` the database token; each push is applied with its token in one
 ///    transaction. A push with `moreComing` triggers a catch-up; a subscription that ends while the
-///    connection stays open (its token expired) starts over at step 3.
+///    connection stays open (its token expired) starts over at step 3. While nothing is sent, the
+///    connection pings the owner (``Configuration/pingInterval``) so that neither side cuts it as idle.
 /// 5. On **disconnect**, wait (``Configuration/initialBackoff`` doubling up to
 ///    ``Configuration/maximumBackoff``, or the owner's `retryAfterSeconds` if longer) and go to 1. The
 ///    replica stays readable throughout; a sync request or a new write cuts the wait short.
@@ -78,6 +79,10 @@ public final class ParticipantSync: Sendable {
         public var connectTimeout: TimeAmount
         /// Transport versions, encodings and limits.
         public var client: ClientConfiguration
+        /// When a connection to an owner that has sent nothing for a while pings it, so that a quiet
+        /// subscription is not cut as idle. Default ``OwnerConnection/PingInterval/automatic``: a third of
+        /// `client.limits.idleTimeout` (40 s by default).
+        public var pingInterval: OwnerConnection.PingInterval
         /// Resolves a queued save refused with `serverRecordChanged`: given the local record and the
         /// owner's, returns the record to save instead, or `nil` to drop the local change. Default: `nil`
         /// for every conflict (the owner's record wins).
@@ -86,7 +91,7 @@ public final class ParticipantSync: Sendable {
         public init(
             displayName: String? = nil, pageSize: Int? = nil, initialBackoff: Duration = .milliseconds(50),
             maximumBackoff: Duration = .seconds(5), connectTimeout: TimeAmount = .seconds(10),
-            client: ClientConfiguration = ClientConfiguration(),
+            client: ClientConfiguration = ClientConfiguration(), pingInterval: OwnerConnection.PingInterval = .automatic,
             mergeConflict: (@Sendable (_ local: Record, _ server: Record) -> Record?)? = nil
         ) {
             self.displayName = displayName
@@ -95,6 +100,7 @@ public final class ParticipantSync: Sendable {
             self.maximumBackoff = maximumBackoff
             self.connectTimeout = connectTimeout
             self.client = client
+            self.pingInterval = pingInterval
             self.mergeConflict = mergeConflict
         }
     }
@@ -165,7 +171,7 @@ public final class ParticipantSync: Sendable {
         let (parsed, fingerprint) = try ShareURL.pinned(url)
         let connection = try await OwnerConnection.connect(
             url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
-            timeout: configuration.connectTimeout)
+            timeout: configuration.connectTimeout, pingInterval: configuration.pingInterval)
         let metadata: ShareMetadata
         do {
             metadata = try await connection.acceptShare(url: url)
@@ -185,7 +191,7 @@ public final class ParticipantSync: Sendable {
     public func fetchShareMetadata(url: String) async throws(ShareSyncError) -> ShareMetadata {
         let connection = try await OwnerConnection.connect(
             url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
-            timeout: configuration.connectTimeout)
+            timeout: configuration.connectTimeout, pingInterval: configuration.pingInterval)
         let metadata: ShareMetadata
         do {
             metadata = try await connection.fetchShareMetadata(url: url)

@@ -44,15 +44,20 @@ public enum FrameCodec {
     }
 }
 
-/// Fires ``FrameError/Code/idleTimeout`` through the pipeline when nothing has been read for
-/// ``FrameLimits/idleTimeout``, then keeps watching. Uses the event loop's clock (so tests on an
-/// `EmbeddedEventLoop` can advance time). Installed by ``HandshakeHandler`` when the limit is set.
-public final class IdleTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// Fires ``FrameError/Code/idleTimeout`` through the pipeline when nothing has happened on the
+/// connection for ``FrameLimits/idleTimeout``: no bytes read and no frame written (a write counts once
+/// the channel has written it), then keeps watching. A peer that only listens to pushes is therefore
+/// not idle; a connection quiet in both directions is. Uses the event loop's clock (so tests on an
+/// `EmbeddedEventLoop` can advance time). Installed by ``HandshakeHandler`` when the limit is set,
+/// between the frame encoder and the frame decoder.
+public final class IdleTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = NIOAny
     public typealias InboundOut = NIOAny
+    public typealias OutboundIn = NIOAny
+    public typealias OutboundOut = NIOAny
 
     private let timeout: TimeAmount
-    private var lastRead: NIODeadline = .distantPast
+    private var lastActivity: NIODeadline = .distantPast
     private var check: Scheduled<Void>?
 
     /// Creates the handler.
@@ -79,14 +84,22 @@ public final class IdleTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.lastRead = context.eventLoop.now
+        self.lastActivity = context.eventLoop.now
         context.fireChannelRead(data)
+    }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let promise = promise ?? context.eventLoop.makePromise()
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        promise.futureResult.whenSuccess { loopBound.value.lastActivity = eventLoop.now }
+        context.write(data, promise: promise)
     }
 
     private func start(context: ChannelHandlerContext) {
         guard self.check == nil else { return }
-        self.lastRead = context.eventLoop.now
-        self.schedule(at: self.lastRead + self.timeout, context: context)
+        self.lastActivity = context.eventLoop.now
+        self.schedule(at: self.lastActivity + self.timeout, context: context)
     }
 
     private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
@@ -99,10 +112,10 @@ public final class IdleTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
 
     private func fire(context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
-        let due = self.lastRead + self.timeout
+        let due = self.lastActivity + self.timeout
         if context.eventLoop.now >= due {
             self.schedule(at: context.eventLoop.now + self.timeout, context: context)
-            context.fireErrorCaught(FrameError(.idleTimeout, "nothing received for \(self.timeout)"))
+            context.fireErrorCaught(FrameError(.idleTimeout, "nothing received or sent for \(self.timeout)"))
         } else {
             self.schedule(at: due, context: context)
         }

@@ -21,8 +21,9 @@ public struct FrameLimits: Hashable, Sendable {
     public var maximumFrameSize: Int
     /// How long a peer may take to complete the handshake. Default 10 seconds.
     public var handshakeTimeout: TimeAmount
-    /// How long a connection may receive nothing after the handshake before it fails with
-    /// ``FrameError/Code/idleTimeout``; `nil` disables it. Default 120 seconds.
+    /// How long a connection may be quiet in both directions after the handshake (nothing received,
+    /// nothing sent) before it fails with ``FrameError/Code/idleTimeout``; `nil` disables it. Default
+    /// 120 seconds. See ``IdleTimeoutHandler``.
     public var idleTimeout: TimeAmount?
 
     /// Creates limits; every parameter has the documented default.

@@ -57,6 +57,8 @@ public struct Request: Codable, Sendable {
                 shareRecordName: try c.decode(String.self, forKey: .shareRecordName))
         case "subscribe":
             body = .subscribe(token: try c.decodeIfPresent(ServerChangeToken.self, forKey: .token))
+        case "ping":
+            body = .ping
         default:
             throw DecodingError.dataCorruptedError(forKey: .op, in: c, debugDescription: "unknown op \(op.prefix(64))")
         }
@@ -93,6 +95,8 @@ public struct Request: Codable, Sendable {
             try c.encode(shareRecordName, forKey: .shareRecordName)
         case .subscribe(let token):
             try c.encodeIfPresent(token, forKey: .token)
+        case .ping:
+            break
         }
     }
 }
@@ -108,6 +112,9 @@ public enum RequestBody: Sendable {
     case modifyRecords(zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool)
     case leaveShare(zoneName: String, shareRecordName: String)
     case subscribe(token: ServerChangeToken?)
+    /// Keeps a quiet connection from being idle; answered at once with `{}` (`protocol.md`, "Idle
+    /// connections and ping").
+    case ping
 
     /// The wire name of the operation.
     public var op: String {
@@ -121,6 +128,7 @@ public enum RequestBody: Sendable {
         case .modifyRecords: "modifyRecords"
         case .leaveShare: "leaveShare"
         case .subscribe: "subscribe"
+        case .ping: "ping"
         }
     }
 }

@@ -122,7 +122,11 @@ struct OneDaemonPerHomeTests {
         // The owner never heard from the second daemon, and the first one still works: it answers, and a
         // change on the owner still reaches its replica.
         #expect(ownerAuthentications() == authenticationsBefore, "the owner saw another connection from Bob's home")
-        #expect(try b.run(["status"]).status == 0)
+        let status = try #require(try b.ok(["status"]) as? [String: Any])
+        let listen = try #require(status["listen"] as? [String: Any])
+        let firstPort = try #require(listen["port"] as? Int)
+        #expect(firstPort != port)
+        #expect(LoopbackSocket.acceptsConnections(port: firstPort), "the first daemon's listener is gone")
         try a.ok(["record", "save", "--zone", "Topics", "--type", "Note", "--name", "after", "--field", "text=string:still here"])
         #expect(try eventually { try b.recordNames(zone: "Topics", shared: true).contains("after") })
     }

@@ -23,7 +23,7 @@ struct NothingSkippedTests {
         let authenticated = channel.eventLoop.makePromise(of: WelcomeMessage.self)
         let handler = ClientConnectionHandler(
             identity: me, expectedOwnerFingerprint: owner.fingerprint, displayName: nil, requiresTLS: false,
-            authenticated: authenticated)
+            requestIDs: RequestIDs(), pingInterval: nil, authenticated: authenticated)
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         channel.pipeline.fireUserInboundEventTriggered(NegotiatedSession(version: 1, encoding: .plain))

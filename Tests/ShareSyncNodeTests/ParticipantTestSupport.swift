@@ -28,7 +28,8 @@ struct TestParticipant {
             replica: replica, identity: identity,
             configuration: .init(
                 pageSize: pageSize, initialBackoff: .milliseconds(20), maximumBackoff: .milliseconds(200),
-                mergeConflict: merge))
+                // Generous: under a loaded parallel test run a TLS handshake may wait seconds for a thread.
+                connectTimeout: .seconds(60), mergeConflict: merge))
     }
 
     func remove() { try? FileManager.default.removeItem(at: folder) }

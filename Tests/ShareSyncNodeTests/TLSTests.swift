@@ -136,7 +136,7 @@ struct TLSTests {
         }
         let client = await expectShareSyncError {
             _ = try await OwnerConnection.connect(
-                host: "192.0.2.1", port: 7420, identity: .generate(), expectedOwnerFingerprint: nil, security: .cleartextOnLoopback)
+                host: "192.0.2.1", port: 7420, identity: .generate(), expectedOwnerFingerprint: "00", security: .cleartextOnLoopback)
         }
         #expect(client?.rule == "cleartextNotLoopback")
         for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"] {

@@ -169,4 +169,30 @@ private final class EventRecorder: ChannelInboundHandler {
         #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "{\"error\":\"idleTimeout\"}\n"))
         #expect(!channel.isActive)
     }
+
+    @Test func framesWrittenKeepAConnectionFromBeingIdleToo() throws {
+        let loop = EmbeddedEventLoop()
+        let channel = EmbeddedChannel(loop: loop)
+        let limits = FrameLimits(idleTimeout: .seconds(120))
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, configuration: .init(limits: limits))
+        try channel.pipeline.syncOperations.addHandler(FrameErrorHandler(errorPayload: { error in
+            ByteBuffer(string: #"{"error":"\#(error.code)"}"#)
+        }))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try channel.writeInbound(ByteBuffer(string: "SHARESYNC versions=1 encodings=plain\n"))
+        _ = try channel.readOutbound(as: ByteBuffer.self)
+        // Nothing more is read; a frame goes out every 100 s (a listener receiving pushes).
+        for _ in 0..<4 {
+            loop.advanceTime(by: .seconds(100))
+            try channel.writeAndFlush(ByteBuffer(string: #"{"push":"changes"}"#)).wait()
+            #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "{\"push\":\"changes\"}\n"))
+            #expect(channel.isActive)
+        }
+        // Then nothing in either direction: cut after the idle timeout.
+        loop.advanceTime(by: .seconds(119))
+        #expect(channel.isActive)
+        loop.advanceTime(by: .seconds(2))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "{\"error\":\"idleTimeout\"}\n"))
+        #expect(!channel.isActive)
+    }
 }

@@ -144,6 +144,7 @@ struct MessageJSONCodecTests {
         }
         try check(Request(id: 1, body: .fetchZoneChanges(zoneName: "Topics", token: nil, resultsLimit: 400)), includingChangedKeys: true)
         try check(Request(id: 2, body: .subscribe(token: ServerChangeToken(stringValue: "1.a.2"))), includingChangedKeys: true)
+        try check(Request(id: 3, body: .ping), includingChangedKeys: true)
     }
 
     @Test("frames cut short or with bytes changed decode (and route) as Foundation decodes them")

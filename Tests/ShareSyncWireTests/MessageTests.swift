@@ -48,6 +48,7 @@ struct MessageTests {
             .fetchRecords(zoneName: "Topics", recordNames: ["a", "b"]),
             .modifyRecords(zoneName: "Topics", saving: [note], deleting: ["x"], savePolicy: .changedKeys, atomically: false),
             .leaveShare(zoneName: "Topics", shareRecordName: "s"), .subscribe(token: token), .subscribe(token: nil),
+            .ping,
         ]
         for (i, body) in bodies.enumerated() {
             let decoded = try roundTrip(Request(id: i, body: body))
@@ -60,6 +61,15 @@ struct MessageTests {
         }
         let dict = try json(Request(id: 7, body: .fetchZoneChanges(zoneName: "Topics", token: token, resultsLimit: nil)))
         #expect(dict as NSDictionary == ["id": 7, "op": "fetchZoneChanges", "zoneName": "Topics", "token": "1.abc.5"] as NSDictionary)
+    }
+
+    @Test func pingIsARequestWithNoParametersAnsweredWithAnEmptyResult() throws {
+        #expect(try json(Request(id: 7, body: .ping)) as NSDictionary == ["id": 7, "op": "ping"] as NSDictionary)
+        let decoded = try MessageCoding.decode(Request.self, from: Data(#"{"id":7,"op":"ping"}"#.utf8))
+        #expect(decoded.id == 7)
+        guard case .ping = decoded.body else { Issue.record("not a ping: \(decoded.body.op)"); return }
+        let answer = try MessageCoding.decode(Response<EmptyResult>.self, from: Data(#"{"id":7,"ok":{}}"#.utf8))
+        #expect(try answer.result(ownerName: "_o") == EmptyResult())
     }
 
     @Test("modifyRecords defaults: savePolicy ifServerRecordUnchanged, atomically true; records keep changedKeys")

@@ -1,0 +1,203 @@
+import Foundation
+import NIOCore
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncStore
+import NIOPosix
+import ShareSyncWire
+import Synchronization
+import Testing
+
+/// An owner whose connections count as idle after one second of nothing in either direction.
+func ownerWithOneSecondIdleTimeout() async throws -> TestOwner {
+    var configuration = OwnerServer.Configuration()
+    configuration.transport.limits.idleTimeout = .seconds(1)
+    return try await TestOwner.start(configuration)
+}
+
+/// A client configuration whose own idle timeout is one second (so its automatic ping interval is a third of that).
+let oneSecondIdleClient = ClientConfiguration(limits: FrameLimits(idleTimeout: .seconds(1)))
+
+@Suite("Idle connections and ping: idle means nothing in either direction")
+struct IdleAndPingTests {
+    @Test func pingIsAnsweredBeforeAndAfterSubscribe() async throws {
+        let owner = try await TestOwner.start()
+        let me = NodeIdentity.generate()
+        let client = try await RawClient.plain(port: owner.server.port, .tls(me))
+        try await client.authenticate(me)
+        try await client.send(#"{"id":7,"op":"ping"}"#)
+        #expect(try await client.line() == #"{"id":7,"ok":{}}"#)
+        try await client.send(#"{"id":8,"op":"subscribe"}"#)
+        #expect(try await client.json()?["id"] as? Int == 8)
+        try await client.send(#"{"id":9,"op":"ping"}"#)
+        #expect(try await client.line() == #"{"id":9,"ok":{}}"#)
+        await client.close()
+        try await owner.stop()
+    }
+
+    @Test func aSubscriberThatOnlyReceivesPushesIsNotCutOffButASilentConnectionIs() async throws {
+        let owner = try await ownerWithOneSecondIdleTimeout()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readOnly)])
+        _ = try owner.db.acceptShare(url: url, as: Caller(userRecordName: b.userRecordName))
+        let client = try await authenticatedClient(port: owner.server.port, identity: b) { client in
+            try await client.sendJSON(["id": 1, "op": "subscribe"])
+            guard try await client.json()?["ok"] != nil else { throw SetupCut() }
+        }
+
+        // About three seconds of pushes, one every quarter second (saved on an event loop, so a slow
+        // test task cannot pause them), and the client sends nothing at all.
+        let saved = Mutex(0)
+        let saver = MultiThreadedEventLoopGroup.singleton.next().scheduleRepeatedTask(
+            initialDelay: .zero, delay: .milliseconds(250)
+        ) { _ in
+            let n = saved.withLock { $0 += 1; return $0 }
+            try? owner.saveNote("note-\(n)", title: "push \(n)")
+        }
+        try await Task.sleep(for: .seconds(3))
+        let stopped = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
+        saver.cancel(promise: stopped)
+        try await stopped.futureResult.get()
+        let last = saved.withLock { $0 }
+        #expect(last >= 4)
+
+        // Every save reached the client, the last one included (a connection cut meanwhile would have
+        // missed it); then, with nothing in either direction, the owner ends it, naming the rule.
+        let lines = try await client.linesUntilClosed()
+        let pushes = lines.dropLast()
+        #expect(pushes.allSatisfy { $0.contains(#""push":"changes""#) }, "\(lines)")
+        #expect(pushes.contains { $0.contains(#""recordName":"note-\#(last)""#) }, "the last push did not arrive: \(lines)")
+        let cut = try JSONSerialization.jsonObject(with: Data((lines.last ?? "").utf8)) as? [String: Any]
+        #expect(errorCode(cut) == "networkFailure")
+        #expect(errorRule(cut) == "idleTimeout")
+        await client.close()
+        try await owner.stop()
+    }
+
+    @Test func aConnectionSendingOnlyPingsIsNotCutOff() async throws {
+        let owner = try await ownerWithOneSecondIdleTimeout()
+        let client = try await authenticatedClient(port: owner.server.port, identity: NodeIdentity.generate())
+        // A ping every 300 ms, written from the client's event loop.
+        let sent = Mutex(0)
+        let channel = client.channel
+        let pinger = channel.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(300)) { _ in
+            let id = sent.withLock { $0 += 1; return $0 }
+            channel.writeAndFlush(channel.allocator.buffer(string: #"{"id":\#(id),"op":"ping"}"# + "\n"), promise: nil)
+        }
+        try await Task.sleep(for: .seconds(3))
+        let stopped = channel.eventLoop.makePromise(of: Void.self)
+        pinger.cancel(promise: stopped)
+        try await stopped.futureResult.get()
+        let last = sent.withLock { $0 }
+        #expect(last >= 4)
+
+        // Every ping was answered (a connection cut meanwhile would have missed the later ones), and
+        // only once the pings stopped was the connection cut as idle.
+        let lines = try await client.linesUntilClosed()
+        #expect(Array(lines.dropLast()) == (1...last).map { #"{"id":\#($0),"ok":{}}"# })
+        let cut = try JSONSerialization.jsonObject(with: Data((lines.last ?? "").utf8)) as? [String: Any]
+        #expect(errorRule(cut) == "idleTimeout")
+        await client.close()
+        try await owner.stop()
+    }
+
+    @Test func aConnectionWithNothingInEitherDirectionIsCutWithIdleTimeout() async throws {
+        let owner = try await ownerWithOneSecondIdleTimeout()
+        let started = ContinuousClock.now
+        let client = try await authenticatedClient(port: owner.server.port, identity: NodeIdentity.generate())
+        let lines = try await client.linesUntilClosed()
+        #expect(lines.count == 1, "\(lines)")
+        let cut = try JSONSerialization.jsonObject(with: Data((lines.last ?? "").utf8)) as? [String: Any]
+        #expect(errorCode(cut) == "networkFailure")
+        #expect(errorRule(cut) == "idleTimeout")
+        #expect(ContinuousClock.now - started >= .milliseconds(900))
+        await client.close()
+        try await owner.stop()
+    }
+}
+
+/// The connection was cut while a test set it up (a starved test task let the idle timeout pass).
+struct SetupCut: Error {}
+
+/// A raw `plain` client authenticated as `identity`, after `setup` ran on it. Retried (up to five
+/// times) when the connection is cut during setup: with a one-second idle timeout, a test task that
+/// waits a second to be scheduled lets the owner close a connection it has not finished setting up.
+func authenticatedClient(
+    port: Int, identity: NodeIdentity, then setup: (RawClient) async throws -> Void = { _ in }
+) async throws -> RawClient {
+    var attempt = 0
+    while true {
+        attempt += 1
+        let client = try await RawClient.connect(port: port, .tls(identity))
+        do {
+            try await client.send("SHARESYNC versions=1 encodings=plain")
+            guard try await client.line() == "SHARESYNC version=1 encoding=plain" else { throw SetupCut() }
+            let nonce = AuthTranscript.makeNonce()
+            try await client.sendJSON(["op": "hello", "publicKey": identity.publicKeyBase64, "nonce": nonce])
+            guard let challenge = try await client.json(), let serverKey = challenge["publicKey"] as? String,
+                let serverNonce = challenge["nonce"] as? String
+            else { throw SetupCut() }
+            let signature = identity.signBase64(AuthTranscript.client(serverNonce: serverNonce, clientNonce: nonce, serverKey: serverKey))
+            try await client.sendJSON(["op": "authenticate", "signature": signature])
+            guard try await client.json()?["op"] as? String == "welcome" else { throw SetupCut() }
+            try await setup(client)
+            return client
+        } catch where attempt < 5 {
+            await client.close()
+        }
+    }
+}
+
+extension RawClient {
+    /// Every line until the peer closes the connection (at most `seconds`).
+    func linesUntilClosed(within seconds: Double = 20) async throws -> [String] {
+        var lines: [String] = []
+        while let line = try await line(seconds) { lines.append(line) }
+        return lines
+    }
+}
+
+@Suite("Idle connections and ping: the participant side pings when it has sent nothing for a while")
+struct ParticipantPingTests {
+    @Test func anOwnerConnectionThatPingsSurvivesAQuietSubscriptionAndOneThatDoesNotIsCut() async throws {
+        let owner = try await ownerWithOneSecondIdleTimeout()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readOnly)])
+        let pinging = try await OwnerConnection.connect(url: url, identity: b, configuration: oneSecondIdleClient)
+        try await pinging.acceptShare(url: url)
+        let silent = try await OwnerConnection.connect(url: url, identity: b, configuration: oneSecondIdleClient, pingInterval: .never)
+        _ = try await pinging.subscribe()
+        try await Task.sleep(for: .seconds(3))
+        #expect(pinging.isActive, "a connection that pings was cut off")
+        try await pinging.ping()
+        #expect(try await pinging.fetchDatabaseChanges(since: nil).changedZoneIDs.count == 1)
+        #expect(!silent.isActive, "a connection quiet in both directions stayed open")
+        await pinging.close()
+        await silent.close()
+        try await owner.stop()
+    }
+
+    @Test func theSyncEngineKeepsAQuietOwnerConnectionOpen() async throws {
+        let owner = try await ownerWithOneSecondIdleTimeout()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = ParticipantSync(
+            replica: try SharedDatabaseReplica(path: b.replicaPath), identity: b.identity,
+            configuration: .init(initialBackoff: .milliseconds(20), client: oneSecondIdleClient))
+        let log = EventLog(sync)
+        try sync.start()
+        try await sync.accept(url: url)
+        let ownerName = owner.identity.userRecordName
+        try await expectEventually(sync, "following") { sync.status(owner: ownerName) == .following }
+        let disconnections = { log.count { if case .disconnected = $0 { true } else { false } } }
+        let before = disconnections()
+        try await Task.sleep(for: .seconds(3))
+        #expect(disconnections() == before, "the engine's quiet connection was cut: \(log.all)")
+        #expect(sync.status(owner: ownerName) == .following)
+        try owner.saveNote("later", title: "still connected")
+        try await expectReplicaMatches(sync, owner)
+        await sync.stop()
+        try await owner.stop()
+    }
+}
