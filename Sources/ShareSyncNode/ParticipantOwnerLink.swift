@@ -27,6 +27,8 @@ final class ParticipantOwnerLink: Sendable {
         var outboxPoked = false
         var syncRequested = 0
         var syncCompleted = 0
+        var failures = 0
+        var lastFailure: ShareSyncError?
         var task: Task<Void, Never>?
     }
 
@@ -71,6 +73,19 @@ final class ParticipantOwnerLink: Sendable {
 
     /// The number of the last sync request a completed catch-up covered.
     var completedSync: Int { state.withLock { $0.syncCompleted } }
+
+    /// How many connections have ended in a failure so far.
+    var failureCount: Int { state.withLock { $0.failures } }
+
+    /// The last failure, if a connection ended in one after the first `count` failures and it is not a
+    /// network problem the link waits out (a full disk, a refusal): what a caller waiting for a sync
+    /// should be told instead of waiting for its timeout.
+    func lastingFailure(after count: Int) -> ShareSyncError? {
+        state.withLock { s in
+            guard s.failures > count, let failure = s.lastFailure, !Self.isTransient(failure) else { return nil }
+            return failure
+        }
+    }
 
     /// Asks for a catch-up; returns the request's number (see ``completedSync``).
     func requestSync() -> Int {
@@ -122,6 +137,15 @@ final class ParticipantOwnerLink: Sendable {
             if reachedFollowing { delay = configuration.initialBackoff }
             var wait = delay
             if let seconds = failure?.retryAfterSeconds { wait = max(wait, .milliseconds(Int(seconds * 1000))) }
+            if let failure {
+                state.withLock { s in
+                    s.failures += 1
+                    s.lastFailure = failure
+                }
+                if !Self.isTransient(failure) {
+                    logger.warning("sync with the owner failed; retrying", metadata: ["error": "\(failure)", "retryIn": "\(wait)"])
+                }
+            }
             logger.debug("disconnected", metadata: ["error": "\(failure.map(String.init(describing:)) ?? "none")"])
             setStatus(.waitingToReconnect)
             hub.emit(.disconnected(owner: ownerName, error: failure, retryIn: wait))

@@ -165,7 +165,8 @@ public final class ParticipantSync: Sendable {
     /// Accepts a share: connects to the URL's owner (checking its key against the URL's fingerprint;
     /// a URL without one is refused with `invalidArguments`, rule `ownerFingerprintMissing`), accepts,
     /// records the owner in the replica, and returns once the owner's link has caught up (the share's
-    /// records are in the replica), or throws `networkFailure` after `timeout`.
+    /// records are in the replica), or throws `networkFailure` after `timeout`, or the error that stopped
+    /// the sync (see ``waitUntilSynced(owner:timeout:)``; the share stays accepted and the sync resumes).
     @discardableResult
     public func accept(url: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) -> ShareMetadata {
         let (parsed, fingerprint) = try ShareURL.pinned(url)
@@ -260,7 +261,10 @@ public final class ParticipantSync: Sendable {
 
     /// Asks the owner's link for a catch-up and waits until one that started after this call completed
     /// (the replica then holds everything the owner's view held when it started). Throws
-    /// `networkFailure` if that does not happen within `timeout`, `unknownItem` for an unknown owner.
+    /// `networkFailure` if that does not happen within `timeout`, `unknownItem` for an unknown owner,
+    /// and at once the error that ended a sync if it is not the network's: for example
+    /// `quotaExceeded` (rule `diskFull`) naming the replica's file when its disk is full. The owner's
+    /// link keeps retrying with backoff either way, and resumes from its tokens once the cause is gone.
     public func waitUntilSynced(owner: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) {
         guard try replica.owner(named: owner) != nil else {
             throw ShareSyncError(.unknownItem, "owner \(owner) is not in the replica")
@@ -268,8 +272,17 @@ public final class ParticipantSync: Sendable {
         guard let link = link(for: owner) else {
             throw ShareSyncError(.networkUnavailable, "the sync engine is stopped")
         }
+        let failuresBefore = link.failureCount
         let target = link.requestSync()
-        let done = await hub.waitUntil(timeout: timeout) { link.completedSync >= target }
+        var failure: ShareSyncError?
+        let done = await hub.waitUntil(timeout: timeout) {
+            if link.completedSync >= target { return true }
+            failure = link.lastingFailure(after: failuresBefore)
+            return failure != nil
+        }
+        // A failure that is not the network's (a full disk, a refusal) is said at once; the link keeps
+        // retrying, and a later wait succeeds once the cause is gone.
+        if let failure, link.completedSync < target { throw failure }
         guard done else {
             throw ShareSyncError(
                 .networkFailure, "owner \(owner) did not finish a sync within \(timeout) (status \(link.status))")

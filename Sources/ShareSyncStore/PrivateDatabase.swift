@@ -98,13 +98,13 @@ public final class PrivateDatabase: Sendable {
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
         generation.add(1, ordering: .releasing)
         defer { generation.add(1, ordering: .releasing) }
-        let result = try withStoreErrors("write") { try writer.write(body) }
+        let result = try withStoreErrors("write", path: writer.path) { try writer.write(body) }
         observers.notify()
         return result
     }
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        try withStoreErrors("read") { try writer.read(body) }
+        try withStoreErrors("read", path: writer.path) { try writer.read(body) }
     }
 }

@@ -82,14 +82,14 @@ public final class SharedDatabaseReplica: Sendable {
     /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
     /// If `body` throws, the transaction is rolled back: nothing it wrote stays.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        let result = try withStoreErrors("replica write") { try writer.write(body) }
+        let result = try withStoreErrors("replica write", path: writer.path) { try writer.write(body) }
         observers.notify()
         return result
     }
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        try withStoreErrors("replica read") { try writer.read(body) }
+        try withStoreErrors("replica read", path: writer.path) { try writer.read(body) }
     }
 
     /// Throws ``ShareSyncError/Code/unknownItem`` unless the owner was added with ``setOwner(_:)``:

@@ -25,12 +25,28 @@ final class CommitObservers: Sendable {
 }
 
 /// Runs GRDB work, turning database failures into ``ShareSyncError`` (what: "write", "replica read", …).
-func withStoreErrors<T>(_ what: String, _ body: () throws -> T) throws(ShareSyncError) -> T {
+/// A full disk (SQLite's `SQLITE_FULL`) is ``ShareSyncError/Code/quotaExceeded`` with rule `diskFull`,
+/// naming the database file: the transaction was rolled back, and the same work succeeds once there
+/// is space again.
+func withStoreErrors<T>(_ what: String, path: String, _ body: () throws -> T) throws(ShareSyncError) -> T {
     do {
         return try body()
     } catch let error as ShareSyncError {
         throw error
+    } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
+        throw ShareSyncError.diskFull(path: path, what: what, error.message ?? "SQLITE_FULL")
     } catch {
         throw ShareSyncError(.internalError, "database \(what) failed: \(error)")
+    }
+}
+
+extension ShareSyncError {
+    /// The error of a write that found the disk (or the database's page limit) full.
+    static func diskFull(path: String, what: String, _ detail: String) -> ShareSyncError {
+        ShareSyncError(
+            .quotaExceeded,
+            "the disk holding \(path) is full: the \(what) was rolled back and nothing of it was saved; free some space "
+                + "and it is retried (SQLite: \(detail))",
+            rule: "diskFull")
     }
 }
