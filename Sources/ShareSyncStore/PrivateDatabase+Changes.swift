@@ -133,7 +133,16 @@ extension PrivateDatabase {
         guard let token else { return .init(sequence: 0, scanSnapshot: current) }
         let position = try token.position(expectedDatabaseID: databaseID)
         let horizon = try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'horizon'")) ?? 0
-        guard position.oldestNeeded >= horizon, position.sequence <= current, (position.scanSnapshot ?? 0) <= current else {
+        guard position.sequence <= current, (position.scanSnapshot ?? 0) <= current else {
+            // Ahead of every change this database made: it was restored from an older copy, or the token
+            // was altered. Either way the holder's copy cannot be trusted: fetch again from nil.
+            throw ShareSyncError(
+                .changeTokenExpired,
+                "the change token is ahead of this database's history (position \(position.sequence), the database is at "
+                    + "\(current)); fetch again from nil",
+                rule: "changeTokenExpired")
+        }
+        guard position.oldestNeeded >= horizon else {
             throw ShareSyncError(
                 .changeTokenExpired,
                 "the change token is older than the history this database keeps; fetch again from nil",

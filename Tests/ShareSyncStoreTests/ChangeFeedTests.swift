@@ -192,6 +192,14 @@ struct ChangeFeedTests {
             try db.saveZone(RecordZone(zoneID: topics))
             let future = ServerChangeToken(stringValue: "1.\(db.databaseID).999999")
             expectError(.changeTokenExpired) { try db.fetchZoneChanges(topics, since: future) }
+            // It says what is wrong: ahead of the history, not older than it.
+            do {
+                _ = try db.fetchDatabaseChanges(since: future)
+                Issue.record("a token from the future was accepted")
+            } catch {
+                #expect(error.message.contains("ahead of this database's history"), "\(error.message)")
+                #expect(!error.message.contains("older"), "\(error.message)")
+            }
         }
     }
 }
