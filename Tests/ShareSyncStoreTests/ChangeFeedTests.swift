@@ -196,7 +196,7 @@ struct ChangeFeedTests {
             do {
                 _ = try db.fetchDatabaseChanges(since: future)
                 Issue.record("a token from the future was accepted")
-            } catch {
+            } catch let error as ShareSyncError {
                 #expect(error.message.contains("ahead of this database's history"), "\(error.message)")
                 #expect(!error.message.contains("older"), "\(error.message)")
             }
