@@ -234,7 +234,7 @@ extension WriteContext {
                     recordID: id, rule: "shareRootExists")
             }
             if try zoneShareName(zone) != nil {
-                throw ShareSyncError(.alreadyShared, "zone \(zone) is already shared as a whole", recordID: id, rule: "oneShareperRecord")
+                throw ShareSyncError(.alreadyShared, "zone \(zone) is already shared as a whole", recordID: id, rule: "oneSharePerRecord")
             }
             if let other = try membership(zone: zone, name: root.recordName) {
                 throw ShareSyncError(
