@@ -49,6 +49,15 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     /// Sets up a fresh server channel: TLS (or allowed cleartext), the framing, this handler, and the
     /// error handler that tells the peer which rule it broke before closing.
     static func install(on channel: any Channel, context: ServerContext) throws {
+        // Over the overall limits: the initializer fails and NIO closes the connection at once, before
+        // any handshake (nothing can be said to a peer before TLS).
+        if let refusal = context.registry.refusal(
+            maximumConnections: context.configuration.maximumConnections,
+            maximumUnauthenticated: context.configuration.maximumUnauthenticatedConnections)
+        {
+            context.logger.notice("refusing a connection", metadata: ["reason": "\(refusal)"])
+            throw ShareSyncError(.requestRateLimited, refusal, rule: "maximumConnections")
+        }
         let handler = ServerConnectionHandler(server: context, connectionID: context.registry.nextConnectionID())
         let pipeline = channel.pipeline.syncOperations
         try TransportSecurity.addServerHandlers(

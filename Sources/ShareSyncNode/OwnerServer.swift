@@ -34,6 +34,14 @@ public final class OwnerServer: Sendable {
         public var transport: ServerConfiguration
         /// How many connections one identity may have open at once. Default 8.
         public var maximumConnectionsPerIdentity: Int
+        /// How many connections may be open at once, authenticated or not; more are closed as soon as
+        /// they are accepted. Default 2,048.
+        public var maximumConnections: Int = 2048
+        /// How many connections may be open at once that have not authenticated yet (in the TLS or
+        /// line handshake, or before `welcome`); more are closed as soon as they are accepted, so idle
+        /// or slow peers cannot take every slot for long: each is closed after the handshake timeout.
+        /// Default 256.
+        public var maximumUnauthenticatedConnections: Int = 256
         /// How many requests one connection may have in flight; more get `requestRateLimited`. Default 64.
         public var maximumRequestsInFlight: Int
         /// Threads that run database requests. Default 4.
@@ -184,6 +192,7 @@ final class ConnectionRegistry: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
         var perIdentity: [String: Int] = [:]
+        var authenticated = 0
         var nextID = 0
     }
 
@@ -205,6 +214,7 @@ final class ConnectionRegistry: Sendable {
             let n = s.perIdentity[userRecordName, default: 0]
             guard n < limit else { return false }
             s.perIdentity[userRecordName] = n + 1
+            s.authenticated += 1
             return true
         }
     }
@@ -213,6 +223,22 @@ final class ConnectionRegistry: Sendable {
         state.withLock { s in
             let n = s.perIdentity[userRecordName, default: 0] - 1
             s.perIdentity[userRecordName] = n > 0 ? n : nil
+            s.authenticated -= 1
+        }
+    }
+
+    /// Why a new connection must be refused, if the server already holds as many as it may.
+    func refusal(maximumConnections: Int, maximumUnauthenticated: Int) -> String? {
+        state.withLock { s in
+            if s.channels.count >= maximumConnections {
+                return "\(s.channels.count) connections are open, the most this server accepts (maximumConnections)"
+            }
+            let unauthenticated = s.channels.count - s.authenticated
+            if unauthenticated >= maximumUnauthenticated {
+                return "\(unauthenticated) connections have not authenticated yet, the most this server holds "
+                    + "(maximumUnauthenticatedConnections)"
+            }
+            return nil
         }
     }
 

@@ -20,6 +20,10 @@ if arguments.first == "control" {
     try await runControlBenchmark()
     exit(0)
 }
+if arguments.first == "connections" {
+    try await runConnectionsBenchmark(Array(arguments.dropFirst()))
+    exit(0)
+}
 if arguments.first == "stalled" {
     try await runStalledSubscriberBenchmark(Array(arguments.dropFirst()))
     exit(0)
@@ -34,7 +38,7 @@ if arguments.first == "suite" {
     exit(0)
 }
 guard let name = arguments.first, let scenario = scenarios[name] else {
-    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | control | stalled [--records N] | \(scenarios.keys.sorted().joined(separator: " | "))")
+    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | control | stalled [--records N] | connections [--count N] | \(scenarios.keys.sorted().joined(separator: " | "))")
     exit(2)
 }
 try scenario()

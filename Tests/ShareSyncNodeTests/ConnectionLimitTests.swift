@@ -1,0 +1,64 @@
+import Foundation
+import NIOCore
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncWire
+import Testing
+
+// Overall limits under hostile load (issue 10): a cap on connections that have not authenticated and
+// on all connections, not only per identity.
+
+@Suite("Overall connection limits")
+struct ConnectionLimitTests {
+    @Test("connections that never authenticate take at most their cap; the next is closed, and slots free up after the handshake timeout")
+    func unauthenticatedCap() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.maximumUnauthenticatedConnections = 3
+        configuration.transport.limits.handshakeTimeout = .seconds(2)
+        let owner = try await TestOwner.start(configuration, keepHandshakeTimeout: true)
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        // Three silent peers hold every unauthenticated slot.
+        var silent: [RawClient] = []
+        for _ in 0..<3 { silent.append(try await RawClient.connect(port: owner.server.port, .cleartext)) }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while owner.server.connectionCount < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(owner.server.connectionCount == 3)
+        // A fourth is closed at once, before any handshake.
+        let fourth = try await RawClient.connect(port: owner.server.port, .cleartext)
+        #expect(try await fourth.closes(within: 1))
+        #expect(owner.server.connectionCount == 3)
+        // After the handshake timeout the silent peers are gone and a participant gets in.
+        for client in silent { #expect(try await client.closes(within: 10)) }
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        _ = try await connection.acceptShare(url: url)
+        for client in silent + [fourth] { await client.close() }
+        await connection.close()
+        try await owner.stop()
+    }
+
+    @Test("no more than maximumConnections are open; authenticated connections count too")
+    func totalCap() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.maximumConnections = 4
+        let owner = try await TestOwner.start(configuration)
+        let identities = (0..<4).map { _ in NodeIdentity.generate() }
+        let (url, _) = try owner.shareTopic(invite: identities.map { ($0, .readOnly) })
+        var connections: [OwnerConnection] = []
+        for identity in identities { connections.append(try await OwnerConnection.connect(url: url, identity: identity)) }
+        #expect(owner.server.connectionCount == 4)
+        let fifth = try await RawClient.connect(port: owner.server.port, .cleartext)
+        #expect(try await fifth.closes(within: 2))
+        let refused = await expectShareSyncError { _ = try await OwnerConnection.connect(url: url, identity: .generate()) }
+        #expect(refused?.code == .networkFailure || refused?.code == .notAuthenticated || refused?.code == .networkUnavailable)
+        // One leaves; another gets its slot.
+        await connections.removeFirst().close()
+        let deadline = ContinuousClock.now + .seconds(5)
+        while owner.server.connectionCount > 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        let again = try await OwnerConnection.connect(url: url, identity: identities[0])
+        _ = try await again.acceptShare(url: url)
+        for connection in connections + [again] { await connection.close() }
+        await fifth.close()
+        try await owner.stop()
+    }
+}
