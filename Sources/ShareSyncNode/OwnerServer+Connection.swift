@@ -70,9 +70,23 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private var negotiated = false
+    /// Closes the connection if it has not authenticated within the handshake timeout.
+    private var authenticationDeadline: Scheduled<Void>?
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is NegotiatedSession { negotiated = true }
+        if event is NegotiatedSession {
+            negotiated = true
+            let timeout = server.configuration.transport.limits.handshakeTimeout
+            let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            authenticationDeadline = context.eventLoop.scheduleTask(in: timeout) {
+                let (handler, context) = bound.value
+                if case .closed = handler.state { return }
+                guard !handler.isAuthenticated else { return }
+                handler.close(
+                    with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: "authenticationTimeout"),
+                    context: context)
+            }
+        }
         if let security = event as? ConnectionSecurity { self.security = security }
         context.fireUserInboundEventTriggered(event)
     }
@@ -100,6 +114,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     private func cleanUp(context: ChannelHandlerContext) {
         state = .closed
+        authenticationDeadline?.cancel()
+        authenticationDeadline = nil
         readAhead = nil
         server.registry.remove(context.channel)
         if let name = admittedName {
@@ -173,6 +189,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             return close(with: error, context: context)
         }
         admittedName = name
+        authenticationDeadline?.cancel()
+        authenticationDeadline = nil
         logger[metadataKey: "user"] = "\(name)"
         logger.debug("authenticated")
         state = .authenticated(Caller(userRecordName: name, displayName: hello.displayName))

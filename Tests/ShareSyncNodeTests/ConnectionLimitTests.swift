@@ -61,4 +61,18 @@ struct ConnectionLimitTests {
         await fifth.close()
         try await owner.stop()
     }
+
+    @Test("a peer that completes the handshake line but never authenticates is closed after the handshake timeout")
+    func authenticationDeadline() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.allowCleartext = true
+        configuration.transport.limits.handshakeTimeout = .seconds(1)
+        let owner = try await TestOwner.start(configuration, keepHandshakeTimeout: true)
+        let client = try await RawClient.plain(port: owner.server.port, .cleartext)
+        let answer = try await client.json(5)
+        #expect(errorRule(answer) == "authenticationTimeout", "\(String(describing: answer))")
+        #expect(try await client.closes(within: 5))
+        await client.close()
+        try await owner.stop()
+    }
 }
