@@ -1,6 +1,6 @@
 // sharesync-bench: the benchmark suite and micro-benchmarks, one scenario per first argument.
 //   benchmarks/run.sh [--quick] [--scale]            (builds in release, then `sharesync-bench suite`)
-//   swift run -c release sharesync-bench wire|store|codec
+//   swift run -c release sharesync-bench wire|store|codec|control|tls
 import Foundation
 import NIOCore
 import ShareSyncWire
@@ -20,6 +20,10 @@ if arguments.first == "control" {
     try await runControlBenchmark()
     exit(0)
 }
+if arguments.first == "tls" {
+    try await runTLSBenchmark()
+    exit(0)
+}
 if arguments.first == "suite" {
     do {
         try await runSuite(Array(arguments.dropFirst()))
@@ -30,7 +34,7 @@ if arguments.first == "suite" {
     exit(0)
 }
 guard let name = arguments.first, let scenario = scenarios[name] else {
-    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | control | \(scenarios.keys.sorted().joined(separator: " | "))")
+    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | control | tls | \(scenarios.keys.sorted().joined(separator: " | "))")
     exit(2)
 }
 try scenario()
