@@ -266,6 +266,15 @@ struct PythonTLSTests {
 
     static let scriptPath = "examples/python/tls_client.py"
 
+    /// Runs python3 to its end (at most 60 s) on a dispatch thread, so the wait blocks no task thread.
+    static func python(_ arguments: [String]) async throws -> ChildProcess.Outcome {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try ChildProcess.run("/usr/bin/env", ["python3"] + arguments, timeout: 60) })
+            }
+        }
+    }
+
     @Test("protocol.md prints the Python TLS client byte for byte as the file the test runs")
     func protocolShowsTheScript() throws {
         let script = try String(contentsOf: Self.root.appendingPathComponent(Self.scriptPath), encoding: .utf8)
@@ -290,8 +299,8 @@ struct PythonTLSTests {
         try credentials.certificatePEM.write(toFile: cert, atomically: true, encoding: .utf8)
         try credentials.privateKeyPEM.write(toFile: key, atomically: true, encoding: .utf8)
 
-        let outcome = try ChildProcess.run(
-            "/usr/bin/env", ["python3", Self.root.appendingPathComponent(Self.scriptPath).path, cert, key, url], timeout: 60)
+        let script = Self.root.appendingPathComponent(Self.scriptPath).path
+        let outcome = try await Self.python([script, cert, key, url])
         #expect(outcome.status == 0, "\(outcome.stderr)")
         let messages = outcome.stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -305,9 +314,7 @@ struct PythonTLSTests {
         // Its key is pinned too: the same script refuses an owner that is not the URL's.
         let parsed = try #require(ShareURL(string: url))
         let wrong = ShareURL(host: parsed.host, port: parsed.port, token: parsed.token, ownerFingerprint: NodeIdentity.generate().fingerprint)
-        let refused = try ChildProcess.run(
-            "/usr/bin/env", ["python3", Self.root.appendingPathComponent(Self.scriptPath).path, cert, key, wrong.absoluteString],
-            timeout: 60)
+        let refused = try await Self.python([script, cert, key, wrong.absoluteString])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("not the share URL's owner"), "\(refused.stderr)")
         try await owner.stop()
