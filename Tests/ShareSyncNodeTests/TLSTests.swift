@@ -102,6 +102,41 @@ struct TLSTests {
         await fake.stop()
     }
 
+    @Test("a TLS handshake that fails on the client's side is a named notAuthenticated error, not a bare networkFailure")
+    func clientSideHandshakeFailures() async throws {
+        // A peer that does not speak TLS (it answers like a cleartext-only node would).
+        let cleartextOnly = try await TinyServer.start { channel in
+            try channel.pipeline.syncOperations.addHandler(TinyServer.ReplyAndClose(line: "SHARESYNC-ERROR malformedHandshake not a hello"))
+        }
+        let notTLS = await expectShareSyncError {
+            _ = try await OwnerConnection.connect(host: "127.0.0.1", port: cleartextOnly.port, identity: .generate(), expectedOwnerFingerprint: nil)
+        }
+        #expect(notTLS?.code == .notAuthenticated)
+        #expect(notTLS?.rule == "tlsHandshakeFailed")
+        await cleartextOnly.stop()
+
+        // A TLS 1.3 server with the owner's certificate that does not agree to ALPN sharesync/1.
+        let owner = NodeIdentity.generate()
+        let credentials = try owner.tlsCredentials()
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(credentials.certificate)], privateKey: .privateKey(credentials.privateKey))
+        configuration.minimumTLSVersion = .tlsv13
+        configuration.signingSignatureAlgorithms = [.ed25519]
+        configuration.verifySignatureAlgorithms = [.ed25519]
+        configuration.applicationProtocols = ["other/1"]
+        let context = try NIOSSLContext(configuration: configuration)
+        let otherProtocol = try await TinyServer.start { channel in
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+        }
+        let alpn = await expectShareSyncError {
+            _ = try await OwnerConnection.connect(
+                host: "127.0.0.1", port: otherProtocol.port, identity: .generate(), expectedOwnerFingerprint: owner.fingerprint)
+        }
+        #expect(alpn?.code == .notAuthenticated)
+        #expect(alpn?.rule == "alpnMismatch")
+        await otherProtocol.stop()
+    }
+
     @Test("a cleartext connection to a TLS-only server gets SHARESYNC-ERROR tlsRequired, then the close")
     func cleartextToTLSOnlyServer() async throws {
         let owner = try await TestOwner.start()
@@ -252,6 +287,40 @@ struct FakeOwner {
             let challenge = ChallengeMessage(publicKey: prover.publicKeyBase64, nonce: nonce, signature: signature)
             guard let payload = try? MessageCoding.encode(challenge, allocator: context.channel.allocator) else { return }
             context.writeAndFlush(Self.wrapOutboundOut(payload), promise: nil)
+        }
+    }
+}
+
+/// A bare TCP server on 127.0.0.1 (port 0) whose connections get the handlers `install` adds.
+struct TinyServer {
+    let channel: any Channel
+    let group: MultiThreadedEventLoopGroup
+    var port: Int { channel.localAddress?.port ?? 0 }
+
+    static func start(_ install: @escaping @Sendable (any Channel) throws -> Void) async throws -> TinyServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let channel = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in channel.eventLoop.makeCompletedFuture { try install(channel) } }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return TinyServer(channel: channel, group: group)
+    }
+
+    func stop() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+
+    /// Answers the first bytes with one line, then closes.
+    final class ReplyAndClose: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let line: String
+
+        init(line: String) { self.line = line }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(string: line + "\n"))).whenComplete { _ in bound.value.close(promise: nil) }
         }
     }
 }
