@@ -11,8 +11,8 @@ import ShareSyncWire
 /// States: waiting for `hello` → waiting for `authenticate` → authenticated. Anything else before
 /// `welcome` is `notAuthenticated` and closes the connection. On a TLS connection the `hello`'s key
 /// must be the key of the client's TLS certificate (rule `tlsKeyMismatch`): the identity every
-/// access decision uses is then the one TLS authenticated, bound to this connection. Requests run on the server's thread
-/// pool; their responses (and pushes) are written when ready, in any order.
+/// access decision uses is then the one TLS authenticated, bound to this connection. Requests run
+/// on the server's thread pool; their responses (and pushes) are written when ready, in any order.
 final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer

@@ -1,6 +1,6 @@
 // sharesync-bench: the benchmark suite and micro-benchmarks, one scenario per first argument.
 //   benchmarks/run.sh [--quick] [--scale]            (builds in release, then `sharesync-bench suite`)
-//   swift run -c release sharesync-bench wire|store|codec
+//   swift run -c release sharesync-bench wire|store|codec|control|tls
 import Foundation
 import NIOCore
 import ShareSyncWire
@@ -28,6 +28,10 @@ if arguments.first == "stalled" {
     try await runStalledSubscriberBenchmark(Array(arguments.dropFirst()))
     exit(0)
 }
+if arguments.first == "tls" {
+    try await runTLSBenchmark()
+    exit(0)
+}
 if arguments.first == "suite" {
     do {
         try await runSuite(Array(arguments.dropFirst()))
@@ -38,7 +42,7 @@ if arguments.first == "suite" {
     exit(0)
 }
 guard let name = arguments.first, let scenario = scenarios[name] else {
-    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | control | stalled [--records N] | connections [--count N] | \(scenarios.keys.sorted().joined(separator: " | "))")
+    print("usage: sharesync-bench suite [--quick] [--scale] [--scale-only] [--out FILE] | control | tls | stalled [--records N] | connections [--count N] | \(scenarios.keys.sorted().joined(separator: " | "))")
     exit(2)
 }
 try scenario()

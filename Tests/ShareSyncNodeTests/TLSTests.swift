@@ -102,6 +102,41 @@ struct TLSTests {
         await fake.stop()
     }
 
+    @Test("a TLS handshake that fails on the client's side is a named notAuthenticated error, not a bare networkFailure")
+    func clientSideHandshakeFailures() async throws {
+        // A peer that does not speak TLS (it answers like a cleartext-only node would).
+        let cleartextOnly = try await TinyServer.start { channel in
+            try channel.pipeline.syncOperations.addHandler(TinyServer.ReplyAndClose(line: "SHARESYNC-ERROR malformedHandshake not a hello"))
+        }
+        let notTLS = await expectShareSyncError {
+            _ = try await OwnerConnection.connect(host: "127.0.0.1", port: cleartextOnly.port, identity: .generate(), expectedOwnerFingerprint: NodeIdentity.generate().fingerprint)
+        }
+        #expect(notTLS?.code == .notAuthenticated)
+        #expect(notTLS?.rule == "tlsHandshakeFailed")
+        await cleartextOnly.stop()
+
+        // A TLS 1.3 server with the owner's certificate that does not agree to ALPN sharesync/1.
+        let owner = NodeIdentity.generate()
+        let credentials = try owner.tlsCredentials()
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(credentials.certificate)], privateKey: .privateKey(credentials.privateKey))
+        configuration.minimumTLSVersion = .tlsv13
+        configuration.signingSignatureAlgorithms = [.ed25519]
+        configuration.verifySignatureAlgorithms = [.ed25519]
+        configuration.applicationProtocols = ["other/1"]
+        let context = try NIOSSLContext(configuration: configuration)
+        let otherProtocol = try await TinyServer.start { channel in
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+        }
+        let alpn = await expectShareSyncError {
+            _ = try await OwnerConnection.connect(
+                host: "127.0.0.1", port: otherProtocol.port, identity: .generate(), expectedOwnerFingerprint: owner.fingerprint)
+        }
+        #expect(alpn?.code == .notAuthenticated)
+        #expect(alpn?.rule == "alpnMismatch")
+        await otherProtocol.stop()
+    }
+
     @Test("a cleartext connection to a TLS-only server gets SHARESYNC-ERROR tlsRequired, then the close")
     func cleartextToTLSOnlyServer() async throws {
         let owner = try await TestOwner.start()
@@ -256,6 +291,40 @@ struct FakeOwner {
     }
 }
 
+/// A bare TCP server on 127.0.0.1 (port 0) whose connections get the handlers `install` adds.
+struct TinyServer {
+    let channel: any Channel
+    let group: MultiThreadedEventLoopGroup
+    var port: Int { channel.localAddress?.port ?? 0 }
+
+    static func start(_ install: @escaping @Sendable (any Channel) throws -> Void) async throws -> TinyServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let channel = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in channel.eventLoop.makeCompletedFuture { try install(channel) } }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return TinyServer(channel: channel, group: group)
+    }
+
+    func stop() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+
+    /// Answers the first bytes with one line, then closes.
+    final class ReplyAndClose: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let line: String
+
+        init(line: String) { self.line = line }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(string: line + "\n"))).whenComplete { _ in bound.value.close(promise: nil) }
+        }
+    }
+}
+
 @Suite("Python interoperability over TLS")
 struct PythonTLSTests {
     static var root: URL {
@@ -265,6 +334,15 @@ struct PythonTLSTests {
     }
 
     static let scriptPath = "examples/python/tls_client.py"
+
+    /// Runs python3 to its end (at most 60 s) on a dispatch thread, so the wait blocks no task thread.
+    static func python(_ arguments: [String]) async throws -> ChildProcess.Outcome {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try ChildProcess.run("/usr/bin/env", ["python3"] + arguments, timeout: 60) })
+            }
+        }
+    }
 
     @Test("protocol.md prints the Python TLS client byte for byte as the file the test runs")
     func protocolShowsTheScript() throws {
@@ -290,8 +368,8 @@ struct PythonTLSTests {
         try credentials.certificatePEM.write(toFile: cert, atomically: true, encoding: .utf8)
         try credentials.privateKeyPEM.write(toFile: key, atomically: true, encoding: .utf8)
 
-        let outcome = try ChildProcess.run(
-            "/usr/bin/env", ["python3", Self.root.appendingPathComponent(Self.scriptPath).path, cert, key, url], timeout: 60)
+        let script = Self.root.appendingPathComponent(Self.scriptPath).path
+        let outcome = try await Self.python([script, cert, key, url])
         #expect(outcome.status == 0, "\(outcome.stderr)")
         let messages = outcome.stdout.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -305,9 +383,7 @@ struct PythonTLSTests {
         // Its key is pinned too: the same script refuses an owner that is not the URL's.
         let parsed = try #require(ShareURL(string: url))
         let wrong = ShareURL(host: parsed.host, port: parsed.port, token: parsed.token, ownerFingerprint: NodeIdentity.generate().fingerprint)
-        let refused = try ChildProcess.run(
-            "/usr/bin/env", ["python3", Self.root.appendingPathComponent(Self.scriptPath).path, cert, key, wrong.absoluteString],
-            timeout: 60)
+        let refused = try await Self.python([script, cert, key, wrong.absoluteString])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("not the share URL's owner"), "\(refused.stderr)")
         try await owner.stop()
