@@ -67,7 +67,12 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
-        .target(name: "ShareSyncTestSupport", dependencies: ["ShareSyncNode"]),
+        .target(
+            name: "ShareSyncTestSupport",
+            dependencies: [
+                "ShareSyncNode", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(
             name: "sharesync",
             dependencies: [
@@ -117,6 +122,7 @@ let package = Package(
             dependencies: [
                 "ShareSyncNode", "ShareSyncTestSupport", "ShareSyncCore", "ShareSyncStore",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
     ],

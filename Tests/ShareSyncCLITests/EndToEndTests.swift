@@ -14,12 +14,14 @@ final class E2ENode {
 
     /// Makes a node home and starts its daemon; `prepareHome` runs first with the home's path (to mount
     /// a file system there, say).
-    init(name: String, runArguments: [String] = [], prepareHome: (String) throws -> Void = { _ in }) throws {
+    init(
+        name: String, runArguments: [String] = [], listen: String = "127.0.0.1:0", prepareHome: (String) throws -> Void = { _ in }
+    ) throws {
         folder = try TemporaryFolder()
         home = folder.path + "/home"
         self.runArguments = runArguments
         try prepareHome(home)
-        let created = try cli(["init", "--home", home, "--name", name, "--listen", "127.0.0.1:0", "--json"])
+        let created = try cli(["init", "--home", home, "--name", name, "--listen", listen, "--json"])
         guard created.status == 0, let object = try json(created.stdout) as? [String: Any],
             let user = object["userRecordName"] as? String
         else {
