@@ -54,26 +54,14 @@ public final class ChildProcess: Sendable {
         process.standardError = err
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         let child = ChildProcess(process: process)
-        out.fileHandleForReading.readabilityHandler = { [weak child] handle in
-            let data = handle.availableData
-            guard let child else { return }
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                child.stdoutDone.withLock { $0 = true }
-            } else {
-                child.buffers.withLock { $0.stdout.append(data) }
-            }
-        }
-        err.fileHandleForReading.readabilityHandler = { [weak child] handle in
-            let data = handle.availableData
-            guard let child else { return }
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                child.stderrDone.withLock { $0 = true }
-            } else {
-                child.buffers.withLock { $0.stderr.append(data) }
-            }
-        }
+        // Each pipe is read to its end by a thread of its own with blocking reads (FileHandle's
+        // readabilityHandler was seen to stop early on a loaded machine, cutting outputs short).
+        Self.drain(out.fileHandleForReading.fileDescriptor, into: { [weak child] data in
+            child?.buffers.withLock { $0.stdout.append(data) }
+        }, done: { [weak child] in child?.stdoutDone.withLock { $0 = true } })
+        Self.drain(err.fileHandleForReading.fileDescriptor, into: { [weak child] data in
+            child?.buffers.withLock { $0.stderr.append(data) }
+        }, done: { [weak child] in child?.stderrDone.withLock { $0 = true } })
         try process.run()
         ChildRegistry.shared.add(child)
         return child
@@ -92,6 +80,25 @@ public final class ChildProcess: Sendable {
     public var stderr: String { String(decoding: buffers.withLock { $0.stderr }, as: UTF8.self) }
     /// Whether the program is still running.
     public var isRunning: Bool { process.isRunning }
+
+    /// Reads `fd` until its end on a thread of its own, handing each chunk to `append`; then `done`.
+    private static func drain(_ fd: Int32, into append: @escaping @Sendable (Data) -> Void, done: @escaping @Sendable () -> Void) {
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n > 0 {
+                    append(Data(buffer[0..<n]))
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            done()
+        }
+        thread.start()
+    }
 
     /// Waits for a complete line of standard output containing `text`; fails after `timeout` seconds
     /// or if the program exits first.
@@ -133,8 +140,10 @@ public final class ChildProcess: Sendable {
         var exitedAt: Date?
         while process.isRunning || !stdoutDone.withLock({ $0 }) || !stderrDone.withLock({ $0 }) {
             if !process.isRunning {
-                // A grandchild may hold the pipes open; what the program wrote is read by now.
-                if let exitedAt, Date().timeIntervalSince(exitedAt) > 2 { break }
+                // The pipes' end of file comes once the reading threads get to it, which on a loaded
+                // machine can take seconds (a shorter wait here cut outputs short). Only a grandchild
+                // holding the pipes open would make this wait run out.
+                if let exitedAt, Date().timeIntervalSince(exitedAt) > 20 { break }
                 if exitedAt == nil { exitedAt = Date() }
             }
             guard Date() < deadline else {

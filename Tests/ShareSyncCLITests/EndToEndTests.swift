@@ -64,7 +64,14 @@ final class E2ENode {
     func ok(_ arguments: [String], timeout: Double = 60, sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
         let outcome = try run(arguments, timeout: timeout)
         try #require(outcome.status == 0, "sharesync \(arguments) exited \(outcome.status): \(outcome.stderr)", sourceLocation: sourceLocation)
-        return try json(outcome.stdout)
+        do {
+            return try json(outcome.stdout)
+        } catch {
+            let message = "sharesync \(arguments) printed what is not JSON (\(outcome.stdout.utf8.count) bytes): "
+                + String(outcome.stdout.suffix(300)) + " -- stderr: " + String(outcome.stderr.suffix(500))
+            Issue.record(Comment(rawValue: message), sourceLocation: sourceLocation)
+            throw error
+        }
     }
 
     /// The record names `record list` prints (with `--shared` for the shared database).
