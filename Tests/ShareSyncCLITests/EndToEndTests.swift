@@ -12,11 +12,12 @@ final class E2ENode {
     private(set) var daemon: ChildProcess
     let runArguments: [String]
 
-    init(name: String, runArguments: [String] = []) throws {
+    /// `listen` with a fixed port keeps the node reachable at the same address across ``restart()``.
+    init(name: String, runArguments: [String] = [], listen: String = "127.0.0.1:0") throws {
         folder = try TemporaryFolder()
         home = folder.path + "/home"
         self.runArguments = runArguments
-        let created = try cli(["init", "--home", home, "--name", name, "--listen", "127.0.0.1:0", "--json"])
+        let created = try cli(["init", "--home", home, "--name", name, "--listen", listen, "--json"])
         guard created.status == 0, let object = try json(created.stdout) as? [String: Any],
             let user = object["userRecordName"] as? String
         else {
@@ -47,6 +48,12 @@ final class E2ENode {
     func restart() throws {
         daemon.kill()
         daemon = try Self.startDaemon(home: home, arguments: runArguments)
+    }
+
+    /// Kills the daemon (SIGKILL) and waits until it is gone; ``restart()`` starts it again.
+    func kill() throws {
+        daemon.signal(SIGKILL)
+        _ = try daemon.waitForExit(timeout: 10)
     }
 
     /// Runs a subcommand with --json against this node.
