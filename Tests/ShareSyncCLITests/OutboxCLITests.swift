@@ -1,4 +1,6 @@
 import Foundation
+import ShareSyncCore
+import ShareSyncStore
 import ShareSyncTestSupport
 import Testing
 
@@ -185,6 +187,39 @@ struct OutboxCLITests {
         try b.ok(["outbox", "discard", "\(id)"])
         #expect(try b.outbox().isEmpty)
         #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 0])
+    }
+
+    @Test("connected, a save from a stale copy fails at once with serverRecordChanged and the owner's record; changedKeys overwrites")
+    func connectedConflictFailsAtOnce() throws {
+        let (a, b, _) = try sharedTopics()
+        defer { a.stop(); b.stop() }
+        // B's copy of topic-1 before the owner changes it; once the owner's push arrived, it is put
+        // back in B's replica (as if the push were still on its way).
+        let replica = try SharedDatabaseReplica(path: b.home + "/replica.sqlite")
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: a.userRecordName)
+        let stale = try #require(try replica.fetchRecord(Record.ID(recordName: "topic-1", zoneID: zone)))
+        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A"])
+        #expect(try eventually { title(try b.sharedTopic()) == "A" })
+        let token = try #require(try replica.zoneChangeToken(owner: a.userRecordName, zoneName: "Topics"))
+        try replica.apply(
+            ZoneChanges(zoneID: zone, changes: [.changed(stale)], changeToken: token, moreComing: false), owner: a.userRecordName)
+        #expect(title(try b.sharedTopic()) == "Hello")
+
+        let refused = try cli([
+            "record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B",
+            "--home", b.home,
+        ])
+        #expect(refused.status == 65, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("serverRecordChanged"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("the owner's record") && refused.stderr.contains("title = \"A\""), "\(refused.stderr)")
+        #expect(try a.ownerTitle() == "A")
+        #expect(try b.outbox().isEmpty, "a write answered at once is not kept")
+
+        let overwritten = try #require(
+            try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B", "--policy", "changedKeys"])
+                as? [String: Any])
+        #expect(overwritten["outcome"] as? String == "sent")
+        #expect(try a.ownerTitle() == "B")
     }
 
     @Test("--policy allKeys makes a queued write overwrite the owner's newer record (last writer wins)")
