@@ -94,7 +94,7 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// the owner's record; `allKeys` replaces it with this node's copy. → ``SharedWriteResult``
     ///
     /// ```
-    /// → {"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"topic-1","fields":[{"key":"title","value":{"string":"B"}}]}}
+    /// → {"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"topic-1","fields":[{"key":"title","type":"string","value":"B"}]}}
     /// ← {"ok":false,"error":{"code":"serverRecordChanged","message":"…","recordName":"topic-1","serverRecord":{…}}}
     /// ```
     case sharedRecordSave(
