@@ -38,25 +38,46 @@ extension ControlHandler {
             return ok(try zoneInfos(try replica.allZones(), replica: replica))
         case .sharedRecordList(let owner, let zone):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
-            return ok(try replica.records(owner: zoneID.ownerName, zoneName: zone))
+            var edits = try participant.localEdits(owner: zoneID.ownerName, zoneName: zone)
+            var records: [SharedRecord] = []
+            for record in try replica.records(owner: zoneID.ownerName, zoneName: zone) {
+                records.append(Self.shared(record, edits.removeValue(forKey: record.recordID.recordName)))
+            }
+            // Records this node created and the owner has not accepted yet.
+            for (_, edit) in edits { if let record = edit.record { records.append(Self.shared(record, edit)) } }
+            return ok(records.sorted { $0.record.recordID.recordName < $1.record.recordID.recordName })
         case .sharedRecordGet(let owner, let zone, let name):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let id = Record.ID(recordName: name, zoneID: zoneID)
-            guard let record = try replica.fetchRecord(id) else {
+            let edit = try participant.localEdits(owner: zoneID.ownerName, zoneName: zone)[name]
+            guard let record = try replica.fetchRecord(id) ?? edit?.record else {
                 throw ShareSyncError(.unknownItem, "record \(name) is not in shared zone \(zone)", recordID: id)
             }
-            return ok(record)
-        case .sharedRecordSave(let owner, let zone, let type, let name, let parent, let fields):
+            return ok(Self.shared(record, edit))
+        case .sharedRecordSave(let owner, let zone, let type, let name, let parent, let fields, let policy):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let id = Record.ID(recordName: name, zoneID: zoneID)
-            var record = Record(recordType: type, recordID: id)
+            // This node's copy, with its change tag: its latest pending write, else the replica's record.
+            let edit = try participant.localEdits(owner: zoneID.ownerName, zoneName: zone)[name]
+            var record: Record
+            if let edit, edit.state == .pending, let pending = edit.record {
+                record = pending
+            } else {
+                record = try replica.fetchRecord(id) ?? Record(recordType: type, recordID: id)
+            }
             for field in fields { record[field.key] = try field.fieldValue(in: zoneID) }
             if let parent { record.setParent(Record.ID(recordName: parent, zoneID: zoneID)) }
+            if record.recordType != type {
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "record \(name) is a \(record.recordType); a record's type cannot change to \(type)", recordID: id,
+                    rule: "recordTypeImmutable")
+            }
             let outcome = try await participant.modifyRecords(
-                owner: zoneID.ownerName, zoneName: zone, saving: [record], savePolicy: .changedKeys)
+                owner: zoneID.ownerName, zoneName: zone, saving: [record], savePolicy: policy ?? .ifServerRecordUnchanged)
             switch outcome {
             case .sent(let result):
-                try check(result)
+                try check(result)  // a conflict: serverRecordChanged, with the owner's record
                 guard case .success(let saved)? = result.saveResults[id] else {
                     throw ShareSyncError(.internalError, "record \(name) was not saved", recordID: id)
                 }
@@ -77,9 +98,33 @@ extension ControlHandler {
             case .queued:
                 return ok(SharedWriteResult(outcome: .queued))
             }
+        case .outboxList:
+            return ok(try replica.outboxOperations().map { OutboxItem(owner: $0.owner, operation: $0.operation) })
+        case .outboxResolve(let id, let keep):
+            guard let after = try await participant.resolveConflict(id: id, keep: keep) else {
+                return ok(OutboxResolution(id: id, outcome: keep == .theirs ? .dropped : .sent))
+            }
+            let owner = try replica.outboxOperation(id: id)?.owner ?? ""
+            let outcome: OutboxResolution.Outcome =
+                switch after.state {
+                case .pending: .pending
+                case .conflict: .conflict
+                case .refused: .refused
+                }
+            return ok(OutboxResolution(id: id, outcome: outcome, item: OutboxItem(owner: owner, operation: after)))
+        case .outboxDiscard(let id):
+            try participant.discardOperation(id: id)
+            return ok(Done())
         default:
             throw ShareSyncError(.internalError, "not a participant request: \(Self.commandName(request))")
         }
+    }
+
+    /// A replica record, or the local write that takes its place in reads.
+    static func shared(_ record: Record, _ edit: ParticipantSync.LocalEdit?) -> SharedRecord {
+        guard let edit else { return SharedRecord(record: record) }
+        return SharedRecord(
+            record: edit.record ?? record, outboxID: edit.operationID, outboxState: edit.state, deleted: edit.record == nil)
     }
 
     func zoneInfos(_ zoneIDs: [RecordZone.ID], replica: SharedDatabaseReplica) throws(ShareSyncError) -> [SharedZoneInfo] {

@@ -69,7 +69,7 @@ public struct ControlHandler: Sendable {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         switch request {
         case .shareMetadata, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
-            .sharedRecordDelete:
+            .sharedRecordDelete, .outboxList, .outboxResolve, .outboxDiscard:
             return try await handleParticipant(request)
         case .changes(let shared, let since, let waitSeconds):
             guard let feeds else { throw Self.unavailable("change feeds") }
@@ -91,7 +91,12 @@ public struct ControlHandler: Sendable {
             try check(result)
             return ok(ImportResult(saved: result.saveResults.count))
         case .status:
-            return ok(status())
+            var status = status()
+            if let counts = try participant?.replica.outboxCounts() {
+                status.outbox = OutboxCounts(
+                    pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0)
+            }
+            return ok(status)
         case .zoneCreate(let name):
             let zone = try database.saveZone(RecordZone(zoneName: name))
             return ok(ZoneInfo(zoneName: zone.zoneID.zoneName))

@@ -1,5 +1,6 @@
 import Foundation
 import ShareSyncCore
+import ShareSyncStore
 
 /// A shared zone in the replica: whose it is and how many records it holds.
 public struct SharedZoneInfo: Codable, Sendable, Hashable {
@@ -109,5 +110,117 @@ public struct ChangesPage: Codable, Sendable, Hashable {
     public init(changes: [ChangeInfo], token: String) {
         self.changes = changes
         self.token = token
+    }
+}
+
+/// A record of a shared zone as this node sees it: the replica's record, or this node's own write not
+/// yet accepted by the owner (read your own writes). Its JSON is the record's JSON form with, for a
+/// local write, `"pending": true` (waiting for the owner) or `"conflict": true` (the owner's record
+/// changed; see `sharesync outbox`), `"outboxID"`, and `"deleted": true` for a deletion not yet sent.
+public struct SharedRecord: Codable, Sendable, Hashable {
+    public var record: Record
+    /// The outbox write this version comes from; `nil` for the replica's record.
+    public var outboxID: Int64?
+    /// The state of that write: `pending` or `conflict`.
+    public var outboxState: OutboxOperation.State?
+    /// The local write deletes the record (the replica's version is shown).
+    public var deleted: Bool
+
+    public init(record: Record, outboxID: Int64? = nil, outboxState: OutboxOperation.State? = nil, deleted: Bool = false) {
+        self.record = record
+        self.outboxID = outboxID
+        self.outboxState = outboxState
+        self.deleted = deleted
+    }
+
+    private enum Keys: String, CodingKey {
+        case pending, conflict, outboxID, deleted
+    }
+
+    public init(from decoder: any Decoder) throws {
+        record = try Record(from: decoder)
+        let c = try decoder.container(keyedBy: Keys.self)
+        outboxID = try c.decodeIfPresent(Int64.self, forKey: .outboxID)
+        if try c.decodeIfPresent(Bool.self, forKey: .pending) == true {
+            outboxState = .pending
+        } else if try c.decodeIfPresent(Bool.self, forKey: .conflict) == true {
+            outboxState = .conflict
+        }
+        deleted = try c.decodeIfPresent(Bool.self, forKey: .deleted) ?? false
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try record.encode(to: encoder)
+        guard let outboxState else { return }
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(outboxState == .pending, forKey: .pending)
+        if outboxState == .conflict { try c.encode(true, forKey: .conflict) }
+        try c.encodeIfPresent(outboxID, forKey: .outboxID)
+        if deleted { try c.encode(true, forKey: .deleted) }
+    }
+
+    /// The marker people see after the record's header: `[pending]`, `[conflict]`, or nothing.
+    public var marker: String? {
+        guard let outboxState else { return nil }
+        return "[\(outboxState.rawValue)\(deleted ? " deletion" : ""), outbox \(outboxID.map(String.init) ?? "?")]"
+    }
+}
+
+/// A write in the outbox, as `outboxList` shows it.
+public struct OutboxItem: Codable, Sendable, Hashable {
+    public var id: Int64
+    public var ownerName: String
+    public var zoneName: String
+    /// The names of the records it saves.
+    public var records: [String]
+    /// The names of the records it deletes.
+    public var deleting: [String]
+    public var state: OutboxOperation.State
+    public var savePolicy: SavePolicy
+    /// Why the owner did not accept it (conflict and refused).
+    public var error: ControlError?
+    /// The records as this node wrote them.
+    public var saving: [Record]
+    /// The owner's version of each record in conflict.
+    public var serverRecords: [Record]
+
+    public init(owner: String, operation: OutboxOperation) {
+        id = operation.id
+        ownerName = owner
+        zoneName = operation.zoneName
+        records = operation.saving.map(\.recordID.recordName)
+        deleting = operation.deleting
+        state = operation.state
+        savePolicy = operation.savePolicy
+        error = operation.error.map(ControlError.init)
+        saving = operation.saving
+        serverRecords = operation.serverRecords
+    }
+}
+
+/// What `outboxResolve` did.
+public struct OutboxResolution: Codable, Sendable, Hashable {
+    public enum Outcome: String, Codable, Sendable {
+        /// Sent again and accepted by the owner.
+        case sent
+        /// Dropped: the owner's version stays.
+        case dropped
+        /// Waiting for the owner (not connected, or no answer yet).
+        case pending
+        /// Sent again and in conflict again (the owner's record changed once more).
+        case conflict
+        /// Sent again and refused.
+        case refused
+    }
+
+    public var id: Int64
+    public var outcome: Outcome
+    /// The write as it stands, while it is still in the outbox.
+    public var item: OutboxItem?
+
+    public init(id: Int64, outcome: Outcome, item: OutboxItem? = nil) {
+        self.id = id
+        self.outcome = outcome
+        self.item = item
     }
 }

@@ -79,14 +79,57 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case leave(owner: String?, zone: String, share: String?)
     /// → `[SharedZoneInfo]`
     case sharedZoneList
-    /// → `[Record]`, read from the replica (works while the owner is unreachable)
+    /// → `[SharedRecord]`, read from the replica (works while the owner is unreachable), with this
+    /// node's own writes not yet accepted by the owner in place of the replica's version (see ``SharedRecord``)
     case sharedRecordList(owner: String?, zone: String)
-    /// → ``Record``, read from the replica
+    /// → ``SharedRecord``, read from the replica, or this node's own write not yet accepted (read your
+    /// own writes)
     case sharedRecordGet(owner: String?, zone: String, name: String)
-    /// Saves a record in a shared zone through the owner (`changedKeys` policy). → ``SharedWriteResult``
-    case sharedRecordSave(owner: String?, zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment])
+    /// Saves a record in a shared zone through the owner. The record sent is this node's copy (its
+    /// latest pending write, else the replica's record, else a new record) with the given fields and
+    /// parent set, and that copy's change tag. `policy` (default `ifServerRecordUnchanged`, as in
+    /// CloudKit) decides what happens if the owner's record changed since: `ifServerRecordUnchanged`
+    /// fails with `serverRecordChanged` (error `serverRecord` holds the owner's record; a queued write
+    /// stays in the outbox as a conflict, see `outboxList`); `changedKeys` writes the given fields over
+    /// the owner's record; `allKeys` replaces it with this node's copy. → ``SharedWriteResult``
+    ///
+    /// ```
+    /// → {"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"topic-1","fields":[{"key":"title","type":"string","value":"B"}]}}
+    /// ← {"ok":false,"error":{"code":"serverRecordChanged","message":"…","recordName":"topic-1","serverRecord":{…}}}
+    /// ```
+    case sharedRecordSave(
+        owner: String?, zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment],
+        policy: SavePolicy?)
     /// Deletes a record in a shared zone through the owner. → ``SharedWriteResult``
     case sharedRecordDelete(owner: String?, zone: String, name: String)
+
+    // MARK: The outbox (writes to shared zones not yet accepted)
+
+    /// Every write in the outbox: pending (waiting for the owner), conflict (the owner's record changed
+    /// since it was read) and refused (the owner said no, e.g. `permissionFailure`). Conflicts and
+    /// refusals stay until resolved with `outboxResolve` or `outboxDiscard`. → `[OutboxItem]`
+    ///
+    /// ```
+    /// → {"outboxList":{}}
+    /// ← {"ok":true,"result":[{"id":3,"ownerName":"_ab…","zoneName":"Topics","records":["topic-1"],"state":"conflict",…}]}
+    /// ```
+    case outboxList
+    /// Resolves a write in conflict: `keep` `mine` sends it again over the owner's change tag (same
+    /// fields; it may conflict again) and waits a few seconds for the answer if the owner is connected;
+    /// `theirs` drops it (the owner's version stays). → ``OutboxResolution``
+    ///
+    /// ```
+    /// → {"outboxResolve":{"id":3,"keep":"mine"}}
+    /// ← {"ok":true,"result":{"id":3,"outcome":"sent"}}
+    /// ```
+    case outboxResolve(id: Int64, keep: ParticipantSync.ConflictChoice)
+    /// Drops a write from the outbox, whatever its state (typically a refused one). → ``Done``
+    ///
+    /// ```
+    /// → {"outboxDiscard":{"id":4}}
+    /// ← {"ok":true,"result":{"done":true}}
+    /// ```
+    case outboxDiscard(id: Int64)
 
     // MARK: Change feeds
 
@@ -121,6 +164,8 @@ public struct ControlError: Codable, Sendable, Hashable, Error, CustomStringConv
     public var rule: String?
     public var recordName: String?
     public var zoneName: String?
+    /// For `serverRecordChanged`: the owner's version of the record.
+    public var serverRecord: Record?
 
     public init(_ error: ShareSyncError) {
         code = error.code
@@ -128,6 +173,7 @@ public struct ControlError: Codable, Sendable, Hashable, Error, CustomStringConv
         rule = error.rule
         recordName = error.recordID?.recordName
         zoneName = error.zoneID?.zoneName
+        serverRecord = error.serverRecord
         if error.code == .partialFailure || error.code == .batchRequestFailed,
             let first = error.partialErrors?.sorted(by: { $0.key < $1.key }).first
         {
@@ -156,6 +202,21 @@ public struct NodeStatus: Codable, Sendable, Hashable {
     public var listen: HostAndPort
     public var advertised: HostAndPort
     public var connections: Int
+    /// The writes to shared zones in the outbox, by state (filled in by the control handler).
+    public var outbox: OutboxCounts? = nil
+}
+
+/// How many writes to shared zones wait in the outbox, by state.
+public struct OutboxCounts: Codable, Sendable, Hashable {
+    public var pending: Int
+    public var conflicts: Int
+    public var refused: Int
+
+    public init(pending: Int, conflicts: Int, refused: Int) {
+        self.pending = pending
+        self.conflicts = conflicts
+        self.refused = refused
+    }
 }
 
 /// A zone of the private database.

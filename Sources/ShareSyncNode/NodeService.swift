@@ -169,6 +169,13 @@ public final class NodeService: Service, Sendable {
                     "owner": "\(owner)", "zone": "\(recordID.zoneID.zoneName)", "record": "\(recordID.recordName)",
                     "resolved": "\(resolved)",
                 ])
+        case .operationKept(let owner, let operation):
+            logger.notice(
+                "queued write kept in the outbox",
+                metadata: [
+                    "owner": "\(owner)", "operation": "\(operation.id)", "state": "\(operation.state.rawValue)",
+                    "error": "\(operation.error.map(\.description) ?? "-")",
+                ])
         case .error(let owner, let error):
             logger.warning(
                 "sync error",

@@ -24,9 +24,14 @@ extension ParticipantSync {
         /// A write from the outbox got its answer from the owner (after conflict resolution) and left the outbox.
         case operationSent(owner: String, operationID: Int64, result: ModifyRecordsResult)
         /// A queued save met a newer record on the owner (`serverRecordChanged`); `resolved` says
-        /// whether the merge hook gave a record to save instead.
+        /// whether the merge hook gave a record to save instead (`false` without a hook).
         case conflict(owner: String, recordID: Record.ID, resolved: Bool)
-        /// A failure the engine handled (a dropped outbox operation, a refused page); sync goes on.
+        /// A write from the outbox was answered with a conflict or a refusal and stays in the outbox,
+        /// no longer sent, until it is resolved: `operation.state` is ``OutboxOperation/State/conflict``
+        /// (with the owner's records in `operation.serverRecords`) or ``OutboxOperation/State/refused``,
+        /// `operation.error` says why. It holds only the items the owner did not accept.
+        case operationKept(owner: String, operation: OutboxOperation)
+        /// A failure the engine handled (an outbox operation refused, a refused page); sync goes on.
         case error(owner: String?, ShareSyncError)
     }
 

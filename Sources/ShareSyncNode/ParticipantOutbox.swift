@@ -1,68 +1,159 @@
 import ShareSyncCore
 import ShareSyncStore
 
-// Sending the outbox: the owner's pending writes, oldest first, each removed once the owner answered.
-// Conflicts (`serverRecordChanged`) go through the merge hook and are retried once; see
-// `ParticipantSync`, "Writes".
+// Sending the outbox: the owner's pending writes, oldest first. A write the owner accepted leaves the
+// outbox; one answered with a conflict or a refusal stays in it, as `conflict` or `refused`, until the
+// user resolves it. Conflicts go through the merge hook first when there is one. See `ParticipantSync`,
+// "Writes".
 
 extension ParticipantOwnerLink {
     /// Sends every pending write of this owner in order. A network failure stops here and keeps the
-    /// write (and the later ones) for the next connection; any other failure drops the write and is
-    /// reported as an ``ParticipantSync/Event/error(owner:_:)``.
+    /// write (and the later ones) pending for the next connection; a conflict or any other failure keeps
+    /// the write as `conflict` or `refused` (``ParticipantSync/Event/operationKept(owner:operation:)``)
+    /// and the later writes still go.
     func flushOutbox(_ connection: OwnerConnection) async throws(ShareSyncError) {
-        for operation in try replica.pendingOperations(owner: ownerName) {
-            let result: ModifyRecordsResult
+        for id in try replica.pendingOperations(owner: ownerName).map(\.id) {
+            // Read again: an earlier save may have rebased it, the user may have discarded it.
+            guard let operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
+            let answer: (ModifyRecordsResult, dropped: Set<Record.ID>)
             do {
                 let first = try await connection.modifyRecords(
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
                     savePolicy: operation.savePolicy, atomically: operation.atomically)
-                result = try await resolveConflicts(operation, first, connection)
+                answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
             } catch where Self.isTransient(error) {
                 throw error
             } catch {
-                logger.warning("outbox write refused; dropped", metadata: ["id": "\(operation.id)", "error": "\(error)"])
-                try replica.removeOperation(id: operation.id)
-                hub.emit(.error(owner: ownerName, error))
+                var refused = operation
+                refused.state = .refused
+                refused.error = error
+                try keep(refused)
                 continue
             }
-            try replica.removeOperation(id: operation.id)
-            hub.emit(.operationSent(owner: ownerName, operationID: operation.id, result: result))
-            let errors = result.errors.filter { $0.value.code != .serverRecordChanged }
-            if !errors.isEmpty {
-                hub.emit(
-                    .error(
-                        owner: ownerName,
-                        ShareSyncError(
-                            .partialFailure, "outbox write \(operation.id): \(errors.count) items refused",
-                            partialErrors: errors)))
-            }
+            try settle(operation, answer.0, dropped: answer.dropped)
         }
     }
 
-    /// Retries once the saves refused with `serverRecordChanged`, merged by the hook and carrying the
-    /// server's change tag, together with the items that failed only because the batch did
-    /// (`batchRequestFailed`). Returns the first result updated with the retry's.
+    /// Removes an answered write, or keeps what of it the owner did not accept, as a conflict or a refusal.
+    private func settle(_ operation: OutboxOperation, _ result: ModifyRecordsResult, dropped: Set<Record.ID>)
+        throws(ShareSyncError)
+    {
+        let zoneID = RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName)
+        var kept = operation
+        kept.saving = []
+        kept.deleting = []
+        var conflicts: [ShareSyncError] = []
+        var refusals: [ShareSyncError] = []
+        for record in operation.saving {
+            switch result.saveResults[record.recordID] {
+            case .success(let saved)?:
+                // Later local edits of this record were based on the same copy: base them on this save.
+                try replica.rebaseQueuedSaves(
+                    owner: ownerName, recordID: record.recordID, from: record.recordChangeTag, to: saved.recordChangeTag)
+            case .failure(let error)? where !dropped.contains(record.recordID):
+                kept.saving.append(record)
+                if error.code == .serverRecordChanged {
+                    conflicts.append(error)
+                    if configuration.mergeConflict == nil {
+                        hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: false))
+                    }
+                } else if error.code != .batchRequestFailed {
+                    refusals.append(error)
+                }
+            default:
+                break
+            }
+        }
+        for name in operation.deleting {
+            if case .failure(let error)? = result.deleteResults[Record.ID(recordName: name, zoneID: zoneID)] {
+                kept.deleting.append(name)
+                if error.code != .batchRequestFailed { refusals.append(error) }
+            }
+        }
+        if conflicts.isEmpty && refusals.isEmpty && !(kept.saving.isEmpty && kept.deleting.isEmpty) {
+            // Only items that failed because their batch did: not refused, not sent; send them again.
+            kept.state = .pending
+            try replica.updateOperation(kept)
+        } else if let refusal = refusals.first {
+            kept.state = .refused
+            kept.error = refusals.count == 1 ? refusal : ShareSyncError(
+                .partialFailure, "\(refusals.count) items refused (first: \(refusal.message))",
+                recordID: refusal.recordID, rule: refusal.rule, partialErrors: result.errors)
+            kept.serverRecords = conflicts.compactMap(\.serverRecord)
+            try keep(kept)
+        } else if let conflict = conflicts.first {
+            kept.state = .conflict
+            kept.error = conflict
+            kept.serverRecords = conflicts.compactMap(\.serverRecord)
+            try keep(kept)
+        } else {
+            try replica.removeOperation(id: operation.id)
+            hub.emit(.operationSent(owner: ownerName, operationID: operation.id, result: result))
+        }
+    }
+
+    /// A save answered `serverRecordChanged` whose server record already holds exactly what the save
+    /// wrote (same type, fields and parent) landed on an earlier try whose answer was lost (the
+    /// connection was cut after the owner committed it): it counts as saved, not as a conflict.
+    static func landedAlready(_ operation: OutboxOperation, _ result: ModifyRecordsResult) -> ModifyRecordsResult {
+        var result = result
+        for record in operation.saving {
+            guard case .failure(let error)? = result.saveResults[record.recordID], error.code == .serverRecordChanged,
+                let server = error.serverRecord, server.recordType == record.recordType, server.fields == record.fields,
+                server.parent?.recordID.recordName == record.parent?.recordID.recordName
+            else { continue }
+            result.saveResults[record.recordID] = .success(server)
+        }
+        return result
+    }
+
+    /// Stores a write the owner did not accept, in its new state, and reports it.
+    private func keep(_ operation: OutboxOperation) throws(ShareSyncError) {
+        logger.warning(
+            "outbox write kept",
+            metadata: [
+                "id": "\(operation.id)", "state": "\(operation.state.rawValue)",
+                "error": "\(operation.error.map(\.description) ?? "-")",
+            ])
+        do {
+            try replica.updateOperation(operation)
+        } catch where error.code == .unknownItem {
+            return  // the user discarded it while it was on its way
+        }
+        hub.emit(.operationKept(owner: ownerName, operation: operation))
+        if operation.state == .refused, let error = operation.error { hub.emit(.error(owner: ownerName, error)) }
+    }
+
+    /// With a merge hook: retries once the saves refused with `serverRecordChanged`, merged by the hook
+    /// and carrying the server's change tag, together with the items that failed only because the batch
+    /// did (`batchRequestFailed`). Returns the first result updated with the retry's, and the conflicting
+    /// saves the hook dropped (it returned `nil`: the server's record stays). Without a hook, returns
+    /// the result as it is.
     private func resolveConflicts(
         _ operation: OutboxOperation, _ result: ModifyRecordsResult, _ connection: OwnerConnection
-    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+    ) async throws(ShareSyncError) -> (ModifyRecordsResult, dropped: Set<Record.ID>) {
+        guard let mergeConflict = configuration.mergeConflict else { return (result, []) }
         var saves: [Record] = []
         var deletes: [String] = []
+        var dropped: Set<Record.ID> = []
         var conflicts = 0
         for record in operation.saving {
             guard case .failure(let error) = result.saveResults[record.recordID] else { continue }
             if error.code == .serverRecordChanged, let server = error.serverRecord {
                 conflicts += 1
-                let merged = configuration.mergeConflict?(record, server)
+                let merged = mergeConflict(record, server)
                 hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: merged != nil))
                 if var merged {
                     merged.recordChangeTag = server.recordChangeTag
                     saves.append(merged)
+                } else {
+                    dropped.insert(record.recordID)
                 }
             } else if error.code == .batchRequestFailed {
                 saves.append(record)
             }
         }
-        guard conflicts > 0 else { return result }
+        guard conflicts > 0 else { return (result, dropped) }
         let zoneID = RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName)
         for name in operation.deleting {
             if case .failure(let error) = result.deleteResults[Record.ID(recordName: name, zoneID: zoneID)],
@@ -71,13 +162,13 @@ extension ParticipantOwnerLink {
                 deletes.append(name)
             }
         }
-        guard !saves.isEmpty || !deletes.isEmpty else { return result }
+        guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
         let retry = try await connection.modifyRecords(
             zoneName: operation.zoneName, saving: saves, deleting: deletes, savePolicy: operation.savePolicy,
             atomically: operation.atomically)
         var merged = result
         for (id, outcome) in retry.saveResults { merged.saveResults[id] = outcome }
         for (id, outcome) in retry.deleteResults { merged.deleteResults[id] = outcome }
-        return merged
+        return (merged, dropped)
     }
 }

@@ -53,17 +53,42 @@ import Synchronization
 ///
 /// ## Writes
 /// ``modifyRecords(owner:zoneName:saving:deleting:savePolicy:atomically:)`` sends a write at once when
-/// the owner is connected and nothing older waits in the outbox; the owner's answer goes back to the
-/// caller. Otherwise (offline, or the send failed on the network) the write goes to the persistent outbox
+/// the owner is connected and nothing older is pending in the outbox; the owner's answer goes back to
+/// the caller (a conflict comes back at once as a `serverRecordChanged` failure with the owner's record). Otherwise (offline, or the send failed on the network) the write goes to the persistent outbox
 /// and is sent on the next connection. The replica is not changed optimistically: the saved records
-/// arrive with the owner's push (or the next catch-up), with their new change tags.
+/// arrive with the owner's push (or the next catch-up), with their new change tags; reads that want
+/// the local writes too use ``localEdits(owner:zoneName:)``.
 ///
-/// A queued save refused with `serverRecordChanged` goes through ``Configuration/mergeConflict``:
-/// `(local, server) -> Record?`. A record returned is saved once more in place of the local one, with
-/// the server's change tag; `nil` drops the local change and keeps the server's record. Other failures
-/// of a queued write are reported as ``Event/error(owner:_:)`` and the write leaves the outbox; network
-/// failures keep it for the next connection. A write whose answer was lost on the network is sent again
-/// and then usually meets its own earlier save as a conflict.
+/// ### The outbox and its states
+/// Every queued write is an ``OutboxOperation`` in one of three states (``OutboxOperation/State``):
+/// - **pending**: waiting to be sent; sent on each connection, in id order. Network failures
+///   (`networkFailure`, `networkUnavailable`, `serviceUnavailable`, `requestRateLimited`) keep it
+///   pending. A write whose answer was lost on the network is sent again and then usually meets its own
+///   earlier save as a conflict. When a pending save is accepted, later pending saves of the same record
+///   based on the same change tag are rebased on the new tag, so successive offline edits of a record
+///   do not conflict with each other.
+/// - **conflict**: a save under ``SavePolicy/ifServerRecordUnchanged`` (the default) met a record whose
+///   change tag is not the one the write was based on: someone saved it on the owner's node after this
+///   node's copy was read (`serverRecordChanged`). The operation keeps the items the owner did not accept,
+///   the error and the owner's version of each conflicting record (``OutboxOperation/serverRecords``).
+///   Saves under `changedKeys` or `allKeys`, and deletions, never conflict.
+/// - **refused**: the owner answered any other error, which sending again does not fix: the participant
+///   was made read-only (`permissionFailure`, rule `readOnlyParticipant`) or lost the share, the record
+///   is outside the share (`permissionFailure`), no longer exists (`unknownItem`, a save with a change
+///   tag), a field or name is invalid (`invalidArguments`), and so on.
+///
+/// A conflict or a refusal is never dropped and never sent again on its own: it stays in the outbox
+/// (``Event/operationKept(owner:operation:)``, and ``Event/error(owner:_:)`` for a refusal) until the
+/// user resolves it with ``resolveConflict(id:keep:timeout:)`` (`mine`: send it again over the owner's
+/// change tags; `theirs`: drop it) or ``discardOperation(id:)``. Later pending writes still go out.
+///
+/// With a ``Configuration/mergeConflict`` hook, a conflict first goes through it: `(local, server) ->
+/// Record?`. A record returned is saved once more in place of the local one, with the server's change
+/// tag; `nil` drops the local change and keeps the server's record (``Event/conflict(owner:recordID:resolved:)``).
+/// Only a conflict the retry meets again stays in the outbox. Without a hook (the CLI daemon), every
+/// conflict stays for the user. The CLI shows all this as `sharesync outbox` and counts it in
+/// `sharesync status`; `record get --shared` shows a pending or conflicting local write in place of
+/// the replica's record (read your own writes).
 public final class ParticipantSync: Sendable {
     /// How the engine connects, pages, backs off and merges.
     public struct Configuration: Sendable {
@@ -84,8 +109,9 @@ public final class ParticipantSync: Sendable {
         /// `client.limits.idleTimeout` (40 s by default).
         public var pingInterval: OwnerConnection.PingInterval
         /// Resolves a queued save refused with `serverRecordChanged`: given the local record and the
-        /// owner's, returns the record to save instead, or `nil` to drop the local change. Default: `nil`
-        /// for every conflict (the owner's record wins).
+        /// owner's, returns the record to save instead, or `nil` to drop the local change. Default: no
+        /// hook: every conflict stays in the outbox as ``OutboxOperation/State/conflict`` for the user to
+        /// resolve (``ParticipantSync/resolveConflict(id:keep:timeout:)``).
         public var mergeConflict: (@Sendable (_ local: Record, _ server: Record) -> Record?)?
 
         public init(
@@ -298,7 +324,7 @@ public final class ParticipantSync: Sendable {
 
     // MARK: Links
 
-    private func existingLink(_ owner: String) -> ParticipantOwnerLink? {
+    func existingLink(_ owner: String) -> ParticipantOwnerLink? {
         state.withLock { $0.links[owner] }
     }
 

@@ -3,16 +3,20 @@ import GRDB
 import ShareSyncCore
 
 // The outbox: writes made on the participant, kept on disk until the owner's node accepts them, so a
-// restart or a lost connection never drops one. The sync engine sends an owner's operations in id
-// order and removes each once it has its result.
+// restart or a lost connection never drops one. The sync engine sends an owner's pending operations in
+// id order and removes each once the owner accepted it. An operation the owner answered with a
+// conflict or a refusal stays, in state `conflict` or `refused`, until the user resolves it.
 
 extension SharedDatabaseReplica {
-    /// Adds a write to the end of the owner's outbox and returns it with its assigned ``OutboxOperation/id``.
-    /// Saved records keep their ``Record/changedKeys``.
+    /// Adds a write to the end of the owner's outbox, pending, and returns it with its assigned
+    /// ``OutboxOperation/id``. Saved records keep their ``Record/changedKeys``.
     @discardableResult
     public func enqueue(owner: String, operation: OutboxOperation) throws(ShareSyncError) -> OutboxOperation {
         var operation = operation
         operation.id = 0
+        operation.state = .pending
+        operation.error = nil
+        operation.serverRecords = []
         let json = try Self.encode(operation)
         operation.id = try write { db in
             try requireOwner(db, owner)
@@ -22,37 +26,139 @@ extension SharedDatabaseReplica {
         return operation
     }
 
-    /// The owner's pending writes, oldest first.
+    /// The owner's pending writes (the ones to send), oldest first.
     public func pendingOperations(owner: String) throws(ShareSyncError) -> [OutboxOperation] {
+        try outboxOperations(owner: owner).map(\.operation).filter { $0.state == .pending }
+    }
+
+    /// Every write in the outbox, of one owner or of all, in every state, oldest first.
+    public func outboxOperations(owner: String? = nil) throws(ShareSyncError) -> [(owner: String, operation: OutboxOperation)] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT id, json FROM replicaOutbox WHERE owner = ? ORDER BY id", arguments: [owner])
-                .map { row in
-                    var operation = try Self.decode(row["json"])
-                    operation.id = row["id"]
-                    return operation
-                }
+            let rows: [Row]
+            if let owner {
+                rows = try Row.fetchAll(
+                    db, sql: "SELECT * FROM replicaOutbox WHERE owner = ? ORDER BY id", arguments: [owner])
+            } else {
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM replicaOutbox ORDER BY id")
+            }
+            return try rows.map { row in (owner: row["owner"] as String, operation: try Self.operation(row)) }
         }
     }
 
-    /// Removes a write from the outbox (once the owner's node answered it). Removing an ID that is not
-    /// there does nothing.
+    /// One write of the outbox, with its owner; `nil` if no operation has that ID.
+    public func outboxOperation(id: Int64) throws(ShareSyncError) -> (owner: String, operation: OutboxOperation)? {
+        try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM replicaOutbox WHERE id = ?", arguments: [id]) else {
+                return nil
+            }
+            return (owner: row["owner"] as String, operation: try Self.operation(row))
+        }
+    }
+
+    /// How many writes are in each state, over every owner.
+    public func outboxCounts() throws(ShareSyncError) -> [OutboxOperation.State: Int] {
+        try read { db in
+            var counts: [OutboxOperation.State: Int] = [:]
+            for state in OutboxOperation.State.allCases { counts[state] = 0 }
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM replicaOutbox GROUP BY state") {
+                if let state = OutboxOperation.State(rawValue: row["state"]) { counts[state] = row["n"] }
+            }
+            return counts
+        }
+    }
+
+    /// Stores an operation in place of the one with its ``OutboxOperation/id``: its records, state,
+    /// error and server records. Keeps its place in the outbox. Throws `unknownItem` if it is not there.
+    public func updateOperation(_ operation: OutboxOperation) throws(ShareSyncError) {
+        let json = try Self.encode(operation)
+        var error: Data?
+        if let failure = operation.error { error = try Self.encode(StoredError(failure)) }
+        var servers: Data?
+        if !operation.serverRecords.isEmpty { servers = try Self.encode(operation.serverRecords) }
+        let changed = try write { db in
+            try db.execute(
+                sql: "UPDATE replicaOutbox SET json = ?, state = ?, error = ?, serverRecords = ? WHERE id = ?",
+                arguments: [json, operation.state.rawValue, error, servers, operation.id])
+            return db.changesCount
+        }
+        guard changed == 1 else {
+            throw ShareSyncError(.unknownItem, "no write \(operation.id) in the outbox; see `sharesync outbox`")
+        }
+    }
+
+    /// Removes a write from the outbox (once the owner's node answered it, or the user dropped it).
+    /// Removing an ID that is not there does nothing.
     public func removeOperation(id: Int64) throws(ShareSyncError) {
         try write { db in
             try db.execute(sql: "DELETE FROM replicaOutbox WHERE id = ?", arguments: [id])
         }
     }
 
-    static func encode(_ operation: OutboxOperation) throws(ShareSyncError) -> Data {
+    /// After the owner saved `recordID` and gave it `newTag`, the owner's pending saves of that record
+    /// that were based on `oldTag` are based on `newTag`: a later local edit of a record builds on the
+    /// earlier one instead of conflicting with it.
+    public func rebaseQueuedSaves(
+        owner: String, recordID: ShareSyncCore.Record.ID, from oldTag: String?, to newTag: String?
+    ) throws(ShareSyncError) {
+        for var operation in try pendingOperations(owner: owner) {
+            var changed = false
+            for i in operation.saving.indices
+            where operation.saving[i].recordID == recordID && operation.saving[i].recordChangeTag == oldTag {
+                operation.saving[i].recordChangeTag = newTag
+                changed = true
+            }
+            if changed { try updateOperation(operation) }
+        }
+    }
+
+    /// An outbox row as an operation with its state.
+    private static func operation(_ row: Row) throws(ShareSyncError) -> OutboxOperation {
+        var operation: OutboxOperation = try decode(row["json"])
+        operation.id = row["id"]
+        operation.state = OutboxOperation.State(rawValue: row["state"]) ?? .pending
+        if let data: Data = row["error"] {
+            let stored: StoredError = try decode(data)
+            operation.error = stored.error(zoneName: operation.zoneName, owner: row["owner"])
+        }
+        if let data: Data = row["serverRecords"] {
+            operation.serverRecords = try decode(data)
+        }
+        return operation
+    }
+
+    /// An error as the outbox stores it.
+    private struct StoredError: Codable {
+        var code: ShareSyncError.Code
+        var message: String
+        var rule: String?
+        var recordName: String?
+
+        init(_ error: ShareSyncError) {
+            code = error.code
+            message = error.message
+            rule = error.rule
+            recordName = error.recordID?.recordName
+        }
+
+        func error(zoneName: String, owner: String) -> ShareSyncError {
+            let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: owner)
+            return ShareSyncError(
+                code, message, recordID: recordName.map { ShareSyncCore.Record.ID(recordName: $0, zoneID: zoneID) },
+                zoneID: zoneID, rule: rule)
+        }
+    }
+
+    static func encode<T: Encodable>(_ value: T) throws(ShareSyncError) -> Data {
         do {
-            return try JSONCoding.encoder(includingChangedKeys: true).encode(operation)
+            return try JSONCoding.encoder(includingChangedKeys: true).encode(value)
         } catch {
             throw ShareSyncError(.invalidArguments, "the operation cannot be encoded as JSON: \(error)", rule: "recordJSON")
         }
     }
 
-    static func decode(_ data: Data) throws(ShareSyncError) -> OutboxOperation {
+    static func decode<T: Decodable>(_ data: Data) throws(ShareSyncError) -> T {
         do {
-            return try JSONCoding.decoder().decode(OutboxOperation.self, from: data)
+            return try JSONCoding.decoder().decode(T.self, from: data)
         } catch {
             throw ShareSyncError(.internalError, "a stored outbox operation is unreadable: \(JSONErrors.describe(error))")
         }

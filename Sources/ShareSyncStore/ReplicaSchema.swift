@@ -47,6 +47,26 @@ enum ReplicaSchema {
                     CREATE INDEX replicaOutbox_owner ON replicaOutbox(owner, id);
                     """)
         }
+        migrator.registerMigration("replica-v2-outbox-state") { db in
+            try db.execute(
+                sql: """
+                    -- an operation the owner answered with a conflict or a refusal stays, no longer sent:
+                    -- state is pending, conflict or refused; error is the owner's error as JSON
+                    -- ({"code","message","rule","recordName"}); serverRecords the owner's versions of the
+                    -- conflicting records, a JSON array
+                    ALTER TABLE replicaOutbox ADD COLUMN state TEXT NOT NULL DEFAULT 'pending';
+                    ALTER TABLE replicaOutbox ADD COLUMN error BLOB;
+                    ALTER TABLE replicaOutbox ADD COLUMN serverRecords BLOB;
+                    """)
+        }
         return migrator
+    }
+
+    /// Creates a replica file with the migrations up to `migration` only, then runs `sql` on it: a file
+    /// as an older version left it, for migration tests.
+    static func createOlderFile(path: String, upTo migration: String, sql: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        try migrator.migrate(queue, upTo: migration)
+        try queue.write { try $0.execute(sql: sql) }
     }
 }

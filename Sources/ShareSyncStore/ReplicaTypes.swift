@@ -28,8 +28,23 @@ public struct OwnerInfo: Sendable, Hashable, Codable {
 /// `modifyRecords` request, like a `CKModifyRecordsOperation` waiting to run.
 ///
 /// Operations of an owner are sent in the order they were enqueued (see
-/// ``SharedDatabaseReplica/pendingOperations(owner:)``).
+/// ``SharedDatabaseReplica/pendingOperations(owner:)``). An operation the owner answered with a
+/// conflict or a refusal stays in the outbox, no longer sent, until the user resolves it (see
+/// ``State``; the rules are in `ParticipantSync`, "Writes").
 public struct OutboxOperation: Sendable, Hashable, Codable {
+    /// Where an operation stands in the outbox.
+    public enum State: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Waiting to be sent (or sent, with no answer yet): sent on the next connection, in id order.
+        case pending
+        /// The owner answered `serverRecordChanged` for at least one save: the owner's record changed
+        /// since the local copy was read. ``OutboxOperation/serverRecords`` holds the owner's versions.
+        /// Not sent again until resolved.
+        case conflict
+        /// The owner refused it for another reason that retrying does not fix (such as
+        /// `permissionFailure`); ``OutboxOperation/error`` says why. Not sent again.
+        case refused
+    }
+
     /// The operation's position in the outbox, assigned by ``SharedDatabaseReplica/enqueue(owner:operation:)``.
     public var id: Int64
     /// The zone the records live in, in the owner's database.
@@ -42,6 +57,17 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
     public var savePolicy: SavePolicy
     /// Whether the whole operation fails if any item fails.
     public var atomically: Bool
+    /// Where the operation stands; ``State/pending`` when enqueued.
+    public var state: State = .pending
+    /// Why the owner did not accept it (``State/conflict`` and ``State/refused``).
+    public var error: ShareSyncError? = nil
+    /// The owner's version of each save that conflicted (``State/conflict``).
+    public var serverRecords: [ShareSyncCore.Record] = []
+
+    // The state, error and server records are stored in their own columns, not in the operation's JSON.
+    private enum CodingKeys: String, CodingKey {
+        case id, zoneName, saving, deleting, savePolicy, atomically
+    }
 
     /// Creates an operation to enqueue; its ``id`` is assigned when it is enqueued.
     public init(

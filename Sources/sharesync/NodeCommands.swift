@@ -172,8 +172,11 @@ struct RunCommand: AsyncParsableCommand {
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the running node: who it is and where it listens.",
+        abstract: "Show the running node: who it is, where it listens, and its outbox.",
         discussion: """
+            The outbox line counts this node's writes to shared zones not yet accepted: pending \
+            (waiting for the owner), conflicts and refused (kept until resolved; see `sharesync outbox`).
+
             Example:
               sharesync status --home ~/.sharesync --json
             """)
@@ -188,7 +191,7 @@ struct StatusCommand: AsyncParsableCommand {
             name: \($0.displayName)
             listening on \($0.listen), advertised as \($0.advertised)
             participant connections: \($0.connections)
-            """
+            """ + ($0.outbox.map { "\noutbox: \($0.pending) pending, \($0.conflicts) conflicts, \($0.refused) refused" } ?? "")
         }
     }
 }

@@ -38,6 +38,9 @@ enum Output {
         switch error {
         case let error as ControlError:
             Output.error(error.description)
+            if let server = error.serverRecord {
+                FileHandle.standardError.write(Data(("the owner's record:\n" + describe(server) + "\n").utf8))
+            }
             return Exit.refused
         case let error as ShareSyncError:
             Output.error(error.description)
@@ -113,3 +116,5 @@ func callNode<T: Codable & Sendable>(
 }
 
 extension Participant.Permission: ExpressibleByArgument {}
+extension SavePolicy: ExpressibleByArgument {}
+extension ParticipantSync.ConflictChoice: ExpressibleByArgument {}

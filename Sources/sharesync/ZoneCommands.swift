@@ -89,8 +89,15 @@ struct RecordCommand: AsyncParsableCommand {
     static func describe(_ result: SharedWriteResult) -> String {
         switch result.outcome {
         case .sent: "sent" + (result.record.map { ": saved " + Output.describe($0) } ?? "")
-        case .queued: "queued (owner offline)"
+        case .queued: "queued (owner offline); `sharesync outbox` lists it until the owner accepts it"
         }
+    }
+
+    /// A shared record for people, marked when it is this node's own write not yet accepted.
+    static func describe(_ shared: SharedRecord) -> String {
+        var lines = Output.describe(shared.record).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        if let marker = shared.marker { lines[0] += "  " + marker }
+        return lines.joined(separator: "\n")
     }
 
     struct Save: AsyncParsableCommand {
@@ -101,9 +108,18 @@ struct RecordCommand: AsyncParsableCommand {
                 seconds since 1970), bytes (base64), reference (a record name in the same zone), \
                 location (LAT,LON).
 
+                With --shared, the record sent is this node's copy (its pending write, else the \
+                replica's record) with the fields set, and its change tag. If the owner's record changed \
+                since, the save fails with serverRecordChanged and shows the owner's record (exit 65); \
+                a write queued while the owner was offline stays in `sharesync outbox` as a conflict \
+                instead. --policy changedKeys (write the given fields over the owner's record) or \
+                allKeys (replace it) make the last writer win.
+
                 Example:
                   sharesync record save --zone Groceries --type Item --name milk --parent list-1 \\
                     --field title=string:Milk --field done=bool:false --field at=location:48.85,2.35
+                  sharesync record save --shared --zone Groceries --type Item --name milk \\
+                    --field title=string:Oat milk --policy changedKeys
                 """)
         @OptionGroup var options: NodeOptions
         @Option(help: "The record's zone.") var zone: String
@@ -113,8 +129,13 @@ struct RecordCommand: AsyncParsableCommand {
         @Option(name: .customLong("field"), help: ArgumentHelp("A field to set.", valueName: "key=type:value"))
         var fields: [String] = []
         @OptionGroup var sharing: SharedOptions
+        @Option(help: ArgumentHelp(
+            "With --shared: ifServerRecordUnchanged (default: fail on a newer owner's record), changedKeys or allKeys (last writer wins).",
+            valueName: "policy"))
+        var policy: SavePolicy?
 
         func validate() throws {
+            if policy != nil, !sharing.shared { throw ValidationError("--policy goes with --shared") }
             for field in fields {
                 do { _ = try FieldAssignment(parsing: field) } catch { throw ValidationError(error.message) }
             }
@@ -125,7 +146,9 @@ struct RecordCommand: AsyncParsableCommand {
             if sharing.shared {
                 try await callNode(
                     options,
-                    .sharedRecordSave(owner: sharing.owner, zone: zone, type: type, name: name, parent: parent, fields: assignments),
+                    .sharedRecordSave(
+                        owner: sharing.owner, zone: zone, type: type, name: name, parent: parent, fields: assignments,
+                        policy: policy),
                     as: SharedWriteResult.self, human: RecordCommand.describe)
                 return
             }
@@ -139,16 +162,28 @@ struct RecordCommand: AsyncParsableCommand {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show one record.",
-            discussion: "Example:\n  sharesync record get --zone Groceries --name milk --json")
+            discussion: """
+                With --shared, a write of this node the owner has not accepted yet shows in place of the \
+                replica's record, marked [pending] (JSON: "pending": true) or [conflict] (JSON: \
+                "conflict": true; see `sharesync outbox`), with its outbox ID.
+
+                Example:
+                  sharesync record get --zone Groceries --name milk --json
+                  sharesync record get --shared --zone Groceries --name milk
+                """)
         @OptionGroup var options: NodeOptions
         @Option(help: "The record's zone.") var zone: String
         @Option(help: "The record's name.") var name: String
         @OptionGroup var sharing: SharedOptions
 
         func run() async throws {
-            let request: ControlRequest =
-                sharing.shared ? .sharedRecordGet(owner: sharing.owner, zone: zone, name: name) : .recordGet(zone: zone, name: name)
-            try await callNode(options, request, as: Record.self) { Output.describe($0) }
+            if sharing.shared {
+                try await callNode(
+                    options, .sharedRecordGet(owner: sharing.owner, zone: zone, name: name), as: SharedRecord.self,
+                    human: RecordCommand.describe)
+                return
+            }
+            try await callNode(options, .recordGet(zone: zone, name: name), as: Record.self) { Output.describe($0) }
         }
     }
 
@@ -177,15 +212,26 @@ struct RecordCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the records of a zone (with --shared: of a zone shared with this node).",
-            discussion: "Example:\n  sharesync record list --zone Groceries --json\n  sharesync record list --shared --zone Groceries")
+            discussion: """
+                With --shared, writes of this node the owner has not accepted yet show in place of the \
+                replica's records, marked as `record get` marks them.
+
+                Example:
+                  sharesync record list --zone Groceries --json
+                  sharesync record list --shared --zone Groceries
+                """)
         @OptionGroup var options: NodeOptions
         @Option(help: "The zone.") var zone: String
         @OptionGroup var sharing: SharedOptions
 
         func run() async throws {
-            let request: ControlRequest =
-                sharing.shared ? .sharedRecordList(owner: sharing.owner, zone: zone) : .recordList(zone: zone)
-            try await callNode(options, request, as: [Record].self) {
+            if sharing.shared {
+                try await callNode(options, .sharedRecordList(owner: sharing.owner, zone: zone), as: [SharedRecord].self) {
+                    $0.map(RecordCommand.describe).joined(separator: "\n")
+                }
+                return
+            }
+            try await callNode(options, .recordList(zone: zone), as: [Record].self) {
                 $0.map(Output.describe).joined(separator: "\n")
             }
         }

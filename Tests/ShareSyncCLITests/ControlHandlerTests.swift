@@ -94,3 +94,41 @@ enum NodeStatusStub {
         return try! JSONDecoder().decode(NodeStatus.self, from: Data(json.utf8))
     }()
 }
+
+@Suite("Control requests and results of the outbox")
+struct OutboxControlCodingTests {
+    @Test func aSharedSaveWithoutPolicyDecodesWithTheDefaultLeftToTheHandler() throws {
+        let line = #"{"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"t","fields":[]}}"#
+        let request = try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8))
+        #expect(request == .sharedRecordSave(owner: nil, zone: "Topics", type: "Topic", name: "t", parent: nil, fields: [], policy: nil))
+        let withPolicy = #"{"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"t","fields":[],"policy":"allKeys"}}"#
+        guard case .sharedRecordSave(_, _, _, _, _, _, let policy) = try JSONDecoder().decode(ControlRequest.self, from: Data(withPolicy.utf8))
+        else { Issue.record("not a sharedRecordSave"); return }
+        #expect(policy == .allKeys)
+        for (line, expected) in [
+            (#"{"outboxList":{}}"#, ControlRequest.outboxList),
+            (#"{"outboxResolve":{"id":3,"keep":"mine"}}"#, .outboxResolve(id: 3, keep: .mine)),
+            (#"{"outboxDiscard":{"id":4}}"#, .outboxDiscard(id: 4)),
+        ] {
+            #expect(try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8)) == expected)
+        }
+    }
+
+    @Test func aSharedRecordIsTheRecordsJSONWithThePendingMarker() throws {
+        var record = Record(recordType: "Topic", recordID: .init(recordName: "t", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: "_a")))
+        record["title"] = "B"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let plain = try #require(try JSONSerialization.jsonObject(with: encoder.encode(SharedRecord(record: record))) as? [String: Any])
+        #expect(plain["pending"] == nil && plain["recordName"] as? String == "t")
+        let pending = SharedRecord(record: record, outboxID: 7, outboxState: .pending)
+        let data = try encoder.encode(pending)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(object["pending"] as? Bool == true && object["outboxID"] as? Int == 7 && object["recordType"] as? String == "Topic")
+        let decoded = try JSONDecoder().decode(SharedRecord.self, from: data)
+        #expect(decoded.outboxState == .pending && decoded.outboxID == 7 && decoded.record["title"] == "B")
+        let conflict = try JSONDecoder().decode(
+            SharedRecord.self, from: encoder.encode(SharedRecord(record: record, outboxID: 8, outboxState: .conflict)))
+        #expect(conflict.outboxState == .conflict && conflict.outboxID == 8)
+    }
+}

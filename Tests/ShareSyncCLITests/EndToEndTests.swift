@@ -13,7 +13,8 @@ final class E2ENode {
     let runArguments: [String]
 
     /// Makes a node home and starts its daemon; `prepareHome` runs first with the home's path (to mount
-    /// a file system there, say).
+    /// a file system there, say). `listen` with a fixed port keeps the node reachable at the same
+    /// address across ``restart()``.
     init(
         name: String, runArguments: [String] = [], listen: String = "127.0.0.1:0", prepareHome: (String) throws -> Void = { _ in }
     ) throws {
@@ -52,6 +53,12 @@ final class E2ENode {
     func restart() throws {
         daemon.kill()
         daemon = try Self.startDaemon(home: home, arguments: runArguments)
+    }
+
+    /// Kills the daemon (SIGKILL) and waits until it is gone; ``restart()`` starts it again.
+    func kill() throws {
+        daemon.signal(SIGKILL)
+        _ = try daemon.waitForExit(timeout: 10)
     }
 
     /// Runs a subcommand with --json against this node.

@@ -81,7 +81,7 @@ struct ParticipantWriteTests {
         try await server.shutdown()
     }
 
-    @Test("a queued write the owner refuses is dropped from the outbox and reported")
+    @Test("a queued write the owner refuses is kept in the outbox as refused and reported")
     func refusedWriteIsReported() async throws {
         let owner = try await TestOwner.start()
         let b = try TestParticipant()
@@ -104,10 +104,14 @@ struct ParticipantWriteTests {
         }
         let log = EventLog(sync)
         let server = try await owner.restartServer(port: port)
-        try await expectEventually(sync, "the outbox emptied") { try sync.replica.pendingOperations(owner: ownerName).isEmpty }
+        try await expectEventually(sync, "nothing pending") { try sync.replica.pendingOperations(owner: ownerName).isEmpty }
         try await expectEventually(sync, "an error event") {
             log.count { if case .error = $0 { true } else { false } } >= 1
         }
+        let kept = try sync.replica.outboxOperations(owner: ownerName).map(\.operation)
+        #expect(kept.map(\.state) == [.refused])
+        #expect(kept.first?.error?.code == .permissionFailure)
+        #expect(log.count { if case .operationKept(_, let operation) = $0 { operation.state == .refused } else { false } } == 1)
         #expect(try owner.db.fetchRecord(owner.id("topic"))["title"] == "Groceries")
         try await expectReplicaMatches(sync, owner)
 

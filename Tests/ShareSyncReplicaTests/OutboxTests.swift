@@ -69,3 +69,110 @@ struct OutboxTests {
         }
     }
 }
+
+@Suite("The outbox's states: conflicts and refusals are kept")
+struct OutboxStateTests {
+    func edit(_ name: String, title: String, tag: String? = nil) -> Record {
+        var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: zone()))
+        record["title"] = .string(title)
+        record.recordChangeTag = tag
+        return record
+    }
+
+    @Test("states, errors and the owner's records survive a reopen; only pending writes are to send")
+    func statesPersistAcrossReopen() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        var ids: [Int64] = []
+        do {
+            let replica = try SharedDatabaseReplica(path: path)
+            try replica.setOwner(alice)
+            for name in ["a", "b", "c"] {
+                ids.append(
+                    try replica.enqueue(
+                        owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [edit(name, title: "mine", tag: "1")])
+                    ).id)
+            }
+            var conflict = try #require(try replica.outboxOperation(id: ids[0])?.operation)
+            conflict.state = .conflict
+            let server = edit("a", title: "theirs", tag: "2")
+            conflict.error = ShareSyncError(
+                .serverRecordChanged, "record a changed", recordID: server.recordID, serverRecord: server)
+            conflict.serverRecords = [server]
+            try replica.updateOperation(conflict)
+            var refused = try #require(try replica.outboxOperation(id: ids[1])?.operation)
+            refused.state = .refused
+            refused.error = ShareSyncError(.permissionFailure, "read-only", rule: "readOnlyParticipant")
+            try replica.updateOperation(refused)
+        }
+        let replica = try SharedDatabaseReplica(path: path)
+        let all = try replica.outboxOperations()
+        #expect(all.map(\.operation.id) == ids)
+        #expect(all.map(\.owner) == [alice.ownerName, alice.ownerName, alice.ownerName])
+        #expect(all.map(\.operation.state) == [.conflict, .refused, .pending])
+        let conflict = all[0].operation
+        #expect(conflict.error?.code == .serverRecordChanged)
+        #expect(conflict.error?.recordID?.recordName == "a")
+        #expect(conflict.serverRecords.map { $0["title"] } == [.string("theirs")])
+        #expect(conflict.serverRecords.first?.recordChangeTag == "2")
+        #expect(conflict.saving.first?["title"] == "mine")
+        #expect(conflict.saving.first?.changedKeys == ["title"])
+        #expect(all[1].operation.error?.code == .permissionFailure)
+        #expect(all[1].operation.error?.rule == "readOnlyParticipant")
+        #expect(all[2].operation.error == nil && all[2].operation.serverRecords.isEmpty)
+        #expect(try replica.pendingOperations(owner: alice.ownerName).map(\.id) == [ids[2]])
+        #expect(try replica.outboxCounts() == [.pending: 1, .conflict: 1, .refused: 1])
+
+        // Back to pending (a conflict resolved as mine): error and server records are cleared.
+        var resend = conflict
+        resend.state = .pending
+        resend.error = nil
+        resend.serverRecords = []
+        try replica.updateOperation(resend)
+        #expect(try replica.pendingOperations(owner: alice.ownerName).map(\.id) == [ids[0], ids[2]])
+        #expect(try replica.outboxOperation(id: ids[0])?.operation.error == nil)
+        _ = try expectRejected(.unknownItem, in: replica) {
+            var gone = resend
+            gone.id = 9_999
+            try replica.updateOperation(gone)
+        }
+    }
+
+    @Test("a replica from before the states migration keeps its queued writes, as pending")
+    func migrationFromVersion1() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        let operation = String(decoding: try SharedDatabaseReplica.encode(
+            OutboxOperation(zoneName: "Topics", saving: [edit("a", title: "queued before")])), as: UTF8.self)
+        try ReplicaSchema.createOlderFile(
+            path: path, upTo: "replica-v1",
+            sql: """
+                INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(alice.ownerName)', 'alice.example', 7420, 'f');
+                INSERT INTO replicaOutbox (owner, json) VALUES ('\(alice.ownerName)', '\(operation)');
+                """)
+        let replica = try SharedDatabaseReplica(path: path)
+        let pending = try replica.pendingOperations(owner: alice.ownerName)
+        #expect(pending.count == 1)
+        #expect(pending.first?.state == .pending)
+        #expect(pending.first?.saving.first?["title"] == "queued before")
+        #expect(try replica.outboxCounts() == [.pending: 1, .conflict: 0, .refused: 0])
+    }
+
+    @Test("pending saves of a record based on the tag a save replaced are based on the new tag")
+    func rebase() throws {
+        try withReplica(.inMemory) { replica in
+            let first = try replica.enqueue(
+                owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [edit("a", title: "1", tag: "t1")]))
+            let second = try replica.enqueue(
+                owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [edit("a", title: "2", tag: "t1")]))
+            let other = try replica.enqueue(
+                owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [edit("a", title: "3", tag: "t0")]))
+            try replica.removeOperation(id: first.id)
+            try replica.rebaseQueuedSaves(owner: alice.ownerName, recordID: edit("a", title: "").recordID, from: "t1", to: "t2")
+            #expect(try replica.outboxOperation(id: second.id)?.operation.saving.first?.recordChangeTag == "t2")
+            #expect(try replica.outboxOperation(id: other.id)?.operation.saving.first?.recordChangeTag == "t0")
+        }
+    }
+}

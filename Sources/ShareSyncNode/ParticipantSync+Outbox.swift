@@ -1,0 +1,103 @@
+import ShareSyncCore
+import ShareSyncStore
+
+// The outbox as the user sees it: writes waiting, and writes the owner answered with a conflict or a
+// refusal, which stay until the user resolves them. See `ParticipantSync`, "Writes".
+
+extension ParticipantSync {
+    /// Which version wins when a conflict is resolved.
+    public enum ConflictChoice: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Send the local write again over the owner's record: the same fields, with the change tag of
+        /// the owner's version. It may conflict again if the owner's record changed once more.
+        case mine
+        /// Drop the local write: the owner's version stays (the replica holds it).
+        case theirs
+    }
+
+    /// A local write not yet accepted by the owner, as reads see it (read your own writes).
+    public struct LocalEdit: Sendable, Hashable {
+        /// The outbox operation it comes from.
+        public var operationID: Int64
+        /// ``OutboxOperation/State/pending`` or ``OutboxOperation/State/conflict``.
+        public var state: OutboxOperation.State
+        /// The record as this node last wrote it; `nil` for a deletion.
+        public var record: Record?
+    }
+
+    /// The latest local write of each record of a zone that is pending or in conflict, by record name.
+    /// Refused writes are left out: the owner will not take them (they are listed by the outbox).
+    public func localEdits(owner: String, zoneName: String) throws(ShareSyncError) -> [String: LocalEdit] {
+        var edits: [String: LocalEdit] = [:]
+        for (_, operation) in try replica.outboxOperations(owner: owner)
+        where operation.zoneName == zoneName && operation.state != .refused {
+            for record in operation.saving {
+                edits[record.recordID.recordName] = LocalEdit(operationID: operation.id, state: operation.state, record: record)
+            }
+            for name in operation.deleting {
+                edits[name] = LocalEdit(operationID: operation.id, state: operation.state, record: nil)
+            }
+        }
+        return edits
+    }
+
+    /// Resolves a write kept as a conflict. ``ConflictChoice/mine`` makes it pending again over the
+    /// owner's change tags and, if the owner is connected, waits (up to `timeout`) for its answer;
+    /// ``ConflictChoice/theirs`` removes it. Returns the operation as it stands afterwards, or `nil` if
+    /// it left the outbox (sent and accepted, or dropped). Throws `unknownItem` for an ID not in the
+    /// outbox and `invalidArguments` (rule `notAConflict`) for a write that is not in conflict.
+    @discardableResult
+    public func resolveConflict(id: Int64, keep choice: ConflictChoice, timeout: Duration = .seconds(10))
+        async throws(ShareSyncError) -> OutboxOperation?
+    {
+        guard let found = try replica.outboxOperation(id: id) else {
+            throw ShareSyncError(.unknownItem, "no write \(id) in the outbox; see `sharesync outbox`")
+        }
+        let (owner, operation) = found
+        guard operation.state == .conflict else {
+            throw ShareSyncError(
+                .invalidArguments,
+                "write \(id) is \(operation.state.rawValue), not in conflict; "
+                    + (operation.state == .refused ? "discard it" : "it is sent when the owner is connected"),
+                rule: "notAConflict")
+        }
+        switch choice {
+        case .theirs:
+            try replica.removeOperation(id: id)
+            logger.info("conflict resolved: theirs", metadata: ["owner": "\(owner)", "operation": "\(id)"])
+            return nil
+        case .mine:
+            var resend = operation
+            let servers = Dictionary(operation.serverRecords.map { ($0.recordID, $0) }, uniquingKeysWith: { $1 })
+            for i in resend.saving.indices {
+                if let server = servers[resend.saving[i].recordID] {
+                    resend.saving[i].recordChangeTag = server.recordChangeTag
+                }
+            }
+            resend.state = .pending
+            resend.error = nil
+            resend.serverRecords = []
+            try replica.updateOperation(resend)
+            logger.info("conflict resolved: mine, sent again", metadata: ["owner": "\(owner)", "operation": "\(id)"])
+            guard let link = existingLink(owner) else { return resend }
+            link.pokeOutbox()
+            guard link.activeConnection != nil else { return resend }
+            _ = await hub.waitUntil(timeout: timeout) {
+                (try? replica.outboxOperation(id: id))?.operation.state != .pending
+            }
+            return try replica.outboxOperation(id: id)?.operation
+        }
+    }
+
+    /// Drops a write from the outbox, whatever its state (a pending one may already be on its way if
+    /// the owner is connected). Throws `unknownItem` for an ID not in the outbox.
+    public func discardOperation(id: Int64) throws(ShareSyncError) {
+        guard let found = try replica.outboxOperation(id: id) else {
+            throw ShareSyncError(.unknownItem, "no write \(id) in the outbox; see `sharesync outbox`")
+        }
+        let (owner, operation) = found
+        try replica.removeOperation(id: id)
+        logger.info(
+            "outbox write discarded", metadata: ["owner": "\(owner)", "operation": "\(id)", "state": "\(operation.state.rawValue)"])
+        hub.notifyWatchers()
+    }
+}

@@ -1,0 +1,113 @@
+import ArgumentParser
+import Foundation
+import ShareSyncCore
+import ShareSyncNode
+
+// The outbox: this node's writes to shared zones that the owner has not accepted. Pending writes go
+// out on their own; conflicts and refusals stay here until the user resolves them.
+
+struct OutboxCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outbox",
+        abstract: "List and resolve your writes to shared zones that the owner has not accepted.",
+        discussion: """
+            A write to a shared zone made while the owner is offline waits here (pending) and goes out \
+            when the owner is back. If the owner's record changed in the meantime, the write stays as a \
+            conflict, with the owner's version; if the owner refuses it (say you became read-only), it \
+            stays as refused, with the error. Neither is sent again until you choose: \
+            `outbox resolve ID --keep mine|theirs` for a conflict, `outbox discard ID` to drop a write.
+
+            Example:
+              sharesync outbox
+              sharesync outbox resolve 3 --keep mine
+              sharesync outbox discard 4
+            """,
+        subcommands: [List.self, Resolve.self, Discard.self],
+        defaultSubcommand: List.self)
+
+    static func describe(_ item: OutboxItem) -> String {
+        var what: [String] = item.records.map { "save \($0)" } + item.deleting.map { "delete \($0)" }
+        if what.isEmpty { what = ["nothing"] }
+        var lines = [
+            "\(item.id)  \(item.state.rawValue)  \(item.ownerName)/\(item.zoneName)  \(what.joined(separator: ", "))"
+                + (item.savePolicy == .ifServerRecordUnchanged ? "" : "  (policy \(item.savePolicy.rawValue))")
+        ]
+        if let error = item.error { lines.append("  error: \(error.description)") }
+        for record in item.saving {
+            lines.append("  mine:")
+            lines += Output.describe(record).split(separator: "\n").map { "    " + $0 }
+            if let server = item.serverRecords.first(where: { $0.recordID.recordName == record.recordID.recordName }) {
+                lines.append("  theirs (the owner's record):")
+                lines += Output.describe(server).split(separator: "\n").map { "    " + $0 }
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list",
+            abstract: "List the writes in the outbox: ID, state (pending, conflict, refused), owner, zone, records, error.",
+            discussion: """
+                For a conflict, shows your version and the owner's of each record.
+
+                Example:
+                  sharesync outbox
+                  sharesync outbox list --json
+                """)
+        @OptionGroup var options: NodeOptions
+
+        func run() async throws {
+            try await callNode(options, .outboxList, as: [OutboxItem].self) { items in
+                items.isEmpty ? "the outbox is empty" : items.map(OutboxCommand.describe).joined(separator: "\n")
+            }
+        }
+    }
+
+    struct Resolve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Resolve a conflict: keep your write (send it again over the owner's) or theirs.",
+            discussion: """
+                --keep mine sends your write again with the change tag of the owner's version: the same \
+                fields, saved over it. If the owner's record changed once more, it is a conflict again. \
+                --keep theirs drops your write: the owner's version stays, as your replica holds it.
+
+                Example:
+                  sharesync outbox resolve 3 --keep mine
+                  sharesync outbox resolve 5 --keep theirs
+                """)
+        @OptionGroup var options: NodeOptions
+        @Argument(help: "The write's ID (see `sharesync outbox`).") var id: Int64
+        @Option(help: "mine or theirs.") var keep: ParticipantSync.ConflictChoice
+
+        func run() async throws {
+            try await callNode(options, .outboxResolve(id: id, keep: keep), as: OutboxResolution.self) { resolution in
+                switch resolution.outcome {
+                case .sent: "write \(resolution.id) sent again: the owner accepted it"
+                case .dropped: "write \(resolution.id) dropped: the owner's version stays"
+                case .pending: "write \(resolution.id) will be sent again when the owner is connected"
+                case .conflict, .refused:
+                    "write \(resolution.id) sent again and \(resolution.outcome == .conflict ? "in conflict again" : "refused"):\n"
+                        + (resolution.item.map(OutboxCommand.describe) ?? "")
+                }
+            }
+        }
+    }
+
+    struct Discard: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Drop a write from the outbox (a refused one, or a pending one you no longer want).",
+            discussion: """
+                A pending write may already be on its way if the owner is connected.
+
+                Example:
+                  sharesync outbox discard 4
+                """)
+        @OptionGroup var options: NodeOptions
+        @Argument(help: "The write's ID (see `sharesync outbox`).") var id: Int64
+
+        func run() async throws {
+            try await callNode(options, .outboxDiscard(id: id), as: Done.self) { _ in "write \(id) discarded" }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import ShareSyncCore
+@testable import ShareSyncNode
+import ShareSyncStore
+import Testing
+
+// A write whose answer was lost (the connection cut after the owner committed it) is sent again from
+// the outbox and answered serverRecordChanged: when the owner's record holds exactly what was written,
+// it landed, and is no conflict.
+@Suite("Outbox retries of writes that already landed")
+struct OutboxRetryTests {
+    static let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
+
+    static func note(_ title: String, tag: String?) -> Record {
+        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: zone))
+        note["title"] = .string(title)
+        note.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        note.recordChangeTag = tag
+        return note
+    }
+
+    static func conflict(server: Record) -> ModifyRecordsResult {
+        ModifyRecordsResult(
+            saveResults: [server.recordID: .failure(ShareSyncError(
+                .serverRecordChanged, "changed", recordID: server.recordID, serverRecord: server))],
+            deleteResults: [:])
+    }
+
+    @Test func aConflictWithTheSameContentIsTheEarlierTryThatLanded() throws {
+        let mine = Self.note("Milk", tag: nil)
+        let operation = OutboxOperation(zoneName: "Topics", saving: [mine])
+        let landed = ParticipantOwnerLink.landedAlready(operation, Self.conflict(server: Self.note("Milk", tag: "7")))
+        #expect((try? landed.saveResults[mine.recordID]?.get())?.recordChangeTag == "7")
+    }
+
+    @Test func aConflictWithOtherContentStaysAConflict() throws {
+        let mine = Self.note("Milk", tag: nil)
+        let operation = OutboxOperation(zoneName: "Topics", saving: [mine])
+        let result = ParticipantOwnerLink.landedAlready(operation, Self.conflict(server: Self.note("Eggs", tag: "7")))
+        guard case .failure(let error)? = result.saveResults[mine.recordID] else {
+            Issue.record("a real conflict was taken for a landed write")
+            return
+        }
+        #expect(error.code == .serverRecordChanged)
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncStore
+import ShareSyncWire
+import Testing
+
+/// An owner sharing its topic read-write with `b`, whose engine accepted it and then lost the owner.
+private struct OfflineWriter {
+    let owner: TestOwner
+    let sync: ParticipantSync
+    let port: Int
+    var ownerName: String { owner.identity.userRecordName }
+    var zone: RecordZone.ID { RecordZone.ID(zoneName: "Topics", ownerName: ownerName) }
+
+    static func start(_ b: TestParticipant, merge: (@Sendable (Record, Record) -> Record?)? = nil) async throws -> OfflineWriter {
+        let owner = try await TestOwner.start()
+        try owner.saveNotes("n", count: 3)
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = try b.makeSync(merge: merge)
+        try sync.start()
+        try await sync.accept(url: url)
+        let port = owner.server.port
+        try await owner.stop()
+        try await expectEventually(sync, "disconnected") { sync.status(owner: owner.identity.userRecordName) != .following }
+        return OfflineWriter(owner: owner, sync: sync, port: port)
+    }
+
+    /// The replica's copy of a record with `title` set, queued.
+    func queueTitle(_ name: String, _ title: String) async throws -> OutboxOperation {
+        var record = try #require(try sync.replica.fetchRecord(Record.ID(recordName: name, zoneID: zone)))
+        record["title"] = .string(title)
+        guard case .queued(let operation) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [record])
+        else { throw ShareSyncError(.internalError, "expected the write to be queued") }
+        return operation
+    }
+
+    /// The owner saves `title` on its own copy.
+    func ownerSetsTitle(_ name: String, _ title: String) throws {
+        var copy = try owner.db.fetchRecord(owner.id(name))
+        copy["title"] = .string(title)
+        _ = try owner.db.modifyRecords(saving: [copy]).get()
+    }
+
+    func ownerTitle(_ name: String) throws -> FieldValue? { try owner.db.fetchRecord(owner.id(name))["title"] }
+}
+
+@Suite("The outbox: conflicts and refusals are kept until resolved")
+struct ParticipantOutboxTests {
+    @Test("without a merge hook a queued conflict is kept with the owner's record, later writes still go, and mine resends it")
+    func conflictKeptWithoutHook() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        let log = EventLog(w.sync)
+        let stale = try await w.queueTitle("n0", "mine")
+        let later = try await w.queueTitle("n1", "later")
+        try w.ownerSetsTitle("n0", "theirs")
+        let server = try await w.owner.restartServer(port: w.port)
+
+        try await expectEventually(w.sync, "the later write sent") { try w.ownerTitle("n1") == "later" }
+        try await expectEventually(w.sync, "the conflict kept") {
+            try w.sync.replica.outboxOperations(owner: w.ownerName).map(\.operation.state) == [.conflict]
+        }
+        let kept = try #require(try w.sync.replica.outboxOperation(id: stale.id)?.operation)
+        #expect(kept.error?.code == .serverRecordChanged)
+        #expect(kept.serverRecords.map { $0["title"] } == [.string("theirs")])
+        #expect(kept.saving.map { $0["title"] } == [.string("mine")])
+        #expect(try w.ownerTitle("n0") == "theirs")
+        #expect(try w.sync.replica.outboxOperation(id: later.id) == nil)
+        #expect(log.count { if case .operationKept(_, let operation) = $0 { operation.id == stale.id && operation.state == .conflict } else { false } } == 1)
+        #expect(log.count { if case .conflict(_, let id, false) = $0 { id.recordName == "n0" } else { false } } == 1)
+        // Local reads see the kept write, marked as a conflict.
+        #expect(try w.sync.localEdits(owner: w.ownerName, zoneName: "Topics")["n0"]?.state == .conflict)
+
+        // Mine: sent again over the owner's change tag.
+        let after = try await w.sync.resolveConflict(id: stale.id, keep: .mine)
+        #expect(after == nil)
+        #expect(try w.ownerTitle("n0") == "mine")
+        #expect(try w.sync.replica.outboxOperations().isEmpty)
+
+        // Connected, a save from a stale copy fails at once with the owner's record and is not kept.
+        var stale2 = try #require(try w.sync.replica.fetchRecord(Record.ID(recordName: "n2", zoneID: w.zone)))
+        try w.ownerSetsTitle("n2", "owner's")
+        stale2["title"] = "direct"
+        guard case .sent(let direct) = try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", saving: [stale2])
+        else { throw ShareSyncError(.internalError, "expected the write to be sent") }
+        #expect(direct.errors["n2"]?.code == .serverRecordChanged)
+        #expect(direct.errors["n2"]?.serverRecord?["title"] == "owner's")
+        #expect(try w.ownerTitle("n2") == "owner's")
+        #expect(try w.sync.replica.outboxOperations().isEmpty)
+
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
+    @Test("theirs drops a kept conflict; a pending write can be discarded")
+    func theirsAndDiscard() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        let stale = try await w.queueTitle("n0", "mine")
+        try w.ownerSetsTitle("n0", "theirs")
+        let server = try await w.owner.restartServer(port: w.port)
+        try await expectEventually(w.sync, "the conflict kept") {
+            try w.sync.replica.outboxOperation(id: stale.id)?.operation.state == .conflict
+        }
+        #expect(try await w.sync.resolveConflict(id: stale.id, keep: .theirs) == nil)
+        #expect(try w.sync.replica.outboxOperations().isEmpty)
+        #expect(try w.ownerTitle("n0") == "theirs")
+        await #expect(throws: ShareSyncError.self) { try await w.sync.resolveConflict(id: stale.id, keep: .mine) }
+
+        // A pending write discarded before the owner is back never reaches it.
+        try await server.shutdown()
+        try await expectEventually(w.sync, "disconnected") { w.sync.status(owner: w.ownerName) != .following }
+        let unwanted = try await w.queueTitle("n1", "unwanted")
+        #expect(try w.sync.replica.outboxCounts() == [.pending: 1, .conflict: 0, .refused: 0])
+        try w.sync.discardOperation(id: unwanted.id)
+        #expect(throws: ShareSyncError.self) { try w.sync.discardOperation(id: unwanted.id) }
+        let again = try await w.owner.restartServer(port: w.port)
+        try await w.sync.waitUntilSynced(owner: w.ownerName)
+        #expect(try w.ownerTitle("n1") == "note 1")
+        await w.sync.stop()
+        try await again.shutdown()
+    }
+
+    @Test("with a merge hook that keeps the owner's record the conflict leaves the outbox")
+    func hookDroppingTheLocalChange() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b) { _, _ in nil }
+        let log = EventLog(w.sync)
+        _ = try await w.queueTitle("n0", "mine")
+        try w.ownerSetsTitle("n0", "theirs")
+        let server = try await w.owner.restartServer(port: w.port)
+        try await expectEventually(w.sync, "the outbox emptied") { try w.sync.replica.outboxOperations().isEmpty }
+        #expect(try w.ownerTitle("n0") == "theirs")
+        #expect(log.count { if case .conflict(_, _, false) = $0 { true } else { false } } == 1)
+        #expect(log.count { if case .operationKept = $0 { true } else { false } } == 0)
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
+    @Test("two offline edits of one record do not conflict with each other")
+    func successiveOfflineEditsBuildOnEachOther() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        _ = try await w.queueTitle("n0", "first")
+        let pending = try #require(try w.sync.localEdits(owner: w.ownerName, zoneName: "Topics")["n0"]?.record)
+        var second = pending
+        second["body"] = "second"
+        guard case .queued = try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", saving: [second]) else {
+            Issue.record("expected the write to be queued")
+            return
+        }
+        let server = try await w.owner.restartServer(port: w.port)
+        try await expectEventually(w.sync, "the outbox emptied") { try w.sync.replica.outboxOperations().isEmpty }
+        let n0 = try w.owner.db.fetchRecord(w.owner.id("n0"))
+        #expect(n0["title"] == "first" && n0["body"] == "second")
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+}
