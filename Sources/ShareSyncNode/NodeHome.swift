@@ -40,8 +40,13 @@ public struct NodeSettings: Sendable, Hashable, Codable {
     public var displayName: String
     public var email: String?
     public var phone: String?
-    /// The address the owner server binds (port 0 picks a free one at each start).
+    /// The address the owner server binds (port 0: the system picks a free one at the first start, and
+    /// the node keeps it, ``boundPort``).
     public var listen: HostAndPort
+    /// The port the system chose for a `listen` port of 0, kept so that the node comes back at the same
+    /// address after a restart (its share URLs and its participants' stored address stay right). Used
+    /// while it is free; if another program took it, the node takes a new one and keeps that.
+    public var boundPort: Int?
     /// The address share URLs carry. `nil`: the listen address (or this host's name when listening on
     /// every interface). A `nil` port: the port actually bound.
     public var advertiseHost: String?

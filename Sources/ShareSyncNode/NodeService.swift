@@ -59,6 +59,27 @@ public final class NodeService: Service, Sendable {
     /// The current state.
     public var currentState: State { state.withLock { $0 } }
 
+    /// Starts the owner server on the settings' address; for a `listen` port of 0, on the port kept from
+    /// the first start while it is free, else on a new one.
+    private func startServer(database: PrivateDatabase, settings: NodeSettings) async throws(ShareSyncError) -> OwnerServer {
+        func start(port: Int) async throws(ShareSyncError) -> OwnerServer {
+            try await OwnerServer.start(
+                database: database, identity: home.identity,
+                configuration: OwnerServer.Configuration(host: settings.listen.host, port: port, allowCleartext: allowCleartext),
+                logger: logger)
+        }
+        if settings.listen.port == 0, let kept = settings.boundPort {
+            do {
+                return try await start(port: kept)
+            } catch {
+                logger.warning(
+                    "the port this node kept is taken; listening on a new one (share URLs and participants' addresses change)",
+                    metadata: ["port": "\(kept)", "error": "\(error)"])
+            }
+        }
+        return try await start(port: settings.listen.port)
+    }
+
     public func run() async throws {
         try state.withLock { s throws(ShareSyncError) in
             guard case .idle = s else { throw ShareSyncError(.internalError, "a NodeService runs once") }
@@ -69,14 +90,21 @@ public final class NodeService: Service, Sendable {
         // is contacted. The lock is held until this function returns.
         let lock = try home.lockForDaemon()
         defer { lock.release() }
-        let settings = home.settings
+        var settings = home.settings
         let database = try home.openPrivateDatabase()
         let replica = try home.openReplica()
-        let server = try await OwnerServer.start(
-            database: database, identity: home.identity,
-            configuration: OwnerServer.Configuration(
-                host: settings.listen.host, port: settings.listen.port, allowCleartext: allowCleartext),
-            logger: logger)
+        let server = try await startServer(database: database, settings: settings)
+        if settings.listen.port == 0, settings.boundPort != server.port {
+            // Keep the port the system chose: the next start binds it again.
+            settings.boundPort = server.port
+            var updated = home
+            updated.settings = settings
+            do {
+                try updated.saveSettings()
+            } catch {
+                logger.warning("cannot keep the chosen port in the settings", metadata: ["error": "\(error)"])
+            }
+        }
         let bound = HostAndPort(host: settings.listen.host, port: server.port)
         let advertised = settings.advertisedAddress(boundPort: server.port)
         database.setShareURLBase(
