@@ -1,9 +1,10 @@
 // The fuzz driver of issue 10, two programs from one file:
 //
-// - Built with `-sanitize=fuzzer -DFUZZING` (fuzz/run.sh), it is a libFuzzer binary: libFuzzer
-//   supplies `main`, `LLVMFuzzerInitialize` picks the target named by SHARESYNC_FUZZ_TARGET, and
-//   `LLVMFuzzerTestOneInput` runs one input through it; a broken invariant traps, which libFuzzer
-//   reports as a crash and saves.
+// - Built with `-sanitize=fuzzer -DFUZZING` (fuzz/run.sh), it is a libFuzzer binary. SwiftPM links an
+//   executable's `main` to the symbol `sharesync_fuzz_main` (`--defsym`), so that symbol is defined
+//   here and hands over to libFuzzer's `LLVMFuzzerRunDriver` after picking the target named by
+//   SHARESYNC_FUZZ_TARGET; `fuzzerTestOneInput` runs one input through it, and a broken invariant
+//   traps, which libFuzzer reports as a crash and saves.
 // - Built normally, it replays files: `sharesync-fuzz TARGET FILE...` runs each file (or each file in
 //   a directory) through the target and exits 1 if any fails.
 import Foundation
@@ -13,10 +14,16 @@ import ShareSyncFuzzing
 
 nonisolated(unsafe) private var selectedTarget: FuzzTarget?
 
-@_cdecl("LLVMFuzzerInitialize")
-public func fuzzerInitialize(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
-) -> CInt {
+typealias Arguments = UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<CInt>, _ argv: Arguments,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+) -> CInt
+
+@_cdecl("sharesync_fuzz_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
     let name = ProcessInfo.processInfo.environment["SHARESYNC_FUZZ_TARGET"] ?? ""
     guard let target = FuzzTarget(rawValue: name) else {
         let names = FuzzTarget.allCases.map(\.rawValue).joined(separator: ", ")
@@ -24,7 +31,9 @@ public func fuzzerInitialize(
         exit(2)
     }
     selectedTarget = target
-    return 0
+    var count = argc
+    var arguments = argv
+    return LLVMFuzzerRunDriver(&count, &arguments, fuzzerTestOneInput)
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")
