@@ -72,7 +72,8 @@ enum HandshakeFuzzing {
         }
         // Whatever came out of the decoder is read, then the timeouts fire.
         while (try? channel.readInbound(as: ByteBuffer.self)) != nil {}
-        _ = try? channel.writeOutbound(ByteBuffer(string: "{}"))
+        // Not `writeOutbound`: it waits for the write, which the handler holds until the handshake ends.
+        channel.writeAndFlush(ByteBuffer(string: "{}"), promise: nil)
         channel.embeddedEventLoop.advanceTime(by: .seconds(300))
         while (try? channel.readOutbound(as: ByteBuffer.self)) != nil {}
         if case .server(let configuration) = role {
