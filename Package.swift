@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "ShareSyncTestSupport", targets: ["ShareSyncTestSupport"]),
         .executable(name: "sharesync", targets: ["sharesync"]),
         .executable(name: "sharesync-bench", targets: ["sharesync-bench"]),
+        .executable(name: "sharesync-fuzz", targets: ["sharesync-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", .upToNextMinor(from: "2.101.0")),
@@ -94,6 +95,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The fuzz targets (issue 10): one function per decoder, run by libFuzzer, the replay driver
+        // and the regression test. See the README, "Fuzzing".
+        .target(
+            name: "ShareSyncFuzzing",
+            dependencies: [
+                "ShareSyncCore", "ShareSyncWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(name: "sharesync-fuzz", dependencies: ["ShareSyncFuzzing"]),
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
         .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),
@@ -101,7 +113,7 @@ let package = Package(
         .testTarget(
             name: "ShareSyncWireTests",
             dependencies: [
-                "ShareSyncWire", "ShareSyncTestSupport",
+                "ShareSyncWire", "ShareSyncTestSupport", "ShareSyncFuzzing",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

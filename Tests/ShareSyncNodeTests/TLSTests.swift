@@ -216,7 +216,8 @@ struct TLSTests {
         await silent.close()
         // A TLS record header, then nothing: the TLS handshake never completes.
         let stalled = try await RawClient.connect(port: owner.server.port, .cleartext)
-        try await stalled.channel.writeAndFlush(ByteBuffer(bytes: [0x16, 0x03, 0x01]))
+        // (Under a loaded run the 500 ms may already be over and the peer closed: then so much the better.)
+        try? await stalled.channel.writeAndFlush(ByteBuffer(bytes: [0x16, 0x03, 0x01]))
         #expect(try await stalled.closes(within: 10))
         await stalled.close()
         // A TLS client that completes TLS but sends no handshake line (told why, if TLS was up in time).
