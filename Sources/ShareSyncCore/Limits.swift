@@ -26,3 +26,27 @@ public struct Limits: Sendable, Hashable, Codable {
 
     public init() {}
 }
+
+extension Array {
+    /// The elements in order, in batches of at most `maximumCount` elements whose `size`s add up to at
+    /// most `maximumBytes`, except that an element larger than that on its own makes a batch of one: how
+    /// a client splits a write to fit the owner's item count and response size, and how `record import`
+    /// splits a file to fit the control socket's lines.
+    public func batched(maximumCount: Int, maximumBytes: Int, size: (Element) -> Int) -> [[Element]] {
+        var batches: [[Element]] = []
+        var current: [Element] = []
+        var bytes = 0
+        for element in self {
+            let elementSize = size(element)
+            if !current.isEmpty && (current.count >= maximumCount || bytes + elementSize > maximumBytes) {
+                batches.append(current)
+                current = []
+                bytes = 0
+            }
+            current.append(element)
+            bytes += elementSize
+        }
+        if !current.isEmpty { batches.append(current) }
+        return batches
+    }
+}

@@ -421,21 +421,9 @@ enum ModifyItem {
     /// The items in order, in batches of at most the owner's item count and (but for a single item)
     /// 64 KiB under its response size.
     static func batches(_ items: [ModifyItem], limits: WireLimits) -> [[ModifyItem]] {
-        let byteLimit = max(1, limits.maximumResponseSize - 64 * 1024)
-        var batches: [[ModifyItem]] = []
-        var current: [ModifyItem] = []
-        var bytes = 0
-        for item in items {
-            if !current.isEmpty && (current.count == limits.maximumItemsPerRequest || bytes + item.bytes > byteLimit) {
-                batches.append(current)
-                current = []
-                bytes = 0
-            }
-            current.append(item)
-            bytes += item.bytes
-        }
-        if !current.isEmpty { batches.append(current) }
-        return batches
+        items.batched(
+            maximumCount: limits.maximumItemsPerRequest, maximumBytes: max(1, limits.maximumResponseSize - 64 * 1024),
+            size: \.bytes)
     }
 }
 

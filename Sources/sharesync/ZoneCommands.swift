@@ -331,21 +331,7 @@ struct RecordCommand: AsyncParsableCommand {
         /// Records in order, in batches of at most `maximumCount` records and (but for a single record)
         /// `maximumBytes` bytes of JSON.
         static func batches(_ records: [Record], maximumCount: Int, maximumBytes: Int) -> [[Record]] {
-            var batches: [[Record]] = []
-            var current: [Record] = []
-            var bytes = 0
-            for record in records {
-                let size = (try? record.jsonData().count) ?? 0
-                if !current.isEmpty && (current.count == maximumCount || bytes + size > maximumBytes) {
-                    batches.append(current)
-                    current = []
-                    bytes = 0
-                }
-                current.append(record)
-                bytes += size
-            }
-            if !current.isEmpty { batches.append(current) }
-            return batches
+            records.batched(maximumCount: maximumCount, maximumBytes: maximumBytes) { (try? $0.jsonData().count) ?? 0 }
         }
     }
 }
