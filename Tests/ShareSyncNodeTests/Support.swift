@@ -197,8 +197,9 @@ struct RawClient {
         try await send(String(decoding: data, as: UTF8.self))
     }
 
-    /// The next line, or nil if the connection closed first; fails after `seconds`.
-    func line(_ seconds: Double = 10) async throws -> String? {
+    /// The next line, or nil if the connection closed first; fails after `seconds` (30 by default:
+    /// with every test of the suite started at once on two cores, an event loop can wait many seconds).
+    func line(_ seconds: Double = 30) async throws -> String? {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while true {
             let (line, closed) = collector.pop()
@@ -209,7 +210,7 @@ struct RawClient {
         }
     }
 
-    func json(_ seconds: Double = 10) async throws -> [String: Any]? {
+    func json(_ seconds: Double = 30) async throws -> [String: Any]? {
         guard let line = try await line(seconds) else { return nil }
         return try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
     }
