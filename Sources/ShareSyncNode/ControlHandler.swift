@@ -15,12 +15,18 @@ public struct ControlHandler: Sendable {
     public let participant: ParticipantSync?
     /// The change feeds: `nil` refuses `changes` with `serviceUnavailable`.
     public let feeds: NodeChangeFeeds?
+    /// Carries out `advertise` (the daemon's: settings, share URLs, the owner server's announcement);
+    /// `nil` refuses it with `serviceUnavailable`.
+    public let advertise: (@Sendable (_ address: HostAndPort, _ listen: HostAndPort?) throws(ShareSyncError) -> AdvertiseResult)?
     let logger: Logger
 
     public init(
         database: PrivateDatabase, participant: ParticipantSync? = nil, feeds: NodeChangeFeeds? = nil,
-        status: @escaping @Sendable () -> NodeStatus, logger: Logger
+        status: @escaping @Sendable () -> NodeStatus,
+        advertise: (@Sendable (_ address: HostAndPort, _ listen: HostAndPort?) throws(ShareSyncError) -> AdvertiseResult)? = nil,
+        logger: Logger
     ) {
+        self.advertise = advertise
         self.database = database
         self.participant = participant
         self.feeds = feeds
@@ -90,6 +96,18 @@ public struct ControlHandler: Sendable {
             let result = try database.importRecords(moved)
             try check(result)
             return ok(ImportResult(saved: result.saveResults.count))
+        case .advertise(let host, let port, let listen):
+            guard let advertise else { throw Self.unavailable("advertising an address") }
+            guard !host.isEmpty, (1...65535).contains(port) else {
+                throw ShareSyncError(
+                    .invalidArguments, "\(HostAndPort(host: host, port: port)) is not an address participants can reach (port 1-65535)",
+                    rule: "advertisedAddress")
+            }
+            return ok(try advertise(HostAndPort(host: host, port: port), listen))
+        case .ownerAddress(let owner, let host, let port):
+            guard let participant else { throw Self.unavailable("the shared database") }
+            try participant.setOwnerAddress(owner: owner, host: host, port: port)
+            return ok(Done())
         case .status:
             var status = status()
             if let counts = try participant?.replica.outboxCounts() {

@@ -138,6 +138,43 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case changes(shared: Bool, since: String?, waitSeconds: Double?)
     /// The token for "now": `changes` from it returns only later changes. → ``ChangesPage`` (no changes)
     case currentChangeToken(shared: Bool)
+
+    // MARK: Addresses (owners that move)
+
+    /// Sets the address this node advertises: share URLs name it from now on, every participant
+    /// connected now is told at once (an `ownerAddress` push; they store it and reconnect there from
+    /// then on), and later connections learn it in their `welcome`. Kept in the settings. With
+    /// `listen`, the daemon listens there from its next start (it keeps listening where it is until
+    /// then). → ``AdvertiseResult``
+    ///
+    /// ```
+    /// → {"advertise":{"host":"alice.example.org","port":7421,"listen":{"host":"0.0.0.0","port":7421}}}
+    /// ← {"ok":true,"result":{"advertised":{"host":"alice.example.org","port":7421},"participantsTold":2,…}}
+    /// ```
+    case advertise(host: String, port: Int, listen: HostAndPort?)
+    /// Points an owner this node replicates at a new address, for an owner that moved while this node
+    /// could not hear it announce so. The replica, its tokens and the outbox stay; the node connects
+    /// there at once. → ``Done``
+    case ownerAddress(owner: String, host: String, port: Int)
+}
+
+/// What `advertise` did.
+public struct AdvertiseResult: Codable, Sendable, Hashable {
+    /// The address share URLs and `welcome` now carry.
+    public var advertised: HostAndPort
+    /// Where the daemon listens now.
+    public var listening: HostAndPort
+    /// Where it listens from its next start (the same, unless `listen` changed it).
+    public var listenAtNextStart: HostAndPort
+    /// How many authenticated connections were told with an `ownerAddress` push.
+    public var participantsTold: Int
+
+    public init(advertised: HostAndPort, listening: HostAndPort, listenAtNextStart: HostAndPort, participantsTold: Int) {
+        self.advertised = advertised
+        self.listening = listening
+        self.listenAtNextStart = listenAtNextStart
+        self.participantsTold = participantsTold
+    }
 }
 
 /// A response on the control channel: `{"ok":true,"result":...}` or `{"ok":false,"error":...}`.

@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import ShareSyncCore
 import ShareSyncStore
+import ShareSyncWire
 import Synchronization
 
 /// The node daemon (`sharesync run`) as a ``Service``: it takes the home's daemon lock (one daemon per
@@ -106,9 +107,12 @@ public final class NodeService: Service, Sendable {
             }
         }
         let bound = HostAndPort(host: settings.listen.host, port: server.port)
-        let advertised = settings.advertisedAddress(boundPort: server.port)
+        let advertised = Mutex(settings.advertisedAddress(boundPort: server.port))
+        let initial = advertised.withLock { $0 }
         database.setShareURLBase(
-            ShareURLBase(host: advertised.host, port: advertised.port, ownerFingerprint: home.identity.fingerprint))
+            ShareURLBase(host: initial.host, port: initial.port, ownerFingerprint: home.identity.fingerprint))
+        server.setAdvertisedAddress(WireAddress(host: initial.host, port: initial.port), announce: false)
+        let savedSettings = Mutex(settings)
         let identity = home.identity
         // The participant side: resumes every owner already in the replica from its stored tokens.
         var participantLogger = logger
@@ -133,8 +137,32 @@ public final class NodeService: Service, Sendable {
             status: { [home] in
                 NodeStatus(
                     userRecordName: identity.userRecordName, fingerprint: identity.fingerprint,
-                    displayName: home.settings.displayName, listen: bound, advertised: advertised,
+                    displayName: home.settings.displayName, listen: bound, advertised: advertised.withLock { $0 },
                     connections: server.connectionCount)
+            },
+            advertise: { [home, logger] address, listen throws(ShareSyncError) in
+                // Kept first (a daemon restarted later comes back with it), then URLs and participants.
+                let next = try savedSettings.withLock { settings throws(ShareSyncError) -> NodeSettings in
+                    var changed = settings
+                    changed.advertiseHost = address.host
+                    changed.advertisePort = address.port
+                    if let listen {
+                        changed.listen = listen
+                        changed.boundPort = nil
+                    }
+                    var updated = home
+                    updated.settings = changed
+                    try updated.saveSettings()
+                    settings = changed
+                    return changed
+                }
+                advertised.withLock { $0 = address }
+                database.setShareURLBase(
+                    ShareURLBase(host: address.host, port: address.port, ownerFingerprint: identity.fingerprint))
+                let told = server.setAdvertisedAddress(WireAddress(host: address.host, port: address.port))
+                logger.notice("advertised address set", metadata: ["address": "\(address)", "participantsTold": "\(told)"])
+                return AdvertiseResult(
+                    advertised: address, listening: bound, listenAtNextStart: next.listen, participantsTold: told)
             },
             logger: logger)
         let control: ControlServer
@@ -146,10 +174,10 @@ public final class NodeService: Service, Sendable {
             try? await server.shutdown()
             throw error
         }
-        state.withLock { $0 = .running(listen: bound, advertised: advertised) }
+        state.withLock { $0 = .running(listen: bound, advertised: initial) }
         logger.info(
             "node running",
-            metadata: ["listen": "\(bound)", "advertised": "\(advertised)", "control": "\(control.path)"])
+            metadata: ["listen": "\(bound)", "advertised": "\(initial)", "control": "\(control.path)"])
         onListening(bound)
 
         await withDiscardingTaskGroup { group in
@@ -204,6 +232,10 @@ public final class NodeService: Service, Sendable {
                     "owner": "\(owner)", "operation": "\(operation.id)", "state": "\(operation.state.rawValue)",
                     "error": "\(operation.error.map(\.description) ?? "-")",
                 ])
+        case .ownerAddressChanged(let owner, let host, let port, let announced):
+            logger.notice(
+                "owner address changed",
+                metadata: ["owner": "\(owner)", "address": "\(HostAndPort(host: host, port: port))", "announcedByOwner": "\(announced)"])
         case .error(let owner, let error):
             logger.warning(
                 "sync error",

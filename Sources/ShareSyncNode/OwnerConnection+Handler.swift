@@ -45,11 +45,15 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     /// When this side last sent a frame (a request, a ping or an authentication message).
     private var lastSent: NIODeadline = .distantPast
     private var keepalive: Scheduled<Void>?
+    /// Where the owner's address announcements go (the welcome's and `ownerAddress` pushes).
+    let announcements: OwnerAddressAnnouncements
 
     init(
         identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?, requiresTLS: Bool,
-        requestIDs: RequestIDs, pingInterval: TimeAmount?, authenticated: EventLoopPromise<WelcomeMessage>
+        requestIDs: RequestIDs, pingInterval: TimeAmount?, authenticated: EventLoopPromise<WelcomeMessage>,
+        announcements: OwnerAddressAnnouncements = OwnerAddressAnnouncements()
     ) {
+        self.announcements = announcements
         self.requiresTLS = requiresTLS
         self.requestIDs = requestIDs
         self.pingInterval = pingInterval
@@ -184,10 +188,16 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 return refuse(ShareSyncError(.notAuthenticated, "expected a welcome from the owner", rule: "welcomeExpected"), context: context)
             }
             state = .ready(welcome)
+            if let address = welcome.address { announcements.announce(address) }
             if let pingInterval { scheduleKeepalive(at: lastSent + pingInterval, context: context) }
             authenticated.succeed(welcome)
         case .ready(let welcome):
-            if head.push == "changes" {
+            if head.push == "ownerAddress" {
+                // The owner advertises a new address; an announcement that cannot be read changes nothing.
+                if let push = try? MessageCoding.decode(OwnerAddressPush.self, from: frame) {
+                    announcements.announce(push.address)
+                }
+            } else if head.push == "changes" {
                 // A push that cannot be read is never skipped: the connection closes and the client
                 // resumes from its last stored token.
                 do {
@@ -237,3 +247,27 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
 @available(*, unavailable)
 extension ClientConnectionHandler: Sendable {}
+
+/// The addresses an owner announced on one connection: the latest, and who wants to hear of new ones.
+final class OwnerAddressAnnouncements: Sendable {
+    private struct State {
+        var latest: WireAddress?
+        var listener: (@Sendable (WireAddress) -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    var latest: WireAddress? { state.withLock { $0.latest } }
+
+    func announce(_ address: WireAddress) {
+        let listener = state.withLock { s in
+            s.latest = address
+            return s.listener
+        }
+        listener?(address)
+    }
+
+    func setListener(_ listener: (@Sendable (WireAddress) -> Void)?) {
+        state.withLock { $0.listener = listener }
+    }
+}

@@ -63,11 +63,13 @@ public final class OwnerConnection: Sendable {
     private let channel: any Channel
     private let handler: NIOLoopBound<ClientConnectionHandler>
     private let requestIDs: RequestIDs
+    private let announcements: OwnerAddressAnnouncements
 
     private init(
         channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, requestIDs: RequestIDs,
-        welcome: WelcomeMessage
+        welcome: WelcomeMessage, announcements: OwnerAddressAnnouncements
     ) {
+        self.announcements = announcements
         self.channel = channel
         self.handler = handler
         self.requestIDs = requestIDs
@@ -119,6 +121,7 @@ public final class OwnerConnection: Sendable {
         let requestIDs = RequestIDs()
         let ping = pingInterval.interval(idleTimeout: configuration.limits.idleTimeout)
         let authenticated = eventLoop.makePromise(of: WelcomeMessage.self)
+        let announcements = OwnerAddressAnnouncements()
         let installed = eventLoop.makePromise(of: NIOLoopBound<ClientConnectionHandler>.self)
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(timeout)
@@ -127,7 +130,8 @@ public final class OwnerConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let handler = ClientConnectionHandler(
                         identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName,
-                        requiresTLS: tls != nil, requestIDs: requestIDs, pingInterval: ping, authenticated: authenticated)
+                        requiresTLS: tls != nil, requestIDs: requestIDs, pingInterval: ping, authenticated: authenticated,
+                        announcements: announcements)
                     let pipeline = channel.pipeline.syncOperations
                     if let tls {
                         try TransportSecurity.addClientHandlers(
@@ -153,13 +157,24 @@ public final class OwnerConnection: Sendable {
             let welcome = try await authenticated.futureResult.get()
             deadline.cancel()
             let handler = try await installed.futureResult.get()
-            return OwnerConnection(channel: channel, handler: handler, requestIDs: requestIDs, welcome: welcome)
+            return OwnerConnection(
+                channel: channel, handler: handler, requestIDs: requestIDs, welcome: welcome, announcements: announcements)
         } catch {
             deadline.cancel()
             installed.fail(error)
             try? await channel.close()
             throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "authentication failed: \(error)")
         }
+    }
+
+    /// The address the owner advertises, as its `welcome` or a later `ownerAddress` push said; `nil`
+    /// if it announced none.
+    public var announcedAddress: WireAddress? { announcements.latest }
+
+    /// Calls `body` (on the connection's event loop) with each address the owner announces from now on
+    /// (`ownerAddress` pushes: the owner is moving). `nil` stops the calls.
+    public func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?) {
+        announcements.setListener(body)
     }
 
     /// Closes the connection; requests in flight fail with ``ShareSyncError/Code/networkFailure``.

@@ -198,7 +198,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         let wireLimits = WireLimits(
             maximumItemsPerRequest: limits.maximumItemsPerRequest, maximumRecordSize: limits.maximumRecordSize,
             maximumResponseSize: limits.maximumResponseSize, maximumFrameSize: server.configuration.transport.limits.maximumFrameSize)
-        self.send(WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName, limits: wireLimits), context: context)
+        // Marked first, then the address read: an announcement made meanwhile reaches this connection
+        // as a push, or its address is already the one the welcome carries.
+        server.registry.markAuthenticated(context.channel)
+        let address = server.registry.advertised.withLock { $0 }
+        self.send(
+            WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName, limits: wireLimits, address: address),
+            context: context)
     }
 
     private func refuse(_ message: String, rule: String, context: ChannelHandlerContext) {

@@ -166,6 +166,32 @@ public final class OwnerServer: Sendable {
     /// The number of open connections (authenticated or not).
     public var connectionCount: Int { registry.count }
 
+    /// The address this owner advertises (the one its share URLs name), as every `welcome` tells it;
+    /// `nil` until set.
+    public var advertisedAddress: WireAddress? { registry.advertised.withLock { $0 } }
+
+    /// Sets the address this owner advertises. Connections authenticated from now on learn it in their
+    /// `welcome`; when `announce` is true and the address changed, every authenticated connection is
+    /// told at once with an `ownerAddress` push, and participants store it as the owner's address
+    /// (protocol.md, "Owners that move"). Returns how many connections were told.
+    @discardableResult
+    public func setAdvertisedAddress(_ address: WireAddress, announce: Bool = true) -> Int {
+        let changed = registry.advertised.withLock { current in
+            defer { current = address }
+            return current != nil && current != address
+        }
+        guard announce, changed else { return 0 }
+        let push = OwnerAddressPush(address: address)
+        var told = 0
+        for channel in registry.authenticatedChannels() {
+            guard let payload = try? MessageCoding.encode(push, allocator: channel.allocator) else { continue }
+            channel.writeAndFlush(payload, promise: nil)
+            told += 1
+        }
+        logger.notice("advertised address changed; participants told", metadata: ["address": "\(address)", "told": "\(told)"])
+        return told
+    }
+
     /// Stops listening, closes every connection, and stops the threads.
     public func shutdown() async throws {
         try? await listener.close()
@@ -191,19 +217,37 @@ struct ServerContext: Sendable {
 final class ConnectionRegistry: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
+        var authenticatedChannels: Set<ObjectIdentifier> = []
         var perIdentity: [String: Int] = [:]
         var authenticated = 0
         var nextID = 0
     }
 
     private let state = Mutex(State())
+    /// The address the owner advertises (see ``OwnerServer/setAdvertisedAddress(_:announce:)``).
+    let advertised = Mutex<WireAddress?>(nil)
 
     func add(_ channel: any Channel) {
         state.withLock { $0.channels[ObjectIdentifier(channel)] = channel }
     }
 
     func remove(_ channel: any Channel) {
-        _ = state.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+        state.withLock { s in
+            s.channels.removeValue(forKey: ObjectIdentifier(channel))
+            s.authenticatedChannels.remove(ObjectIdentifier(channel))
+        }
+    }
+
+    /// Notes that a connection authenticated: it gets the owner's `ownerAddress` pushes from now on.
+    func markAuthenticated(_ channel: any Channel) {
+        state.withLock { s in
+            if s.channels[ObjectIdentifier(channel)] != nil { s.authenticatedChannels.insert(ObjectIdentifier(channel)) }
+        }
+    }
+
+    /// The connections that have authenticated.
+    func authenticatedChannels() -> [any Channel] {
+        state.withLock { s in s.authenticatedChannels.compactMap { s.channels[$0] } }
     }
 
     func nextConnectionID() -> Int { state.withLock { $0.nextID += 1; return $0.nextID } }

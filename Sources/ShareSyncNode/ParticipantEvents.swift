@@ -31,6 +31,10 @@ extension ParticipantSync {
         /// (with the owner's records in `operation.serverRecords`) or ``OutboxOperation/State/refused``,
         /// `operation.error` says why. It holds only the items the owner did not accept.
         case operationKept(owner: String, operation: OutboxOperation)
+        /// The owner's address changed: `announced` when the owner said so itself (its welcome or an
+        /// `ownerAddress` push), else set by hand (``ParticipantSync/setOwnerAddress(owner:host:port:)``).
+        /// The engine reconnects there from now on.
+        case ownerAddressChanged(owner: String, host: String, port: Int, announced: Bool)
         /// A failure the engine handled (an outbox operation refused, a refused page); sync goes on.
         case error(owner: String?, ShareSyncError)
     }

@@ -179,6 +179,9 @@ final class ParticipantOwnerLink: Sendable {
                 rule: "ownerMismatch")
         }
         hub.emit(.connected(owner: ownerName))
+        // The owner says where it is reached: remembered, and followed when it changes (it moved).
+        connection.onAddressAnnounced { [self] address in self.noteAnnounced(address) }
+        if let address = connection.announcedAddress { noteAnnounced(address) }
         setStatus(.syncing)
         try await flushOutbox(connection)
         while !Task.isCancelled {
@@ -204,6 +207,18 @@ final class ParticipantOwnerLink: Sendable {
             }
             // The subscription ended with the connection still open: its token expired. Start over.
             setStatus(.syncing)
+        }
+    }
+
+    /// Stores an address the owner announced (see ``SharedDatabaseReplica/noteAnnouncedAddress(owner:host:port:)``).
+    private func noteAnnounced(_ address: WireAddress) {
+        do {
+            if let moved = try replica.noteAnnouncedAddress(owner: ownerName, host: address.host, port: address.port) {
+                logger.notice("the owner announced a new address; reconnecting there from now on", metadata: ["address": "\(address)"])
+                hub.emit(.ownerAddressChanged(owner: ownerName, host: moved.host, port: moved.port, announced: true))
+            }
+        } catch {
+            hub.emit(.error(owner: ownerName, error))
         }
     }
 

@@ -214,6 +214,30 @@ public final class ParticipantSync: Sendable {
         return metadata
     }
 
+    /// Points an owner known to the replica at a new address (the owner moved while this node could
+    /// not hear it announce so): its zones, records, tokens and outbox stay, and the engine connects
+    /// there at once (the backoff is skipped). The owner's key is still checked on every connection.
+    /// Accepting any share URL of that owner does the same. An owner the replica does not know is
+    /// `unknownItem` (rule `ownerUnknown`); a port outside 1...65535 or an empty host is
+    /// `invalidArguments` (rule `ownerAddress`).
+    public func setOwnerAddress(owner: String, host: String, port: Int) throws(ShareSyncError) {
+        guard !host.isEmpty, (1...65535).contains(port) else {
+            throw ShareSyncError(
+                .invalidArguments, "\(host.isEmpty ? "an empty host" : "port \(port)") is not an address an owner can be reached at",
+                rule: "ownerAddress")
+        }
+        guard var info = try replica.owner(named: owner) else {
+            throw ShareSyncError(
+                .unknownItem, "no owner \(owner) shares anything with this node (see the owners of `zone list --shared`)",
+                rule: "ownerUnknown")
+        }
+        info.host = host
+        info.port = port
+        try replica.setOwner(info)
+        hub.emit(.ownerAddressChanged(owner: owner, host: host, port: port, announced: false))
+        link(for: owner)?.requestSync()
+    }
+
     /// Asks the owner what the share at `url` is, without accepting it (fingerprint required and checked).
     public func fetchShareMetadata(url: String) async throws(ShareSyncError) -> ShareMetadata {
         let connection = try await OwnerConnection.connect(

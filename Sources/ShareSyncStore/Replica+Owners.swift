@@ -33,6 +33,41 @@ extension SharedDatabaseReplica {
         }
     }
 
+    /// Notes the address an owner announced (in its `welcome` or an `ownerAddress` push) and returns
+    /// the owner's entry if its address changed because of it.
+    ///
+    /// The first announcement heard from an owner is only remembered: the address the node reached it
+    /// by (the share URL's, or one set by hand) keeps working, even when it differs from what the owner
+    /// advertises (a port forwarded, a name only the participant's network resolves). An announcement
+    /// that differs from the last one heard means the owner changed its advertised address: the
+    /// owner's host and port become the announced ones, its zones, records, tokens and outbox stay.
+    /// `nil` for an unknown owner or an address already followed.
+    public func noteAnnouncedAddress(owner: String, host: String, port: Int) throws(ShareSyncError) -> OwnerInfo? {
+        try write { db -> OwnerInfo? in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT host, port, fingerprint, announcedHost, announcedPort FROM replicaOwner WHERE owner = ?",
+                    arguments: [owner])
+            else { return nil }
+            let announcedHost: String? = row["announcedHost"]
+            let announcedPort: Int? = row["announcedPort"]
+            let first = announcedHost == nil || announcedPort == nil
+            let sameAsLast = announcedHost == host && announcedPort == port
+            let current = OwnerInfo(ownerName: owner, host: row["host"], port: row["port"], fingerprint: row["fingerprint"])
+            if sameAsLast { return nil }
+            if first || (current.host == host && current.port == port) {
+                try db.execute(
+                    sql: "UPDATE replicaOwner SET announcedHost = ?, announcedPort = ? WHERE owner = ?",
+                    arguments: [host, port, owner])
+                return nil
+            }
+            try db.execute(
+                sql: "UPDATE replicaOwner SET host = ?, port = ?, announcedHost = ?, announcedPort = ? WHERE owner = ?",
+                arguments: [host, port, host, port, owner])
+            return OwnerInfo(ownerName: owner, host: host, port: port, fingerprint: current.fingerprint)
+        }
+    }
+
     /// Forgets an owner and everything replicated from it: zones, records, tokens and pending writes.
     /// Changes that arrive for it afterwards are refused until it is added again.
     public func removeOwner(_ ownerName: String) throws(ShareSyncError) {

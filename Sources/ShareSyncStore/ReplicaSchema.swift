@@ -59,6 +59,15 @@ enum ReplicaSchema {
                     ALTER TABLE replicaOutbox ADD COLUMN serverRecords BLOB;
                     """)
         }
+        migrator.registerMigration("replica-v3-owner-announced-address") { db in
+            try db.execute(
+                sql: """
+                    -- the address the owner last announced (its welcome's or an ownerAddress push):
+                    -- when an announcement differs from it, the owner moved and host/port follow it
+                    ALTER TABLE replicaOwner ADD COLUMN announcedHost TEXT;
+                    ALTER TABLE replicaOwner ADD COLUMN announcedPort INTEGER;
+                    """)
+        }
         return migrator
     }
 

@@ -116,12 +116,43 @@ public struct WelcomeMessage: Codable, Sendable, Hashable {
     /// The limits the owner enforces on this connection's requests, so that a client splits its
     /// requests to fit. Absent from owners that predate it: assume the documented defaults.
     public var limits: WireLimits?
+    /// The address the owner advertises (the one in its share URLs), if it advertises one. A client
+    /// that sees it differ from the address the owner announced before stores it as the owner's new
+    /// address (protocol.md, "Owners that move").
+    public var address: WireAddress?
 
-    public init(userRecordName: String, ownerName: String, limits: WireLimits? = nil) {
+    public init(userRecordName: String, ownerName: String, limits: WireLimits? = nil, address: WireAddress? = nil) {
         self.userRecordName = userRecordName
         self.ownerName = ownerName
         self.limits = limits
+        self.address = address
     }
+}
+
+/// Where an owner's node is reached: a host name or IP address and a TCP port.
+public struct WireAddress: Codable, Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// A push, server → every authenticated client: the owner advertises a new address (it is moving, or
+/// its share URLs now name another host or port). Clients store it and reconnect there from then on.
+///
+/// ```
+/// {"push":"ownerAddress","address":{"host":"alice.example.org","port":7420}}
+/// ```
+public struct OwnerAddressPush: Codable, Sendable, Hashable {
+    public var push = "ownerAddress"
+    public var address: WireAddress
+
+    public init(address: WireAddress) { self.address = address }
 }
 
 /// The owner's limits, as the welcome announces them (protocol.md, "Limits of requests and answers").

@@ -27,7 +27,7 @@ struct Sharesync: AsyncParsableCommand {
         subcommands: [
             InitCommand.self, RunCommand.self, StatusCommand.self, ZoneCommand.self, RecordCommand.self,
             ShareCommand.self, AcceptCommand.self, RequestAccessCommand.self, LeaveCommand.self,
-            OutboxCommand.self, ChangesCommand.self, WatchCommand.self,
+            OutboxCommand.self, ChangesCommand.self, WatchCommand.self, AdvertiseCommand.self, OwnerCommand.self,
         ]
     )
 }

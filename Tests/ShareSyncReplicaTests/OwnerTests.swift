@@ -24,6 +24,27 @@ struct OwnerTests {
         }
     }
 
+    @Test("an owner's first announced address is only remembered; a different later one is followed, data kept", arguments: Storage.allCases)
+    func announcedAddress(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            try replica.apply(page(saving: [try fetchedRecord("milk")], token: token(1)), owner: alice.ownerName)
+            // First announcement, different from the address used (a forwarded port): remembered only.
+            #expect(try replica.noteAnnouncedAddress(owner: alice.ownerName, host: "alice.internal", port: 7420) == nil)
+            #expect(try replica.owner(named: alice.ownerName) == alice)
+            // The same announcement again: nothing.
+            #expect(try replica.noteAnnouncedAddress(owner: alice.ownerName, host: "alice.internal", port: 7420) == nil)
+            #expect(try replica.owner(named: alice.ownerName) == alice)
+            // A new one: the owner moved, and is followed there; records and tokens stay.
+            let moved = try #require(try replica.noteAnnouncedAddress(owner: alice.ownerName, host: "alice.new.example", port: 7421))
+            #expect(moved.host == "alice.new.example" && moved.port == 7421 && moved.fingerprint == alice.fingerprint)
+            #expect(try replica.owner(named: alice.ownerName) == moved)
+            #expect(try replica.recordCount(owner: alice.ownerName, zoneName: "Topics") == 1)
+            // Bob is untouched; an unknown owner is ignored.
+            #expect(try replica.owner(named: bob.ownerName) == bob)
+            #expect(try replica.noteAnnouncedAddress(owner: "_nobody", host: "x", port: 1) == nil)
+        }
+    }
+
     @Test("removeOwner forgets the owner's zones, records and tokens, and no one else's", arguments: Storage.allCases)
     func remove(storage: Storage) throws {
         try withReplica(storage) { replica in
