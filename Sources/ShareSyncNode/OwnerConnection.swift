@@ -191,7 +191,7 @@ public final class OwnerConnection: Sendable {
     /// they were started; each response finds its request by id, whatever order the responses come in.
     struct PendingResponse<T: Codable & Sendable>: Sendable {
         fileprivate let frame: EventLoopFuture<ByteBuffer>
-        fileprivate let ownerName: String
+        let ownerName: String
 
         /// Waits for the response and decodes it; the owner's error, or `networkFailure` if the
         /// connection closed first.
@@ -253,33 +253,16 @@ public final class OwnerConnection: Sendable {
             .databaseChanges(ownerName: ownerName)
     }
 
-    /// A shared zone's changes since a token, in commit order.
-    public func fetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
-        async throws(ShareSyncError) -> ZoneChanges
-    {
-        try await startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: resultsLimit).page
-    }
-
-    /// A `fetchZoneChanges` request already sent (``startFetchZoneChanges(zoneName:since:resultsLimit:)``).
-    struct PendingZoneChanges: Sendable {
-        fileprivate let response: PendingResponse<ZoneChangesResult>
-
-        /// Waits for the page and decodes it.
-        var page: ZoneChanges {
-            get async throws(ShareSyncError) {
-                try await response.value.zoneChanges(ownerName: response.ownerName)
-            }
-        }
-    }
-
     /// Sends a `fetchZoneChanges` request now and returns at once; the page is read from the result's
-    /// ``PendingResponse/value``. Lets a caller ask for the next page while it stores the last one.
-    func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
+    /// ``PendingZoneChanges/page``. Lets a caller ask for the next page while it stores the last one.
+    public func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
         throws(ShareSyncError) -> PendingZoneChanges
     {
-        PendingZoneChanges(
-            response: try start(
-                .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ZoneChangesResult.self))
+        let response = try start(
+            .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ZoneChangesResult.self)
+        return PendingZoneChanges { () async throws(ShareSyncError) -> ZoneChanges in
+            try await response.value.zoneChanges(ownerName: response.ownerName)
+        }
     }
 
     /// Fetches records of a shared zone; a record outside this identity's view is `unknownItem`.

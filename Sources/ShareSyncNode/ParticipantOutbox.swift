@@ -11,7 +11,7 @@ extension ParticipantOwnerLink {
     /// write (and the later ones) pending for the next connection; a conflict or any other failure keeps
     /// the write as `conflict` or `refused` (``ParticipantSync/Event/operationKept(owner:operation:)``)
     /// and the later writes still go.
-    func flushOutbox(_ connection: OwnerConnection) async throws(ShareSyncError) {
+    func flushOutbox(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         for id in try replica.pendingOperations(owner: ownerName).map(\.id) {
             // Read again: an earlier save may have rebased it, the user may have discarded it.
             guard let operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
@@ -130,7 +130,7 @@ extension ParticipantOwnerLink {
     /// saves the hook dropped (it returned `nil`: the server's record stays). Without a hook, returns
     /// the result as it is.
     private func resolveConflicts(
-        _ operation: OutboxOperation, _ result: ModifyRecordsResult, _ connection: OwnerConnection
+        _ operation: OutboxOperation, _ result: ModifyRecordsResult, _ connection: any OwnerDatabase
     ) async throws(ShareSyncError) -> (ModifyRecordsResult, dropped: Set<Record.ID>) {
         guard let mergeConflict = configuration.mergeConflict else { return (result, []) }
         var saves: [Record] = []

@@ -20,7 +20,7 @@ final class ParticipantOwnerLink: Sendable {
 
     private struct State {
         var status = ParticipantSync.LinkStatus.connecting
-        var connection: OwnerConnection?
+        var connection: (any OwnerDatabase)?
         var pushes: [OwnerConnection.Push] = []
         var pushesEnded = false
         var subscription = 0
@@ -67,7 +67,7 @@ final class ParticipantOwnerLink: Sendable {
     var status: ParticipantSync.LinkStatus { state.withLock { $0.status } }
 
     /// The open connection, if the link has one.
-    var activeConnection: OwnerConnection? {
+    var activeConnection: (any OwnerDatabase)? {
         state.withLock { $0.connection }.flatMap { $0.isActive ? $0 : nil }
     }
 
@@ -125,10 +125,9 @@ final class ParticipantOwnerLink: Sendable {
             var reachedFollowing = false
             var failure: ShareSyncError?
             do {
-                let connection = try await OwnerConnection.connect(
+                let connection = try await configuration.effectiveConnector.connect(
                     host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
-                    displayName: configuration.displayName, configuration: configuration.client,
-                    timeout: configuration.connectTimeout, pingInterval: configuration.pingInterval)
+                    displayName: configuration.displayName)
                 try await session(connection) { reachedFollowing = true }
             } catch {
                 failure = error
@@ -156,7 +155,7 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// One connection's life: outbox, catch-up, then pushes until the connection ends.
-    private func session(_ connection: OwnerConnection, reachedFollowing: () -> Void) async throws(ShareSyncError) {
+    private func session(_ connection: any OwnerDatabase, reachedFollowing: () -> Void) async throws(ShareSyncError) {
         state.withLock { s in
             s.connection = connection
             s.pushes = []
@@ -172,7 +171,7 @@ final class ParticipantOwnerLink: Sendable {
         await connection.close()
     }
 
-    private func runSession(_ connection: OwnerConnection, reachedFollowing: () -> Void) async throws(ShareSyncError) {
+    private func runSession(_ connection: any OwnerDatabase, reachedFollowing: () -> Void) async throws(ShareSyncError) {
         guard connection.ownerName == ownerName else {
             throw ShareSyncError(
                 .notAuthenticated, "the node at this address is owner \(connection.ownerName), not \(ownerName)",
@@ -237,7 +236,7 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Applies pushes and serves pokes until the subscription ends (or the task is cancelled).
-    private func follow(_ connection: OwnerConnection) async throws(ShareSyncError) {
+    private func follow(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         while !Task.isCancelled {
             let (pushes, ended, outboxPoked, syncWanted) = state.withLock { s in
                 defer {
@@ -284,7 +283,7 @@ final class ParticipantOwnerLink: Sendable {
 
     // MARK: Catching up
 
-    private func catchUpAndMark(_ connection: OwnerConnection) async throws(ShareSyncError) {
+    private func catchUpAndMark(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         let covers = state.withLock { $0.syncRequested }
         try await catchUp(connection)
         let zones = (try? replica.fetchAllZones(owner: ownerName).map(\.zoneID.zoneName)) ?? []
@@ -293,7 +292,7 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Fetches everything since the stored tokens; see ``ParticipantSync``, step 3.
-    private func catchUp(_ connection: OwnerConnection) async throws(ShareSyncError) {
+    private func catchUp(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         var changedZones: Set<String> = []
         if let token = try replica.databaseChangeToken(owner: ownerName) {
             do {
@@ -313,7 +312,7 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Applies database pages from a token; returns the zones listed as changed.
-    private func fetchDatabaseChanges(_ connection: OwnerConnection, since token: ServerChangeToken)
+    private func fetchDatabaseChanges(_ connection: any OwnerDatabase, since token: ServerChangeToken)
         async throws(ShareSyncError) -> Set<String>
     {
         var token = token
@@ -330,7 +329,7 @@ final class ParticipantOwnerLink: Sendable {
 
     /// Lists the zones from no token; zones of the owner that are not listed any more are purged. The
     /// pages are applied only after the purge, so a crash in between repeats the whole step.
-    private func refetchZoneList(_ connection: OwnerConnection) async throws(ShareSyncError) -> Set<String> {
+    private func refetchZoneList(_ connection: any OwnerDatabase) async throws(ShareSyncError) -> Set<String> {
         let pages: [DatabaseChanges]
         do {
             pages = try await listZones(connection, pageSize: configuration.pageSize)
@@ -347,7 +346,7 @@ final class ParticipantOwnerLink: Sendable {
         return listed
     }
 
-    private func listZones(_ connection: OwnerConnection, pageSize: Int?) async throws(ShareSyncError) -> [DatabaseChanges] {
+    private func listZones(_ connection: any OwnerDatabase, pageSize: Int?) async throws(ShareSyncError) -> [DatabaseChanges] {
         var pages: [DatabaseChanges] = []
         var token: ServerChangeToken?
         repeat {
@@ -361,7 +360,7 @@ final class ParticipantOwnerLink: Sendable {
     /// Fetches a zone's pages from its token, each applied with its token; replaces the zone if the token
     /// expired, purges it if it is no longer shared. The next page is fetched while one is applied
     /// (``ZonePageFetcher``); pages are applied in order, each in its own transaction with its token.
-    private func syncZone(_ connection: OwnerConnection, _ zone: String) async throws(ShareSyncError) {
+    private func syncZone(_ connection: any OwnerDatabase, _ zone: String) async throws(ShareSyncError) {
         var token = try replica.zoneChangeToken(owner: ownerName, zoneName: zone)
         do {
             var pages = ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
@@ -386,7 +385,7 @@ final class ParticipantOwnerLink: Sendable {
     /// record older than the compaction) is itself expired: the owner's store cannot page through
     /// records older than its horizon. The refetch is then tried once more in pages as large as the
     /// owner allows (`resultsLimit` nil), which succeeds for zones that fit in one page.
-    private func replaceZone(_ connection: OwnerConnection, _ zone: String) async throws(ShareSyncError) {
+    private func replaceZone(_ connection: any OwnerDatabase, _ zone: String) async throws(ShareSyncError) {
         do {
             try await replaceZone(connection, zone, pageSize: configuration.pageSize)
         } catch where error.code == .changeTokenExpired && configuration.pageSize != nil {
@@ -395,7 +394,7 @@ final class ParticipantOwnerLink: Sendable {
         }
     }
 
-    private func replaceZone(_ connection: OwnerConnection, _ zone: String, pageSize: Int?) async throws(ShareSyncError) {
+    private func replaceZone(_ connection: any OwnerDatabase, _ zone: String, pageSize: Int?) async throws(ShareSyncError) {
         try replica.beginZoneReplacement(owner: ownerName, zoneName: zone)
         do {
             var count = 0

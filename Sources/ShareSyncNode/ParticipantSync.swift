@@ -113,13 +113,23 @@ public final class ParticipantSync: Sendable {
         /// hook: every conflict stays in the outbox as ``OutboxOperation/State/conflict`` for the user to
         /// resolve (``ParticipantSync/resolveConflict(id:keep:timeout:)``).
         public var mergeConflict: (@Sendable (_ local: Record, _ server: Record) -> Record?)?
+        /// How the engine reaches owners. Default `nil`: over the network (``NetworkOwnerConnector`` with
+        /// ``client``, ``connectTimeout`` and ``pingInterval``); an ``InProcessOwner`` in tests.
+        public var connector: (any OwnerDatabaseConnector)?
+
+        /// The connector used: ``connector``, or the network one.
+        var effectiveConnector: any OwnerDatabaseConnector {
+            connector ?? NetworkOwnerConnector(configuration: client, timeout: connectTimeout, pingInterval: pingInterval)
+        }
 
         public init(
             displayName: String? = nil, pageSize: Int? = nil, initialBackoff: Duration = .milliseconds(50),
             maximumBackoff: Duration = .seconds(5), connectTimeout: TimeAmount = .seconds(10),
             client: ClientConfiguration = ClientConfiguration(), pingInterval: OwnerConnection.PingInterval = .automatic,
-            mergeConflict: (@Sendable (_ local: Record, _ server: Record) -> Record?)? = nil
+            mergeConflict: (@Sendable (_ local: Record, _ server: Record) -> Record?)? = nil,
+            connector: (any OwnerDatabaseConnector)? = nil
         ) {
+            self.connector = connector
             self.displayName = displayName
             self.pageSize = pageSize
             self.initialBackoff = initialBackoff
@@ -196,9 +206,9 @@ public final class ParticipantSync: Sendable {
     @discardableResult
     public func accept(url: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) -> ShareMetadata {
         let (parsed, fingerprint) = try ShareURL.pinned(url)
-        let connection = try await OwnerConnection.connect(
-            url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
-            timeout: configuration.connectTimeout, pingInterval: configuration.pingInterval)
+        let connection = try await configuration.effectiveConnector.connect(
+            host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
+            displayName: configuration.displayName)
         let metadata: ShareMetadata
         do {
             metadata = try await connection.acceptShare(url: url)
@@ -240,12 +250,13 @@ public final class ParticipantSync: Sendable {
 
     /// Asks the owner what the share at `url` is, without accepting it (fingerprint required and checked).
     public func fetchShareMetadata(url: String) async throws(ShareSyncError) -> ShareMetadata {
-        let connection = try await OwnerConnection.connect(
-            url: url, identity: identity, displayName: configuration.displayName, configuration: configuration.client,
-            timeout: configuration.connectTimeout, pingInterval: configuration.pingInterval)
+        let (parsed, fingerprint) = try ShareURL.pinned(url)
+        let connection = try await configuration.effectiveConnector.connect(
+            host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
+            displayName: configuration.displayName)
         let metadata: ShareMetadata
         do {
-            metadata = try await connection.fetchShareMetadata(url: url)
+            metadata = try await connection.fetchShareMetadata(url: url, shouldFetchRootRecord: false)
         } catch {
             await connection.close()
             throw error

@@ -8,13 +8,13 @@ import ShareSyncCore
 /// connection lost) comes out of the ``next()`` after page N, exactly where a fetch of page N+1 made
 /// after storing page N would have thrown it: the caller's last stored token is the one that failed.
 struct ZonePageFetcher: ~Copyable {
-    private let connection: OwnerConnection
+    private let connection: any OwnerDatabase
     private let zoneName: String
     private let pageSize: Int?
     private var pending: Task<Result<ZoneChanges, ShareSyncError>, Never>?
 
     /// Requests the first page (from `token`, nil for everything) at once.
-    init(_ connection: OwnerConnection, zoneName: String, since token: ServerChangeToken?, pageSize: Int?) {
+    init(_ connection: any OwnerDatabase, zoneName: String, since token: ServerChangeToken?, pageSize: Int?) {
         self.connection = connection
         self.zoneName = zoneName
         self.pageSize = pageSize
@@ -36,10 +36,10 @@ struct ZonePageFetcher: ~Copyable {
     }
 
     private static func fetch(
-        _ connection: OwnerConnection, zoneName: String, since token: ServerChangeToken?, pageSize: Int?
+        _ connection: any OwnerDatabase, zoneName: String, since token: ServerChangeToken?, pageSize: Int?
     ) -> Task<Result<ZoneChanges, ShareSyncError>, Never> {
         // Sent here, before the task runs, so the request leaves now and requests keep their order.
-        let request: OwnerConnection.PendingZoneChanges
+        let request: PendingZoneChanges
         do {
             request = try connection.startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: pageSize)
         } catch {

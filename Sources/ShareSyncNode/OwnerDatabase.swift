@@ -1,0 +1,107 @@
+import NIOCore
+import ShareSyncCore
+import ShareSyncStore
+import ShareSyncWire
+
+/// The seam between the participant's sync engine (``ParticipantSync``) and an owner's node: what the
+/// engine asks of one connection to an owner. ``OwnerConnection`` is the network implementation (TLS,
+/// the line protocol); ``InProcessOwner`` serves an owner's ``PrivateDatabase`` in the same process,
+/// with failures injected on demand, so that the engine's behaviour can be tested deterministically
+/// without sockets. Both give the same results for the same owner database: zone IDs carry the owner's
+/// user record name, errors are ``ShareSyncError``s with the owner's codes and rules.
+///
+/// The pattern is that of sqlite-data's `SyncEngineProtocol` and `MockCloudDatabase`: the engine never
+/// names the network, only this protocol and ``OwnerDatabaseConnector``.
+public protocol OwnerDatabase: AnyObject, Sendable {
+    /// The owner's user record name, as the owner proved it.
+    var ownerName: String { get }
+    /// The owner's limits (the client splits its writes by them).
+    var limits: WireLimits { get }
+    /// Whether the connection is still open; requests on a closed one fail with `networkFailure`.
+    var isActive: Bool { get }
+    /// The address the owner advertises, if it announced one (``OwnerConnection/announcedAddress``).
+    var announcedAddress: WireAddress? { get }
+    /// Calls `body` with each address the owner announces from now on; `nil` stops the calls.
+    func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?)
+
+    /// What this identity may learn about a share before accepting it.
+    func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool) async throws(ShareSyncError) -> ShareMetadata
+    /// Accepts a share; its zone then appears in this identity's shared database.
+    func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata
+    /// Leaves a share.
+    func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError)
+    /// The zones shared with this identity that changed since a token.
+    func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int?) async throws(ShareSyncError) -> DatabaseChanges
+    /// Asks for a page of a shared zone's changes now and returns at once; the page is read from the
+    /// result (so the next page can be asked for while one is stored).
+    func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
+        throws(ShareSyncError) -> PendingZoneChanges
+    /// Saves and deletes records in a shared zone, split to fit the owner's limits.
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
+    ) async throws(ShareSyncError) -> ModifyRecordsResult
+    /// Subscribes to this identity's view: a push after every change since `token` (or since now). The
+    /// stream ends when the connection closes or the token expires.
+    func subscribe(since token: ServerChangeToken?) async throws(ShareSyncError) -> AsyncStream<OwnerConnection.Push>
+    /// Closes the connection; requests in flight fail with `networkFailure`.
+    func close() async
+}
+
+extension OwnerDatabase {
+    /// A shared zone's changes since a token, in commit order.
+    public func fetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
+        async throws(ShareSyncError) -> ZoneChanges
+    {
+        try await startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: resultsLimit).page
+    }
+}
+
+/// A page of zone changes asked for and not yet read (``OwnerDatabase/startFetchZoneChanges(zoneName:since:resultsLimit:)``).
+public struct PendingZoneChanges: Sendable {
+    private let wait: @Sendable () async throws(ShareSyncError) -> ZoneChanges
+
+    /// Wraps the wait for the page.
+    public init(_ wait: @escaping @Sendable () async throws(ShareSyncError) -> ZoneChanges) { self.wait = wait }
+
+    /// Waits for the page.
+    public var page: ZoneChanges {
+        get async throws(ShareSyncError) { try await wait() }
+    }
+}
+
+/// Opens connections to owners' nodes for the sync engine: over the network
+/// (``NetworkOwnerConnector``, the default) or in process (``InProcessOwner``).
+public protocol OwnerDatabaseConnector: Sendable {
+    /// Connects to the owner at `host`:`port` as `identity`, checking that the owner proves the key
+    /// whose fingerprint is `expectedOwnerFingerprint` (`notAuthenticated`, rule
+    /// `ownerFingerprintMismatch`, if not); `networkUnavailable` if it cannot be reached.
+    func connect(
+        host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?
+    ) async throws(ShareSyncError) -> any OwnerDatabase
+}
+
+/// Connects over TCP and TLS with ``OwnerConnection``.
+public struct NetworkOwnerConnector: OwnerDatabaseConnector {
+    public var configuration: ClientConfiguration
+    public var timeout: TimeAmount
+    public var pingInterval: OwnerConnection.PingInterval
+
+    public init(
+        configuration: ClientConfiguration = ClientConfiguration(), timeout: TimeAmount = .seconds(10),
+        pingInterval: OwnerConnection.PingInterval = .automatic
+    ) {
+        self.configuration = configuration
+        self.timeout = timeout
+        self.pingInterval = pingInterval
+    }
+
+    public func connect(
+        host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?
+    ) async throws(ShareSyncError) -> any OwnerDatabase {
+        try await OwnerConnection.connect(
+            host: host, port: port, identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint,
+            displayName: displayName, configuration: configuration, timeout: timeout, pingInterval: pingInterval)
+    }
+}
+
+extension OwnerConnection: OwnerDatabase {}

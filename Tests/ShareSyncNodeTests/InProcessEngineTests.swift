@@ -1,0 +1,183 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncStore
+import ShareSyncWire
+import Testing
+
+// The participant sync engine over the in-process seam (issue 15, "A seam for the sync engine"): an
+// owner's database served by `InProcessOwner`, failures injected on demand, no sockets.
+
+/// An owner database with a zone Topics and a topic record, its share URLs naming an unreachable host
+/// (nothing connects to it: the engine goes through the in-process connector).
+private struct InProcessFixture {
+    let identity = NodeIdentity.generate()
+    let db: PrivateDatabase
+    let owner: InProcessOwner
+    let zone = RecordZone.ID(zoneName: "Topics")
+
+    init() throws {
+        db = try PrivateDatabase(inMemoryOwnerName: identity.userRecordName)
+        try db.saveZone(RecordZone(zoneID: zone))
+        var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: zone))
+        topic["title"] = "Groceries"
+        _ = try db.modifyRecords(saving: [topic]).get()
+        db.setShareURLBase(ShareURLBase(host: "owner.invalid", port: 7420, ownerFingerprint: identity.fingerprint))
+        owner = InProcessOwner(database: db)
+    }
+
+    func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
+
+    /// Shares the topic's hierarchy with `participant`; returns the invitation URL.
+    func share(with participant: NodeIdentity, _ permission: Participant.Permission = .readWrite) throws -> String {
+        var share = Share(rootRecord: try db.fetchRecord(id("topic")))
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: participant.userRecordName), permission: permission))
+        let saved = try db.modifyRecords(saving: [share.record]).get()
+        return Share(saved.first { $0.recordType == Record.shareRecordType }!)!.url!
+    }
+
+    func saveNotes(_ prefix: String, count: Int) throws {
+        let notes = (0..<count).map { i in
+            var note = Record(recordType: "Note", recordID: id("\(prefix)\(i)"))
+            note["title"] = .string("\(prefix) \(i)")
+            note.setParent(id("topic"))
+            return note
+        }
+        _ = try db.modifyRecords(saving: notes, savePolicy: .allKeys).get()
+    }
+
+    /// What the owner would send `participant` from no token, in the form of ``replicaView(_:owner:)``.
+    func view(for participant: NodeIdentity) throws -> [String: [String]] {
+        let view = db.sharedDatabase(for: Caller(userRecordName: participant.userRecordName))
+        var result: [String: [String]] = [:]
+        for zone in try view.fetchAllZones() {
+            result[zone.zoneID.zoneName] = try canonical(view.fetchZoneChanges(zone.zoneID, since: nil, resultsLimit: 400).changedRecords)
+        }
+        return result
+    }
+
+    /// A participant engine on a fresh replica that reaches this owner in process.
+    func participant(pageSize: Int? = 10) throws -> (ParticipantSync, TestParticipant) {
+        let p = try TestParticipant()
+        let sync = ParticipantSync(
+            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
+            configuration: .init(
+                pageSize: pageSize, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), connector: owner))
+        return (sync, p)
+    }
+}
+
+/// Waits (woken by the engine's events) until the replica equals the owner's view; records an issue if not.
+private func expectConverged(
+    _ sync: ParticipantSync, _ fixture: InProcessFixture, sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let owner = fixture.identity.userRecordName
+    // Generous: in a full parallel test run a task may wait many seconds for one of the two threads.
+    let matched = try await sync.waitUntil(timeout: .seconds(90)) {
+        try replicaView(sync.replica, owner: owner) == fixture.view(for: sync.identity)
+    }
+    if !matched {
+        let replica = try replicaView(sync.replica, owner: owner).mapValues(\.count)
+        let view = try fixture.view(for: sync.identity).mapValues(\.count)
+        Issue.record("replica \(replica) is not the owner's view \(view)", sourceLocation: sourceLocation)
+    }
+}
+
+@Suite("The sync engine over the in-process seam, with injected failures")
+struct InProcessEngineTests {
+    @Test func acceptSyncsInPagesAndLaterWritesArriveAsPushesWithoutASocket() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try fixture.saveNotes("n", count: 35)
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        #expect(fixture.owner.requestCount(.fetchZoneChanges) >= 4, "36 records in pages of 10")
+        try fixture.saveNotes("later", count: 3)
+        try await expectConverged(sync, fixture)
+        #expect(fixture.owner.requestCount(.subscribe) >= 1)
+        await sync.stop()
+    }
+
+    @Test func aConnectionLostMidPageResumesFromTheLastStoredPageNotFromScratch() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant(pageSize: 10)
+        defer { p.remove() }
+        try fixture.saveNotes("n", count: 59)  // 60 records with the topic, 6 pages
+        let url = try fixture.share(with: p.identity)
+        // The fourth page request cuts the connection: three pages are stored with their tokens.
+        fixture.owner.dropConnection(onRequest: 4, of: .fetchZoneChanges)
+        try sync.start()
+        try await sync.accept(url: url, timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        #expect(fixture.owner.requestCount(.connect) >= 3, "accept, the cut connection, the one that resumed")
+        // 60 records plus the share record arrive once each: nothing was fetched again from no token.
+        #expect(sync.recordsReceived <= 61 + 10, "\(sync.recordsReceived) records received for 61")
+        await sync.stop()
+    }
+
+    @Test func aRefusedPageFailsTheAcceptWithTheOwnersErrorThenTheEngineRetriesAndConverges() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try fixture.saveNotes("n", count: 15)
+        let url = try fixture.share(with: p.identity)
+        let log = EventLog(sync)
+        fixture.owner.fail(.fetchZoneChanges, with: ShareSyncError(.limitExceeded, "injected", rule: "maximumResponseSize"))
+        try sync.start()
+        // The caller waiting for the sync is told at once, with the owner's error, not a timeout...
+        let error = await expectShareSyncError { try await sync.accept(url: url, timeout: .seconds(120)) }
+        #expect(error?.code == .limitExceeded && error?.rule == "maximumResponseSize", "\(String(describing: error))")
+        // ...the share stays accepted, and the engine's next attempt completes the sync.
+        try await expectConverged(sync, fixture)
+        let reported = log.count {
+            if case .disconnected(_, let error?, _) = $0 { error.code == .limitExceeded } else { false }
+        }
+        #expect(reported == 1, "the refused page was not reported: \(log.all)")
+        await sync.stop()
+    }
+
+    @Test func anOfflineEditThatMeetsANewerOwnerEditIsKeptAsAConflictWithTheOwnersRecord() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+
+        // The owner goes away; the participant edits its copy of the topic (queued).
+        fixture.owner.isReachable = false
+        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
+        mine["title"] = "mine"
+        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine])
+        guard case .queued = outcome else { Issue.record("expected queued, got \(outcome)"); return }
+
+        // Meanwhile the owner changes the same record; then it comes back.
+        var theirs = try fixture.db.fetchRecord(fixture.id("topic"))
+        theirs["title"] = "theirs"
+        _ = try fixture.db.modifyRecords(saving: [theirs]).get()
+        fixture.owner.isReachable = true
+
+        try await expectEventually(sync, "the conflict kept in the outbox", timeout: 90) {
+            try sync.replica.outboxOperations(owner: ownerName).contains { $0.operation.state == .conflict }
+        }
+        let kept = try #require(try sync.replica.outboxOperations(owner: ownerName).first?.operation)
+        #expect(kept.serverRecords.first?["title"]?.stringValue == "theirs")
+        #expect(try fixture.db.fetchRecord(fixture.id("topic"))["title"]?.stringValue == "theirs", "the owner's edit was overwritten")
+        try await expectConverged(sync, fixture)
+        await sync.stop()
+    }
+
+    @Test func aConnectionToAnOwnerWithAnotherKeyIsRefused() async throws {
+        let fixture = try InProcessFixture()
+        let error = await expectShareSyncError {
+            _ = try await fixture.owner.connect(
+                host: "owner.invalid", port: 7420, identity: NodeIdentity.generate(),
+                expectedOwnerFingerprint: NodeIdentity.generate().fingerprint, displayName: nil)
+        }
+        #expect(error?.rule == "ownerFingerprintMismatch")
+    }
+}
