@@ -257,11 +257,14 @@ struct ModelRun {
     func predictDelete(_ z: String, _ name: String, actor: String) -> Expectation {
         let m = model[z]!
         let desc = "delete \(name) in \(z) by \(actor)"
-        if actor == Self.owner { return Expectation(allowed: [nil], description: desc) }
+        if actor == Self.owner {
+            // A record that does not exist: unknownItem, as CloudKit answers.
+            return Expectation(allowed: [m.records[name] == nil ? .unknownItem : nil], description: desc)
+        }
         guard m.records[name] != nil else {
-            // Gone already: fine for a participant whose feed had it; anyone else learns nothing
+            // Gone already: unknownItem for a participant whose feed had it; anyone else learns nothing
             // (permissionFailure, like a record outside the view). That depends on feed history, so both.
-            return Expectation(allowed: [nil, .permissionFailure], description: desc + " (no such record)")
+            return Expectation(allowed: [.unknownItem, .permissionFailure], description: desc + " (no such record)")
         }
         let share = m.membership(of: name)
         let isRoot = m.shareRooted(at: name) != nil
