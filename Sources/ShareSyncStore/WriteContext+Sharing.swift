@@ -269,7 +269,13 @@ extension WriteContext {
         let oldByID = Dictionary(old.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
         let blocked = Set(share.blockedIdentities.map(\.userRecordName))
         // Adding or removing private participants needs publicPermission none.
-        let privateIDs = { (ps: [Participant]) in Set(ps.filter { $0.role == .privateUser || $0.role == .administrator }.map(\.participantID)) }
+        // (Blocking removes a participant whatever the public permission: blocked ones do not count.)
+        let privateIDs = { (ps: [Participant]) in
+            Set(ps.filter {
+                ($0.role == .privateUser || $0.role == .administrator)
+                    && !($0.userIdentity.userRecordName.map(blocked.contains) ?? false)
+            }.map(\.participantID))
+        }
         if share.publicPermission != .none, existing != nil, privateIDs(old) != privateIDs(share.participants) {
             throw ShareSyncError(
                 .invalidArguments, "participants can be added or removed only while publicPermission is none", recordID: id,

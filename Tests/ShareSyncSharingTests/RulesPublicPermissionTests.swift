@@ -191,6 +191,24 @@ struct RulesPublicPermissionTests {
         #expect(try w.visible("_b", ["topic", "note"]) == ["topic", "note"])
     }
 
+    @Test("blocking works on a public share too, for public users and for private participants kept from before")
+    func blockOnPublicShare() throws {
+        let w = try topicWorld()
+        let share = try w.share(root: "topic", invite: [("_b", .readWrite)])
+        try w.accept(share, "_b")
+        _ = try setPublic(w, share.recordID, .readOnly)
+        try w.accept(share, "_p")
+        var current = try w.currentShare(share.recordID)
+        current.blockIdentities([UserIdentity(userRecordName: "_b"), UserIdentity(userRecordName: "_p")])
+        let saved = try w.saveShare(current)
+        #expect(saved.participants.map(\.role) == [.owner])
+        #expect(Set(saved.blockedIdentities.map(\.userRecordName)) == ["_b", "_p"])
+        for user in ["_b", "_p"] {
+            #expect(failure { try w.accept(share, user) }?.code == .participantMayNeedVerification, "\(user)")
+            #expect(try w.visible(user, ["topic"]).isEmpty)
+        }
+    }
+
     @Test("deleting a record that does not exist: unknownItem for the owner and for a participant who saw it; permissionFailure for anyone else")
     func deletingMissingRecords() throws {
         let w = try topicWorld()
