@@ -10,6 +10,12 @@ public enum AccessPolicy {
         share.participants.first { $0.userIdentity.userRecordName == user && $0.acceptanceStatus == .accepted }
     }
 
+    /// What a participant may do: a public user's permission is always the share's publicPermission
+    /// (it follows changes of it); everyone else's is their own.
+    public static func effectivePermission(of participant: Participant, in share: Share) -> Participant.Permission {
+        participant.role == .publicUser ? share.publicPermission : participant.permission
+    }
+
     /// The user record names that see a share's records: its accepted participants other than the owner.
     public static func viewers(of share: Share) -> Set<String> {
         Set(share.participants.compactMap { p in
@@ -43,7 +49,7 @@ public enum AccessPolicy {
     public static func checkRecordWrite(_ write: RecordWrite, by user: String, recordID: Record.ID) throws(ShareSyncError) {
         func writable(_ share: Share?) throws(ShareSyncError) -> Participant {
             guard let share, let p = acceptedParticipant(user, in: share) else { throw outsideView(recordID) }
-            guard p.permission == .readWrite else {
+            guard effectivePermission(of: p, in: share) == .readWrite else {
                 throw ShareSyncError(
                     .permissionFailure, "you have read-only permission in this share", recordID: recordID,
                     rule: "readOnlyParticipant")
@@ -106,6 +112,9 @@ public enum AccessPolicy {
         let me = share.participants.first { $0.userIdentity.userRecordName == user }
         share.updateState { state in
             state.currentUserParticipantID = me?.participantID
+            for i in state.participants.indices where state.participants[i].role == .publicUser {
+                state.participants[i].permission = state.publicPermission
+            }
             guard !isOwner, me?.role != .administrator else { return }
             state.participants = state.participants.filter {
                 $0.role == .owner || $0.participantID == me?.participantID

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Pass the token a fetch returned to the next fetch to get only what changed since. Tokens are
 /// versioned and bound to the database that issued them; store them as ``stringValue``. A token from
-/// another database, or older than the history the database keeps, fails with
+/// another database, older than the history the database keeps, or ahead of it, fails with
 /// ``ShareSyncError/Code/changeTokenExpired``: fetch again from `nil`.
 public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The token's string form, safe to store and send.

@@ -88,7 +88,9 @@ public struct Share: Sendable, Hashable {
     }
 
     /// What anyone with the URL may do: ``Participant/Permission/none`` (the default) keeps the share
-    /// private to invited participants. Setting it back to none removes every public participant.
+    /// private to invited participants. Public users (those who joined through the URL) always have
+    /// this permission, also after it changes. When a saved change of it reaches the server, pending
+    /// participants are removed; a change to none removes every participant but the owner.
     public var publicPermission: Participant.Permission {
         get { state.publicPermission }
         set { state.publicPermission = newValue }
@@ -134,6 +136,9 @@ public struct Share: Sendable, Hashable {
         guard participant.role != .owner else {
             throw .invalid("a share has exactly one owner", recordID: recordID, rule: "oneOwner")
         }
+        if let name = participant.addressedUserRecordName, isBlocked(name) {
+            throw Self.blocked(name, recordID: recordID)
+        }
         if let key = participant.identityKey,
             let index = state.participants.firstIndex(where: { $0.identityKey == key })
         {
@@ -176,6 +181,11 @@ public struct Share: Sendable, Hashable {
         guard state.participants[index].role != .owner else {
             throw .invalid("the owner's permission cannot change", recordID: recordID, rule: "oneOwner")
         }
+        guard state.participants[index].role != .publicUser else {
+            throw .invalid(
+                "a public user's permission is the share's publicPermission; change that instead", recordID: recordID,
+                rule: "publicUserPermission")
+        }
         state.participants[index].permission = permission
     }
 
@@ -205,10 +215,22 @@ public struct Share: Sendable, Hashable {
         }
     }
 
-    /// Lifts blocks, so these users may request access again. Takes effect when saved.
+    /// Lifts blocks, so these users may request access again and be invited. Takes effect when saved.
     public mutating func unblockIdentities(_ identities: [BlockedIdentity]) {
         let names = Set(identities.map(\.userRecordName))
         state.blockedIdentities.removeAll { names.contains($0.userRecordName) }
+    }
+
+    /// Whether the user with this record name is blocked from this share.
+    public func isBlocked(_ userRecordName: String) -> Bool {
+        state.blockedIdentities.contains { $0.userRecordName == userRecordName }
+    }
+
+    /// The error for inviting (or approving) a blocked user: they must be unblocked first.
+    package static func blocked(_ userRecordName: String, recordID: Record.ID) -> ShareSyncError {
+        .invalid(
+            "user \(userRecordName) is blocked from this share; unblock them first (unblockIdentities, or `sharesync share unblock`)",
+            recordID: recordID, rule: "identityBlocked")
     }
 
     /// Approves a requester: they become a participant with the given permission. Takes effect when saved.

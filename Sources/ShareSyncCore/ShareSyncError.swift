@@ -22,7 +22,8 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
         case invalidArguments
         /// The request is larger than a configured limit.
         case limitExceeded
-        /// The change token is older than the retained history, or from another database; refetch from nil.
+        /// The change token is older than the retained history, ahead of it, or from another database;
+        /// refetch from nil.
         case changeTokenExpired
         /// You are not allowed to do this.
         case permissionFailure

@@ -22,7 +22,9 @@ extension ControlHandler {
             let timeout = Duration.milliseconds(Int64(max(1, min(timeoutSeconds ?? 120, 3600)) * 1000))
             let metadata = try await participant.accept(url: url, timeout: timeout)
             let owner = metadata.ownerIdentity.userRecordName ?? metadata.share.recordID.zoneID.ownerName
-            let zones = try zoneInfos(try replica.fetchAllZones(owner: owner).map(\.zoneID), replica: replica)
+            // The zone of the share accepted (a share lives in one zone), not every zone of this owner.
+            let zones = try zoneInfos(
+                [RecordZone.ID(zoneName: metadata.share.recordID.zoneID.zoneName, ownerName: owner)], replica: replica)
             logger.info("share accepted", metadata: ["owner": "\(owner)", "zones": "\(zones.map(\.zoneName))"])
             return ok(AcceptedShare(
                 ownerName: owner, title: metadata.share.title, shareName: metadata.share.recordID.recordName,

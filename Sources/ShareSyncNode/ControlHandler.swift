@@ -116,8 +116,15 @@ public struct ControlHandler: Sendable {
             }
             return ok(status)
         case .zoneCreate(let name):
-            let zone = try database.saveZone(RecordZone(zoneName: name))
-            return ok(ZoneInfo(zoneName: zone.zoneID.zoneName))
+            let zoneID = RecordZone.ID(zoneName: name)
+            guard !zoneID.isDefaultZone else {
+                throw ShareSyncError(
+                    .invalidArguments, "\(name) is the default zone: it always exists and cannot be created",
+                    zoneID: zoneID, rule: "defaultZone")
+            }
+            let existed = try database.fetchAllZones().contains { $0.zoneID.zoneName == name }
+            let zone = try database.saveZone(RecordZone(zoneID: zoneID))
+            return ok(ZoneInfo(zoneName: zone.zoneID.zoneName, created: !existed))
         case .zoneList:
             return ok(try database.fetchAllZones().map { ZoneInfo(zoneName: $0.zoneID.zoneName) })
         case .zoneDelete(let name):
@@ -129,8 +136,7 @@ public struct ControlHandler: Sendable {
             return ok(try database.fetchRecord(Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone))))
         case .recordDelete(let zone, let name):
             let id = Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone))
-            _ = try database.fetchRecord(id)  // deleting a missing record would succeed silently
-            try check(database.modifyRecords(deleting: [id]))
+            try check(database.modifyRecords(deleting: [id]))  // a missing record is unknownItem
             return ok(Done())
         case .recordList(let zone):
             return ok(try records(in: zone))
@@ -150,6 +156,11 @@ public struct ControlHandler: Sendable {
             return ok(ShareInfo(try findShare(zone: zone, name: name)))
         case .shareInvite(let zone, let name, let lookup, let permission):
             var share = try findShare(zone: zone, name: name)
+            if lookup.userRecordName == database.ownerName {
+                throw ShareSyncError(
+                    .invalidArguments, "\(database.ownerName) is you, the owner: always a participant, never invited",
+                    recordID: share.recordID, rule: "oneOwner")
+            }
             let participant = Participant(lookupInfo: lookup, permission: permission)
             try share.addParticipant(participant)
             let saved = try save(share)
@@ -201,6 +212,17 @@ public struct ControlHandler: Sendable {
             } else {
                 share.blockIdentities([UserIdentity(userRecordName: user)])
             }
+            _ = try save(share)
+            return ok(Done())
+        case .shareUnblock(let zone, let name, let user):
+            var share = try findShare(zone: zone, name: name)
+            guard let blocked = share.blockedIdentities.first(where: { $0.userRecordName == user }) else {
+                throw ShareSyncError(
+                    .unknownItem,
+                    "\(user) is not blocked from share \(share.recordID.recordName); `sharesync share show` lists who is",
+                    recordID: share.recordID)
+            }
+            share.unblockIdentities([blocked])
             _ = try save(share)
             return ok(Done())
         }

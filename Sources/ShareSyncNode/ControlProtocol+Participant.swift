@@ -22,7 +22,7 @@ public struct AcceptedShare: Codable, Sendable, Hashable {
     /// The share's record name.
     public var shareName: String
     public var permission: Participant.Permission
-    /// The owner's zones now in the replica, with their record counts.
+    /// The zone of the share accepted, now in the replica, with its record count.
     public var zones: [SharedZoneInfo]
 
     public init(

@@ -25,7 +25,8 @@ import ShareSyncCore
 public enum ControlRequest: Sendable, Hashable, Codable {
     /// → ``NodeStatus``
     case status
-    /// → ``ZoneInfo``
+    /// Creates a zone; one that exists already is left as it is (`created` false). The default zone
+    /// always exists and cannot be created (`invalidArguments`, rule `defaultZone`). → ``ZoneInfo``
     case zoneCreate(name: String)
     /// → `[ZoneInfo]`
     case zoneList
@@ -35,7 +36,8 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case recordSave(zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment])
     /// → ``Record``
     case recordGet(zone: String, name: String)
-    /// → ``Done``
+    /// Deletes a record (and what its `deleteSelf` references cascade to); a record that does not
+    /// exist is `unknownItem`. → ``Done``
     case recordDelete(zone: String, name: String)
     /// → `[Record]`
     case recordList(zone: String)
@@ -45,13 +47,16 @@ public enum ControlRequest: Sendable, Hashable, Codable {
         allowsAccessRequests: Bool)
     /// `share` is the share's record name; `nil` picks the zone's only share. → ``ShareInfo``
     case shareGet(zone: String, share: String?)
-    /// → ``ParticipantInfo`` with its invitation URL
+    /// Invites someone; a user blocked from the share is refused (`invalidArguments`, rule
+    /// `identityBlocked`) until `shareUnblock`. → ``ParticipantInfo`` with its invitation URL
     case shareInvite(zone: String, share: String?, lookup: UserIdentity.LookupInfo, permission: Participant.Permission)
     /// → ``ParticipantInfo``
     case shareSetPermission(zone: String, share: String?, participantID: String, permission: Participant.Permission)
     /// → ``Done``
     case shareRemoveParticipant(zone: String, share: String?, participantID: String)
-    /// Changes the public permission (and so whether anyone with the URL may join). → ``ShareInfo``
+    /// Changes the public permission (and so whether anyone with the URL may join). Public users who
+    /// joined already get the new permission; pending invitations are removed, and with `none` every
+    /// participant but the owner. → ``ShareInfo``
     case shareSetPublicPermission(zone: String, share: String?, permission: Participant.Permission)
     /// Stops sharing: deletes the share. → ``Done``
     case shareStop(zone: String, share: String?)
@@ -61,8 +66,17 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case shareApprove(zone: String, share: String?, userRecordName: String, permission: Participant.Permission)
     /// → ``Done``
     case shareDeny(zone: String, share: String?, userRecordName: String)
-    /// → ``Done``
+    /// Blocks a user: they may not request access or accept, and a participant with that identity is
+    /// removed. → ``Done``
     case shareBlock(zone: String, share: String?, userRecordName: String)
+    /// Lifts a block (`unblockIdentities`): the user may request access and be invited again; a user
+    /// who is not blocked is `unknownItem`. → ``Done``
+    ///
+    /// ```
+    /// → {"shareUnblock":{"zone":"Topics","userRecordName":"_3fa4…"}}
+    /// ← {"ok":true,"result":{"done":true}}
+    /// ```
+    case shareUnblock(zone: String, share: String?, userRecordName: String)
     /// Saves records into a zone of the private database in one transaction: all of them or none
     /// (`allKeys` policy: each record replaces any record of that name). → ``ImportResult``
     case recordImport(zone: String, records: [Record])
@@ -219,8 +233,9 @@ public struct ControlError: Codable, Sendable, Hashable, Error, CustomStringConv
     }
 
     public var description: String {
+        // The same form as ShareSyncError's description: "code: message; rule X".
         var text = "\(code.rawValue): \(message)"
-        if let rule { text += " [rule \(rule)]" }
+        if let rule { text += "; rule \(rule)" }
         return text
     }
 }
@@ -259,7 +274,12 @@ public struct OutboxCounts: Codable, Sendable, Hashable {
 /// A zone of the private database.
 public struct ZoneInfo: Codable, Sendable, Hashable {
     public var zoneName: String
-    public init(zoneName: String) { self.zoneName = zoneName }
+    /// For `zoneCreate`: whether the zone was created (false: it existed already); absent elsewhere.
+    public var created: Bool?
+    public init(zoneName: String, created: Bool? = nil) {
+        self.zoneName = zoneName
+        self.created = created
+    }
 }
 
 /// A participant as the owner sees it.
@@ -311,6 +331,8 @@ public struct ShareInfo: Codable, Sendable, Hashable {
     public var publicPermission: Participant.Permission
     public var allowsAccessRequests: Bool
     public var participants: [ParticipantInfo]
+    /// The users blocked from the share (`share block`); `share unblock` lifts a block.
+    public var blocked: [BlockedInfo]
 
     init(_ share: Share) {
         shareName = share.recordID.recordName
@@ -321,5 +343,14 @@ public struct ShareInfo: Codable, Sendable, Hashable {
         publicPermission = share.publicPermission
         allowsAccessRequests = share.allowsAccessRequests
         participants = share.participants.map { ParticipantInfo($0, in: share) }
+        blocked = share.blockedIdentities.map {
+            BlockedInfo(userRecordName: $0.userRecordName, displayName: $0.userIdentity.displayName)
+        }
     }
+}
+
+/// A user blocked from a share.
+public struct BlockedInfo: Codable, Sendable, Hashable {
+    public var userRecordName: String
+    public var displayName: String?
 }

@@ -170,7 +170,11 @@ public final class NodeChangeFeeds: Sendable {
         }
         return try journal.withLock { j throws(ShareSyncError) in
             guard after <= j.sequence else {
-                throw ShareSyncError(.invalidArguments, "token \(token) is ahead of the journal", rule: "changeTokenSyntax")
+                throw ShareSyncError(
+                    .changeTokenExpired,
+                    "the change token is ahead of this daemon's history (position \(after), the daemon is at \(j.sequence)); "
+                        + "read the changes again without --since",
+                    rule: "changeTokenExpired")
             }
             if let first = j.entries.first, first.sequence > after + 1 {
                 throw ShareSyncError(

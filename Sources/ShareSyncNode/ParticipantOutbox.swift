@@ -95,8 +95,14 @@ extension ParticipantOwnerLink {
     /// A save answered `serverRecordChanged` whose server record already holds exactly what the save
     /// wrote (same type, fields and parent) landed on an earlier try whose answer was lost (the
     /// connection was cut after the owner committed it): it counts as saved, not as a conflict.
+    /// Likewise a deletion answered `unknownItem`: the record is gone, which is what it asked.
     static func landedAlready(_ operation: OutboxOperation, _ result: ModifyRecordsResult) -> ModifyRecordsResult {
         var result = result
+        for name in operation.deleting {
+            for (id, outcome) in result.deleteResults where id.recordName == name && id.zoneID.zoneName == operation.zoneName {
+                if case .failure(let error) = outcome, error.code == .unknownItem { result.deleteResults[id] = .success(()) }
+            }
+        }
         for record in operation.saving {
             guard case .failure(let error)? = result.saveResults[record.recordID], error.code == .serverRecordChanged,
                 let server = error.serverRecord, server.recordType == record.recordType, server.fields == record.fields,

@@ -75,7 +75,8 @@ import Synchronization
 /// - **refused**: the owner answered any other error, which sending again does not fix: the participant
 ///   was made read-only (`permissionFailure`, rule `readOnlyParticipant`) or lost the share, the record
 ///   is outside the share (`permissionFailure`), no longer exists (`unknownItem`, a save with a change
-///   tag), a field or name is invalid (`invalidArguments`), and so on.
+///   tag), a field or name is invalid (`invalidArguments`), and so on. A deletion answered `unknownItem`
+///   is not refused but done: the record is gone, as it asked.
 ///
 /// A conflict or a refusal is never dropped and never sent again on its own: it stays in the outbox
 /// (``Event/operationKept(owner:operation:)``, and ``Event/error(owner:_:)`` for a refusal) until the

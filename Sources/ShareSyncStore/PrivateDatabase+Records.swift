@@ -9,7 +9,8 @@ extension PrivateDatabase {
     ///   carry their own errors and the others ``ShareSyncError/Code/batchRequestFailed``.
     /// - A non-atomic request applies each item on its own.
     /// - Deleting a record also deletes the records whose `deleteSelf` references point at it,
-    ///   transitively. Deleting a record that does not exist succeeds.
+    ///   transitively. Deleting a record that does not exist fails with ``ShareSyncError/Code/unknownItem``
+    ///   (as in CloudKit), unless this request deleted it already (a cascade).
     /// - More than ``Limits/maximumItemsPerRequest`` items fail the whole request with
     ///   ``ShareSyncError/Code/limitExceeded`` and change nothing.
     public func modifyRecords(
@@ -314,9 +315,12 @@ extension WriteContext {
         try requireVisibleZone(id)
         let zone = id.zoneID.zoneName
         guard let existing = try loadRecord(zone: zone, name: id.recordName) else {
-            // Gone already: fine for the owner, and for a participant who saw it; anyone else learns nothing.
+            // Deleted earlier in this request (a deleteSelf cascade): done.
+            if touched[zone]?.contains(id.recordName) == true { return }
+            // Not there: unknownItem, as CloudKit answers, to the owner and to a participant who saw it;
+            // anyone else learns nothing (the answer for a record outside their view).
             if !isOwner, try !hasSeen(zone: zone, name: id.recordName) { throw AccessPolicy.outsideView(id) }
-            return
+            throw ShareSyncError(.unknownItem, "record \(id.recordName) does not exist", recordID: id)
         }
         try requireVisibleRecord(id)
         if existing.recordType == Record.shareRecordType {

@@ -73,7 +73,7 @@ extension PrivateDatabase {
             if caller.userRecordName == ownerName {
                 (role, permission, status) = (.owner, .readWrite, .accepted)
             } else if let me, me.acceptanceStatus != .removed {
-                (role, permission, status) = (me.role, me.permission, me.acceptanceStatus)
+                (role, permission, status) = (me.role, AccessPolicy.effectivePermission(of: me, in: share), me.acceptanceStatus)
             } else if isBlocked(caller, share) {
                 throw Self.notInvited
             } else if share.publicPermission != .none {

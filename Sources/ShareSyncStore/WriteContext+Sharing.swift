@@ -259,7 +259,9 @@ extension WriteContext {
     }
 
     /// Applies the rules that the server, not the client, decides: the owner participant, statuses,
-    /// dates, invitation secrets, public/private mixing, requesters, blocks and the participant limit.
+    /// dates, invitation secrets, public/private mixing, public users' permission (the share's
+    /// publicPermission), removals when publicPermission changes, requesters, blocks and the participant
+    /// limit.
     func normalize(_ proposed: Share, existing: Share?) throws -> Share {
         var share = proposed
         let id = share.recordID
@@ -267,16 +269,26 @@ extension WriteContext {
         let oldByID = Dictionary(old.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
         let blocked = Set(share.blockedIdentities.map(\.userRecordName))
         // Adding or removing private participants needs publicPermission none.
-        let privateIDs = { (ps: [Participant]) in Set(ps.filter { $0.role == .privateUser || $0.role == .administrator }.map(\.participantID)) }
+        // (Blocking removes a participant whatever the public permission: blocked ones do not count.)
+        let privateIDs = { (ps: [Participant]) in
+            Set(ps.filter {
+                ($0.role == .privateUser || $0.role == .administrator)
+                    && !($0.userIdentity.userRecordName.map(blocked.contains) ?? false)
+            }.map(\.participantID))
+        }
         if share.publicPermission != .none, existing != nil, privateIDs(old) != privateIDs(share.participants) {
             throw ShareSyncError(
                 .invalidArguments, "participants can be added or removed only while publicPermission is none", recordID: id,
                 rule: "publicAndPrivateDoNotMix")
         }
+        // A change of publicPermission removes the pending participants; a change to none, everyone but
+        // the owner (participants added in the same save stay: they are new invitations).
+        let publicChanged = existing.map { $0.publicPermission != share.publicPermission } ?? false
         let ownerName = database.ownerName
         var participants: [Participant] = []
         for var p in share.participants where p.role != .owner {
             if let before = oldByID[p.participantID] {
+                if publicChanged, share.publicPermission == .none || before.acceptanceStatus == .pending { continue }
                 // Only the server changes statuses and bindings.
                 p.acceptanceStatus = before.acceptanceStatus
                 p.userIdentity.userRecordName = before.userIdentity.userRecordName
@@ -300,6 +312,9 @@ extension WriteContext {
                         rule: "publicUserJoinsByURL")
                 }
                 if p.userIdentity.userRecordName == ownerName { continue }
+                if let name = p.addressedUserRecordName, blocked.contains(name) {
+                    throw Share.blocked(name, recordID: id)
+                }
                 p.acceptanceStatus = .pending
                 p.dateAddedToShare = now
                 p.invitationToken = Self.randomToken()
@@ -307,6 +322,7 @@ extension WriteContext {
             if p.permission == .unknown || p.permission == .none { p.permission = .readOnly }
             if let name = p.userIdentity.userRecordName, blocked.contains(name) { continue }
             if share.publicPermission == .none, p.role == .publicUser { continue }
+            if p.role == .publicUser { p.permission = share.publicPermission }
             participants.append(p)
         }
         let owner = old.first { $0.role == .owner } ?? Participant(

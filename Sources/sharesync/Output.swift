@@ -98,6 +98,10 @@ enum Output {
         if share.allowsAccessRequests { lines.append("  allows access requests") }
         lines.append("  participants:")
         lines += share.participants.map { "    " + describe($0) }
+        if !share.blocked.isEmpty {
+            lines.append("  blocked (`share unblock --user NAME` lifts a block):")
+            lines += share.blocked.map { "    \($0.userRecordName)" + ($0.displayName.map { "  \($0)" } ?? "") }
+        }
         return lines.joined(separator: "\n")
     }
 }

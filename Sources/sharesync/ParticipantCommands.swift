@@ -12,7 +12,7 @@ struct AcceptCommand: AsyncParsableCommand {
         abstract: "Accept a share by its URL and keep a synced replica of it.",
         discussion: """
             Waits until the share's records are in this node's replica, then prints the owner, the \
-            zone(s) and their record counts. On a terminal it shows how many records have arrived while \
+            share's zone and its record count. On a terminal it shows how many records have arrived while \
             it waits. The daemon keeps the replica in step from then on, across restarts. The URL must \
             carry the owner's key fingerprint (`owner=`): the node checks that the owner it reaches \
             proves that key, and refuses a URL without one (exit 65, rule ownerFingerprintMissing).

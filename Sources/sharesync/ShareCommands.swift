@@ -30,7 +30,7 @@ struct ShareCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Create.self, Show.self, URL.self, Invite.self, Participants.self, Permission.self, Remove.self,
-            Public.self, Stop.self, Requesters.self, Approve.self, Deny.self, Block.self,
+            Public.self, Stop.self, Requesters.self, Approve.self, Deny.self, Block.self, Unblock.self,
         ])
 
     struct Create: AsyncParsableCommand {
@@ -68,7 +68,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a share: its URL, permissions and participants.",
+            abstract: "Show a share: its URL, permissions, participants and blocked users.",
             discussion: "Example:\n  sharesync share show --zone Groceries")
         @OptionGroup var options: NodeOptions
         @OptionGroup var target: ShareTarget
@@ -186,7 +186,13 @@ struct ShareCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "public",
             abstract: "Set what anyone with the URL may do: none, readOnly or readWrite.",
-            discussion: "Example:\n  sharesync share public --zone Groceries --permission readOnly")
+            discussion: """
+                Public users who joined already get the new permission. A change removes pending \
+                invitations; none removes every participant but you.
+
+                Example:
+                  sharesync share public --zone Groceries --permission readOnly
+                """)
         @OptionGroup var options: NodeOptions
         @OptionGroup var target: ShareTarget
         @Option(help: "none, readOnly or readWrite.") var permission: Participant.Permission
@@ -280,6 +286,26 @@ struct ShareCommand: AsyncParsableCommand {
             try await callNode(options, .shareBlock(zone: target.zone, share: target.share, userRecordName: user), as: Done.self) {
                 _ in "blocked \(user)"
             }
+        }
+    }
+
+    struct Unblock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Lift a block: the user may ask for access and be invited again.",
+            discussion: """
+                `share show` lists the blocked users. Inviting a blocked user is refused until they are unblocked.
+
+                Example:
+                  sharesync share unblock --zone Groceries --user _3fa4…
+                """)
+        @OptionGroup var options: NodeOptions
+        @OptionGroup var target: ShareTarget
+        @Option(help: "The blocked user's record name (see `share show`).") var user: String
+
+        func run() async throws {
+            try await callNode(
+                options, .shareUnblock(zone: target.zone, share: target.share, userRecordName: user), as: Done.self
+            ) { _ in "unblocked \(user)" }
         }
     }
 }

@@ -22,7 +22,9 @@ struct ZoneCommand: AsyncParsableCommand {
         @Argument(help: "The zone's name.") var name: String
 
         func run() async throws {
-            try await callNode(options, .zoneCreate(name: name), as: ZoneInfo.self) { "created zone \($0.zoneName)" }
+            try await callNode(options, .zoneCreate(name: name), as: ZoneInfo.self) {
+                $0.created == false ? "zone \($0.zoneName) already exists" : "created zone \($0.zoneName)"
+            }
         }
     }
 

@@ -33,6 +33,21 @@ struct OutboxRetryTests {
         #expect((try? landed.saveResults[mine.recordID]?.get())?.recordChangeTag == "7")
     }
 
+    @Test func aDeletionAnsweredUnknownItemLandedAlready() throws {
+        let id = Record.ID(recordName: "n1", zoneID: Self.zone)
+        let other = Record.ID(recordName: "n2", zoneID: Self.zone)
+        let operation = OutboxOperation(zoneName: "Topics", deleting: ["n1", "n2"])
+        let answer = ModifyRecordsResult(
+            saveResults: [:],
+            deleteResults: [
+                id: .failure(ShareSyncError(.unknownItem, "record n1 does not exist", recordID: id)),
+                other: .failure(ShareSyncError(.permissionFailure, "read-only", recordID: other, rule: "readOnlyParticipant")),
+            ])
+        let result = ParticipantOwnerLink.landedAlready(operation, answer)
+        #expect(result.errors["n1"] == nil)
+        #expect(result.errors["n2"]?.code == .permissionFailure)
+    }
+
     @Test func aConflictWithOtherContentStaysAConflict() throws {
         let mine = Self.note("Milk", tag: nil)
         let operation = OutboxOperation(zoneName: "Topics", saving: [mine])

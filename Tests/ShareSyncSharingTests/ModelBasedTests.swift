@@ -5,8 +5,9 @@ import Testing
 @testable import ShareSyncStore
 
 // A randomized, model-based test of sharing. A seeded PRNG drives thousands of random steps by one
-// owner and several participants: saves, deletes, re-parents, shares, invitations, accepts,
-// permission changes, removals, leaves, stops, and participants' writes. After every step:
+// owner and several participants: saves, deletes, re-parents, shares, invitations, accepts (by
+// invitation, or joining a public share), permission changes, publicPermission changes, blocks and
+// unblocks, removals, leaves, stops, and participants' writes. After every step:
 //   - the owner's database (read through its own feed from nil) equals the model;
 //   - every participant's shared database, read back through the feeds from their last tokens
 //     (small pages), equals the view computed from first principles: the records of each zone whose
@@ -33,8 +34,18 @@ struct SplitMix64 {
 /// The model of one zone: its records (title and parent name) and its shares.
 struct ModelZone {
     struct Rec: Equatable { var title: String; var parent: String? }
-    struct Member: Equatable { var permission: Participant.Permission; var status: Participant.AcceptanceStatus }
-    struct Shr: Equatable { var name: String; var root: String?; var members: [String: Member] }
+    struct Member: Equatable {
+        var permission: Participant.Permission
+        var status: Participant.AcceptanceStatus
+        var role: Participant.Role = .privateUser
+    }
+    struct Shr: Equatable {
+        var name: String
+        var root: String?
+        var members: [String: Member]
+        var publicPermission: Participant.Permission = .none
+        var blocked: Set<String> = []
+    }
 
     var records: [String: Rec] = [:]
     var shares: [String: Shr] = [:]
@@ -257,11 +268,14 @@ struct ModelRun {
     func predictDelete(_ z: String, _ name: String, actor: String) -> Expectation {
         let m = model[z]!
         let desc = "delete \(name) in \(z) by \(actor)"
-        if actor == Self.owner { return Expectation(allowed: [nil], description: desc) }
+        if actor == Self.owner {
+            // A record that does not exist: unknownItem, as CloudKit answers.
+            return Expectation(allowed: [m.records[name] == nil ? .unknownItem : nil], description: desc)
+        }
         guard m.records[name] != nil else {
-            // Gone already: fine for a participant whose feed had it; anyone else learns nothing
+            // Gone already: unknownItem for a participant whose feed had it; anyone else learns nothing
             // (permissionFailure, like a record outside the view). That depends on feed history, so both.
-            return Expectation(allowed: [nil, .permissionFailure], description: desc + " (no such record)")
+            return Expectation(allowed: [.unknownItem, .permissionFailure], description: desc + " (no such record)")
         }
         let share = m.membership(of: name)
         let isRoot = m.shareRooted(at: name) != nil
@@ -375,7 +389,18 @@ struct ModelRun {
         let u = rng.pick(Self.users)!
         let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
         var share = try fetchShare(z, s)
-        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: u), permission: p))
+        let shr = model[z]!.shares[s]!
+        // A public share takes no invitations (publicAndPrivateDoNotMix), nor a blocked user (identityBlocked):
+        // refused by Share itself.
+        let refusal = shr.publicPermission != .none || shr.blocked.contains(u)
+        var clientError: ShareSyncError?
+        do { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: u), permission: p)) } catch { clientError = error }
+        if refusal || clientError != nil {
+            _ = check(
+                "owner invite (refused by Share)", clientError,
+                Expectation(allowed: [refusal ? .invalidArguments : nil], description: "invite \(u) to \(s) (public \(shr.publicPermission), blocked \(shr.blocked.sorted()))"))
+            return
+        }
         let result = try db.modifyRecords(saving: [share.record])
         if check("owner invite", result.errors[s], Expectation(allowed: [nil], description: "invite \(u) \(p) to \(s)")) {
             var member = model[z]!.shares[s]!.members[u] ?? .init(permission: p, status: .pending)
@@ -390,10 +415,21 @@ struct ModelRun {
         var share = try fetchShare(z, s)
         let participant = try #require(share.participants.first { $0.userIdentity.userRecordName == u }, "\(tag): \(u) in \(s)")
         let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
-        if remove {
-            try share.removeParticipant(participant)
-        } else {
-            try share.setPermission(p, forParticipantID: participant.participantID)
+        // Refused by Share: removing anyone from a public share, setting a public user's own permission.
+        let refusal = remove ? model[z]!.shares[s]!.publicPermission != .none : participant.role == .publicUser
+        var clientError: ShareSyncError?
+        do {
+            if remove {
+                try share.removeParticipant(participant)
+            } else {
+                try share.setPermission(p, forParticipantID: participant.participantID)
+            }
+        } catch { clientError = error }
+        if refusal || clientError != nil {
+            _ = check(
+                remove ? "owner remove (refused by Share)" : "owner permission (refused by Share)", clientError,
+                Expectation(allowed: [refusal ? .invalidArguments : nil], description: "\(remove ? "remove" : "change") \(u) (\(participant.role)) in \(s)"))
+            return
         }
         let result = try db.modifyRecords(saving: [share.record])
         let e = Expectation(allowed: [nil], description: remove ? "remove \(u) from \(s)" : "make \(u) \(p) in \(s)")
@@ -429,18 +465,33 @@ struct ModelRun {
         let s = root == nil ? m.zoneShare : m.shareRooted(at: root!)
         let e: Expectation
         var desc = "\(u) accepts \(url.suffix(8)) (\(z) root \(root ?? "zone"), share \(s ?? "none"))"
-        if let s, let member = m.shares[s]!.members[u] {
+        var joinsPublicly = false
+        if let s, m.shares[s]!.blocked.contains(u) {
+            e = Expectation(allowed: [.participantMayNeedVerification], description: desc + " (blocked)")
+        } else if let s, let member = m.shares[s]!.members[u] {
             desc += " status \(member.status)"
             e = Expectation(allowed: [member.status == .removed ? .permissionFailure : nil], description: desc)
+        } else if let s, m.shares[s]!.publicPermission != .none {
+            joinsPublicly = true
+            e = Expectation(allowed: [nil], description: desc + " (public \(m.shares[s]!.publicPermission))")
         } else {
             e = Expectation(allowed: [.participantMayNeedVerification], description: desc)
         }
         var failure: ShareSyncError?
+        var metadata: ShareMetadata?
         do {
-            let metadata = try db.acceptShare(url: url, as: Caller(userRecordName: u))
-            #expect(metadata.participantStatus == .accepted, "\(tag): \(desc)")
+            metadata = try db.acceptShare(url: url, as: Caller(userRecordName: u))
+            #expect(metadata?.participantStatus == .accepted, "\(tag): \(desc)")
         } catch { failure = error }
-        if check("accept", failure, e), let s { model[z]!.shares[s]!.members[u]!.status = .accepted }
+        if check("accept", failure, e), let s {
+            if joinsPublicly {
+                let permission = model[z]!.shares[s]!.publicPermission
+                model[z]!.shares[s]!.members[u] = .init(permission: permission, status: .accepted, role: .publicUser)
+                #expect(metadata?.participantRole == .publicUser && metadata?.participantPermission == permission, "\(tag): \(desc)")
+            } else {
+                model[z]!.shares[s]!.members[u]!.status = .accepted
+            }
+        }
     }
 
     mutating func userLeave() throws {
@@ -458,7 +509,61 @@ struct ModelRun {
             try db.sharedDatabase(for: Caller(userRecordName: u)).leaveShare(Record.ID(recordName: s, zoneID: sharedZone(z)))
         } catch { failure = error.partialErrors?[s] ?? error }
         let e = Expectation(allowed: [accepted ? nil : .permissionFailure], description: "\(u) leaves \(s) (accepted \(accepted))")
-        if check("leave", failure, e) { model[z]!.shares[s]!.members[u]!.status = .removed }
+        if check("leave", failure, e) {
+            // A public user leaves the list; anyone else stays in it, removed.
+            if model[z]!.shares[s]!.members[u]!.role == .publicUser {
+                model[z]!.shares[s]!.members[u] = nil
+            } else {
+                model[z]!.shares[s]!.members[u]!.status = .removed
+            }
+        }
+    }
+
+    /// The owner changes a share's publicPermission (sometimes to what it is already). A change removes
+    /// the pending participants, a change to none everyone but the owner; public users get the new one.
+    mutating func ownerSetPublicPermission() throws {
+        guard let (z, s) = randomShare() else { return }
+        let permission = rng.pick([Participant.Permission.none, .readOnly, .readWrite])!
+        var share = try fetchShare(z, s)
+        share.publicPermission = permission
+        let result = try db.modifyRecords(saving: [share.record])
+        let old = model[z]!.shares[s]!.publicPermission
+        if check("owner public", result.errors[s], Expectation(allowed: [nil], description: "make \(s) public \(permission) (was \(old))")) {
+            var shr = model[z]!.shares[s]!
+            if permission != old {
+                shr.members = permission == .none ? [:] : shr.members.filter { $0.value.status != .pending }
+            }
+            shr.publicPermission = permission
+            for (u, member) in shr.members where member.role == .publicUser { shr.members[u]!.permission = permission }
+            model[z]!.shares[s] = shr
+        }
+    }
+
+    /// The owner blocks a user (a participant or not): they leave the share and cannot accept.
+    mutating func ownerBlock() throws {
+        guard let (z, s) = randomShare() else { return }
+        let u = rng.chance(0.7) ? (rng.pick(model[z]!.shares[s]!.members.keys.sorted()) ?? rng.pick(Self.users)!) : rng.pick(Self.users)!
+        var share = try fetchShare(z, s)
+        share.blockIdentities([UserIdentity(userRecordName: u)])
+        let result = try db.modifyRecords(saving: [share.record])
+        if check("owner block", result.errors[s], Expectation(allowed: [nil], description: "block \(u) in \(s)")) {
+            model[z]!.shares[s]!.blocked.insert(u)
+            model[z]!.shares[s]!.members[u] = nil
+        }
+    }
+
+    /// The owner lifts a block (`unblockIdentities`).
+    mutating func ownerUnblock() throws {
+        let blocked = Self.zones.flatMap { z in
+            model[z]!.shares.values.sorted { $0.name < $1.name }.flatMap { s in s.blocked.sorted().map { (z, s.name, $0) } }
+        }
+        guard let (z, s, u) = rng.pick(blocked) else { return }
+        var share = try fetchShare(z, s)
+        share.unblockIdentities(share.blockedIdentities.filter { $0.userRecordName == u })
+        let result = try db.modifyRecords(saving: [share.record])
+        if check("owner unblock", result.errors[s], Expectation(allowed: [nil], description: "unblock \(u) in \(s)")) {
+            model[z]!.shares[s]!.blocked.remove(u)
+        }
     }
 
     /// Names of ordinary records `u` sees in zone `z`.
@@ -533,6 +638,9 @@ struct ModelRun {
         case 59..<61: try ownerChangeParticipant(remove: true)
         case 61..<64: try userLeave()
         case 64..<67: try ownerStop()
+        case 67..<71: try ownerSetPublicPermission()
+        case 71..<73: try ownerBlock()
+        case 73..<75: try ownerUnblock()
         default: try userWrite()
         }
     }
@@ -559,9 +667,12 @@ struct ModelRun {
                 if let s = Share(r) {
                     var members: [String: ModelZone.Member] = [:]
                     for p in s.participants where p.role != .owner {
-                        members[p.userIdentity.userRecordName ?? "?"] = .init(permission: p.permission, status: p.acceptanceStatus)
+                        members[p.userIdentity.userRecordName ?? "?"] = .init(
+                            permission: p.permission, status: p.acceptanceStatus, role: p.role)
                     }
-                    actualShares[name] = .init(name: name, root: s.rootRecordID?.recordName, members: members)
+                    actualShares[name] = .init(
+                        name: name, root: s.rootRecordID?.recordName, members: members, publicPermission: s.publicPermission,
+                        blocked: Set(s.blockedIdentities.map(\.userRecordName)))
                 } else {
                     actualRecs[name] = .init(title: r["title"]?.stringValue ?? "", parent: r.parent?.recordID.recordName)
                 }
@@ -602,7 +713,7 @@ struct ModelRun {
             for (name, r) in got {
                 if let s = Share(r) {
                     let me = s.currentUserParticipant
-                    shares[name] = me.map { .init(permission: $0.permission, status: $0.acceptanceStatus) }
+                    shares[name] = me.map { .init(permission: $0.permission, status: $0.acceptanceStatus, role: $0.role) }
                         ?? .init(permission: .unknown, status: .unknown)
                 } else {
                     recs[name] = .init(title: r["title"]?.stringValue ?? "", parent: r.parent?.recordID.recordName)
@@ -662,7 +773,7 @@ struct ModelBasedTests {
     static let serverRecordLeak =
         "participant save (ifServerRecordUnchanged, no tag) of an existing record outside their view answered serverRecordChanged, not permissionFailure: reveals the record exists, and its serverRecord carries its fields"
 
-    @Test("random saves, deletes, re-parents, shares, accepts, permission changes, removals, leaves, stops and participant writes", arguments: seeds)
+    @Test("random saves, deletes, re-parents, shares, accepts, permission changes, publicPermission changes, blocks, unblocks, removals, leaves, stops and participant writes", arguments: seeds)
     func modelBased(seed: UInt64) throws {
         var run = try ModelRun(seed: seed)
         let start = Date()

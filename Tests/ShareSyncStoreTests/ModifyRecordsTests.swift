@@ -13,10 +13,10 @@ struct ModifyRecordsTests {
             try db.save(makeRecord("old", ["title": "Old"]))
             let result = try db.modifyRecords(
                 saving: [makeRecord("a", ["title": "A"]), makeRecord("b", ["count": 2])],
-                deleting: [recordID("old"), recordID("neverExisted")])
+                deleting: [recordID("old"), recordID("neverExisted")], atomically: false)
             #expect(Set(result.saveResults.keys) == [recordID("a"), recordID("b")])
             #expect(Set(result.deleteResults.keys) == [recordID("old"), recordID("neverExisted")])
-            #expect(result.errors.isEmpty)
+            #expect(result.errors.keys.sorted() == ["neverExisted"])
             #expect(try result.saveResults[recordID("a")]?.get()["title"] == "A")
             #expect(try result.saveResults[recordID("b")]?.get()["count"] == 2)
             #expect(try !db.exists(recordID("old")))
@@ -95,14 +95,34 @@ struct ModifyRecordsTests {
         }
     }
 
-    @Test("deleting a record that does not exist succeeds and changes nothing", arguments: Storage.allCases)
+    @Test("deleting a record that does not exist fails with unknownItem (as CloudKit) and changes nothing", arguments: Storage.allCases)
     func deletingMissingRecord(storage: Storage) throws {
         try withDatabase(storage) { db in
             try db.saveZone(RecordZone(zoneID: topics))
             try db.save(makeRecord("a"))
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(deleting: [recordID("ghost")]) }
-            #expect(result.errors.isEmpty)
+            #expect(result.errors["ghost"]?.code == .unknownItem)
+            #expect(result.errors["ghost"]?.message.contains("ghost") == true)
             #expect(result.deleteResults.count == 1)
+            // Atomic: the request's other deletion does not happen either.
+            let both = try expectNothingChanges(in: db) { try db.modifyRecords(deleting: [recordID("a"), recordID("ghost")]) }
+            #expect(both.errors["ghost"]?.code == .unknownItem)
+            #expect(both.errors["a"]?.code == .batchRequestFailed)
+            // Deleted once, then again: the second deletion is unknownItem.
+            #expect(try db.modifyRecords(deleting: [recordID("a")]).errors.isEmpty)
+            #expect(try db.modifyRecords(deleting: [recordID("a")]).errors["a"]?.code == .unknownItem)
+        }
+    }
+
+    @Test("a record deleted earlier in the same request by a deleteSelf cascade counts as deleted", arguments: Storage.allCases)
+    func deletingCascadedRecord(storage: Storage) throws {
+        try withDatabase(storage) { db in
+            try db.saveZone(RecordZone(zoneID: topics))
+            try db.save(makeRecord("a"))
+            try db.save(makeRecord("b", ["owner": deleteSelf("a")]))
+            let result = try db.modifyRecords(deleting: [recordID("a"), recordID("b")])
+            #expect(result.errors.isEmpty)
+            #expect(failure(try db.fetchRecords([recordID("b")])[recordID("b")])?.code == .unknownItem)
         }
     }
 
