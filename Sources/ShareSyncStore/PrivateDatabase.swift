@@ -34,6 +34,7 @@ public final class PrivateDatabase: Sendable {
     public convenience init(
         path: String, ownerName: String, limits: Limits = Limits(), clock: @escaping @Sendable () -> Date = Date.init
     ) throws {
+        try createPrivateFile(path, what: "the private database file")
         var config = Configuration()
         config.busyMode = .timeout(10)
         let pool = try DatabasePool(path: path, configuration: config)

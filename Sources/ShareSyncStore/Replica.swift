@@ -26,14 +26,7 @@ public final class SharedDatabaseReplica: Sendable {
 
     /// Opens (or creates) a replica in a file, in WAL mode. The file is readable by its user only.
     public convenience init(path: String) throws(ShareSyncError) {
-        // Create the file with its final mode, so it is never readable by others, not even briefly;
-        // SQLite gives the -wal and -shm files the mode of the database file.
-        let fd = open(path, O_CREAT | O_RDWR, 0o600)
-        guard fd >= 0 else {
-            throw ShareSyncError(.internalError, "cannot create the replica file \(path): \(String(cString: strerror(errno)))")
-        }
-        close(fd)
-        chmod(path, 0o600)
+        try createPrivateFile(path, what: "the replica file")
         let pool: DatabasePool
         do {
             var config = Configuration()

@@ -50,3 +50,15 @@ extension ShareSyncError {
             rule: "diskFull")
     }
 }
+
+/// Creates `path` (if it does not exist) with mode 0600 before SQLite opens it, so the database is
+/// never readable by others, not even briefly; SQLite gives the -wal and -shm files the mode of the
+/// database file. An existing file is set to 0600.
+func createPrivateFile(_ path: String, what: String) throws(ShareSyncError) {
+    let fd = open(path, O_CREAT | O_RDWR, 0o600)
+    guard fd >= 0 else {
+        throw ShareSyncError(.internalError, "cannot create \(what) \(path): \(String(cString: strerror(errno)))")
+    }
+    close(fd)
+    chmod(path, 0o600)
+}

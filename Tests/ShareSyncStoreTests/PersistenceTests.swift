@@ -47,6 +47,19 @@ struct PersistenceTests {
         #expect(failure(try db.modifyRecords(saving: [stale]).saveResults[stale.recordID])?.code == .serverRecordChanged)
     }
 
+    @Test("the database file is created with mode 0600 before SQLite opens it")
+    func createdPrivately() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("created.sqlite")
+        try createPrivateFile(path, what: "a test file")
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        #expect(attributes[.posixPermissions] as? Int == 0o600)
+        #expect(attributes[.size] as? Int == 0)
+        _ = try PrivateDatabase(path: path, ownerName: ownerName)
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == 0o600)
+    }
+
     @Test("the database file is readable and writable by its user only")
     func fileMode() throws {
         let dir = try TemporaryDirectory()
