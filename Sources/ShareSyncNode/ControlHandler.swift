@@ -279,7 +279,7 @@ public struct ControlHandler: Sendable {
             }
             return share
         }
-        let shares = try records(in: zone).compactMap(Share.init)
+        let shares = try database.fetchShares(in: zoneID)
         switch shares.count {
         case 0:
             throw ShareSyncError(.unknownItem, "zone \(zone) has no share; create one with `sharesync share create`", zoneID: zoneID)

@@ -187,6 +187,24 @@ extension PrivateDatabase {
             rule: "notInvited")
     }
 
+    /// The shares of a zone (the zone-wide one and hierarchy shares), by record name: read from the
+    /// share index, without reading the zone's other records. ``ShareSyncError/Code/zoneNotFound`` if
+    /// the zone does not exist.
+    public func fetchShares(in zoneID: RecordZone.ID) throws(ShareSyncError) -> [Share] {
+        _ = try fetchZone(zoneID)
+        let zone = self.zoneID(zoneID.zoneName)
+        return try read { db in
+            try Data.fetchAll(
+                db,
+                sql: """
+                    SELECT record.json FROM share JOIN record ON record.zone = share.zone AND record.name = share.name
+                    WHERE share.zone = ? ORDER BY share.name
+                    """,
+                arguments: [zoneID.zoneName]
+            ).compactMap { Share(present(try Record(jsonData: $0), zoneID: zone, in: db)) }
+        }
+    }
+
     private func resolve(_ url: String, _ db: Database) throws -> (ShareURL, String, Share) {
         guard let parsed = ShareURL(string: url) else {
             throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: "shareURLSyntax")

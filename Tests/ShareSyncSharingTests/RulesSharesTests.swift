@@ -18,6 +18,23 @@ struct RulesSharesTests {
         #expect(Share(fetched)?.rootRecordID?.recordName == "topic")
     }
 
+    @Test("a zone's shares are found without reading its records; a deleted share leaves the list")
+    func sharesOfAZone() throws {
+        let w = try World()
+        try w.save(w.record("Topic", "a"))
+        try w.save(w.record("Topic", "b"))
+        for i in 0..<50 { try w.save(w.record("Note", "n\(i)", parent: "a")) }
+        #expect(try w.db.fetchShares(in: w.zone).isEmpty)
+        let first = try w.share(root: "a")
+        let second = try w.share(root: "b")
+        let found = try w.db.fetchShares(in: w.zone)
+        #expect(Set(found.map(\.recordID.recordName)) == [first.recordID.recordName, second.recordID.recordName])
+        #expect(Set(found.compactMap(\.rootRecordID?.recordName)) == ["a", "b"])
+        _ = try w.db.modifyRecords(deleting: [first.recordID]).get()
+        #expect(try w.db.fetchShares(in: w.zone).map(\.recordID) == [second.recordID])
+        #expect(failure { _ = try w.db.fetchShares(in: RecordZone.ID(zoneName: "Nowhere")) }?.code == .zoneNotFound)
+    }
+
     @Test("a zone share's recordName is cloudkit.zoneshare")
     func zoneShareName() throws {
         let w = try World()
