@@ -43,6 +43,7 @@ public struct AcceptedShare: Codable, Sendable, Hashable {
     public var ownerName: String
     /// The owner's name and email, as the share gives them (when known).
     public var ownerDisplayName: String? = nil
+    /// The owner's email, as the share gives it (when known).
     public var ownerEmail: String? = nil
     public var title: String?
     /// The share's record name.
@@ -146,7 +147,9 @@ public struct ChangesPage: Codable, Sendable, Hashable {
 
 /// A zone in a database change feed: its owner (shared database only) and name.
 public struct ZoneRef: Codable, Sendable, Hashable {
+    /// The owner's user record name (shared database only).
     public var ownerName: String?
+    /// The zone's name.
     public var zoneName: String
 
     public init(ownerName: String?, zoneName: String) {
@@ -158,7 +161,9 @@ public struct ZoneRef: Codable, Sendable, Hashable {
 /// A page of a database's zone changes, like `CKFetchDatabaseChangesOperation`: the zones whose
 /// records changed (or that appeared) and the zones deleted since the token.
 public struct DatabaseChangesPage: Codable, Sendable, Hashable {
+    /// The zones whose records changed, or that appeared.
     public var changedZones: [ZoneRef]
+    /// The zones deleted (or no longer shared with this node).
     public var deletedZones: [ZoneRef]
     /// The page stopped at the limit asked for: ask again from `token` for the rest.
     public var moreComing: Bool

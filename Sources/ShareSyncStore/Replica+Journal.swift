@@ -17,10 +17,13 @@ public struct ReplicaJournalEntry: Sendable, Hashable {
 
     /// The entry's position: a token at or after it has seen it.
     public var sequence: Int64
+    /// The owner's user record name.
     public var owner: String
+    /// The zone's name.
     public var zoneName: String
     /// The record's name; `nil` for zone entries.
     public var recordName: String?
+    /// What happened.
     public var kind: Kind
 }
 

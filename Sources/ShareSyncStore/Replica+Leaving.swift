@@ -3,7 +3,9 @@ import ShareSyncCore
 
 /// A share left locally whose owner has not been told yet.
 public struct PendingLeave: Sendable, Hashable {
+    /// The owner's user record name.
     public var owner: String
+    /// The shared zone left.
     public var zoneName: String
     /// The share's record name.
     public var shareName: String

@@ -46,7 +46,6 @@ enum Output {
             var recordName: String?
             var zoneName: String?
             var serverRecord: Record?
-            var candidates: [String]?
             var exitCode: Int32
         }
         var error: Body
@@ -56,11 +55,11 @@ enum Output {
     /// results, so a script reads results from one stream and failures from the other.
     static func emitJSONError(
         code: String, message: String, exit: ExitCode, rule: String? = nil, recordName: String? = nil,
-        zoneName: String? = nil, serverRecord: Record? = nil, candidates: [String]? = nil
+        zoneName: String? = nil, serverRecord: Record? = nil
     ) {
         let value = JSONError(error: .init(
             code: code, message: message, rule: rule, recordName: recordName, zoneName: zoneName,
-            serverRecord: serverRecord, candidates: candidates, exitCode: exit.rawValue))
+            serverRecord: serverRecord, exitCode: exit.rawValue))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
