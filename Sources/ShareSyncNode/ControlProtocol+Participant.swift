@@ -151,10 +151,13 @@ public struct ZoneRef: Codable, Sendable, Hashable {
     public var ownerName: String?
     /// The zone's name.
     public var zoneName: String
+    /// The owner's name, as its shares give it (shared database only, when known).
+    public var ownerDisplayName: String?
 
-    public init(ownerName: String?, zoneName: String) {
+    public init(ownerName: String?, zoneName: String, ownerDisplayName: String? = nil) {
         self.ownerName = ownerName
         self.zoneName = zoneName
+        self.ownerDisplayName = ownerDisplayName
     }
 }
 

@@ -307,9 +307,13 @@ public final class NodeChangeFeeds: Sendable {
             through = entry.sequence
         }
         if !more { through = position.sequence }
+        let identities = order.isEmpty ? [:] : try ControlHandler.ownerIdentities(replica)
+        func ref(_ zone: Zone) -> ZoneRef {
+            ZoneRef(ownerName: zone.owner, zoneName: zone.zone, ownerDisplayName: identities[zone.owner]?.displayName)
+        }
         return DatabaseChangesPage(
-            changedZones: order.filter { deleted[$0] == false }.map { ZoneRef(ownerName: $0.owner, zoneName: $0.zone) },
-            deletedZones: order.filter { deleted[$0] == true }.map { ZoneRef(ownerName: $0.owner, zoneName: $0.zone) },
+            changedZones: order.filter { deleted[$0] == false }.map(ref),
+            deletedZones: order.filter { deleted[$0] == true }.map(ref),
             moreComing: more, token: sharedToken(position, through))
     }
 

@@ -194,7 +194,12 @@ struct ChangesCommand: AsyncParsableCommand {
         if database {
             try await callNode(options, .databaseChanges(shared: shared, since: since, limit: limit), as: DatabaseChangesPage.self) {
                 page in
-                func name(_ zone: ZoneRef) -> String { (zone.ownerName.map { $0 + "/" } ?? "") + zone.zoneName }
+                func name(_ zone: ZoneRef) -> String {
+                    zone.zoneName
+                        + (zone.ownerName.map {
+                            " from " + PersonName.describe(userRecordName: $0, displayName: zone.ownerDisplayName, email: nil)
+                        } ?? "")
+                }
                 return (page.changedZones.map { "zone changed \(name($0))" } + page.deletedZones.map { "zone deleted \(name($0))" }
                     + (page.moreComing ? ["more coming"] : []) + ["token: \(page.token)"]).joined(separator: "\n")
             }

@@ -77,6 +77,8 @@ struct ChangeFeedCLITests {
         let database = try #require(try b.ok(["changes", "--shared", "--database"]) as? [String: Any])
         #expect(zones(database, "changedZones") == ["Topics"], "\(database)")
         let databaseToken = try #require(database["token"] as? String)
+        let databaseText = try cli(["changes", "--shared", "--database", "--home", b.home])
+        #expect(databaseText.stdout.contains("zone changed Topics from Alice (\(a.userRecordName))"), "\(databaseText.stdout)")
 
         try b.kill()
         try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t4", "--field", "title=string:four"])
