@@ -37,4 +37,25 @@ struct LeaveLocallyCLITests {
         Thread.sleep(forTimeInterval: 1)
         #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty, "the zone stays out of the replica")
     }
+
+    @Test("owner connected: leave --local purges at once and the owner is told without a reconnect; later owner writes stay out")
+    func leaveWhileOwnerIsConnected() throws {
+        let a = try E2ENode(name: "Alice")
+        defer { a.stop() }
+        let b = try E2ENode(name: "Bob")
+        defer { b.stop() }
+        try a.ok(["zone", "create", "Topics"])
+        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t1"])
+        let (url, participantID) = try invite(b, to: "Topics", of: a)
+        try b.ok(["accept", url])
+        try b.ok(["leave", "--owner", "Alice", "--zone", "Topics", "--local"])
+        #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
+        #expect(try eventually(timeout: 60) {
+            let participants = try #require(try a.ok(["share", "participants", "--zone", "Topics"]) as? [[String: Any]])
+            return participants.first { $0["participantID"] as? String == participantID }?["acceptanceStatus"] as? String == "removed"
+        })
+        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t2"])
+        Thread.sleep(forTimeInterval: 1)
+        #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
+    }
 }
