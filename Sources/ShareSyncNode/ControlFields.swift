@@ -11,7 +11,7 @@ import ShareSyncCore
 /// | `bool` | `true` or `false` |
 /// | `date` | ISO 8601 (`2026-11-21T10:00:00Z`) or seconds since 1970 |
 /// | `bytes` | base64 |
-/// | `reference` | the name of a record in the same zone |
+/// | `reference` | the name of a record in the same zone, optionally followed by `:deleteSelf` (deleting that record deletes this one) or `:none` (the default) |
 /// | `location` | `LAT,LON` in degrees |
 public struct FieldAssignment: Sendable, Hashable, Codable {
     public static let types = ["string", "int64", "double", "bool", "date", "bytes", "reference", "location"]
@@ -68,8 +68,23 @@ public struct FieldAssignment: Sendable, Hashable, Codable {
             guard let data = Data(base64Encoded: value) else { throw bad("base64") }
             return .bytes(data)
         case "reference":
-            guard !value.isEmpty else { throw bad("a record name") }
-            return .reference(Record.Reference(recordID: Record.ID(recordName: value, zoneID: zoneID)))
+            // NAME, NAME:deleteSelf or NAME:none (a name may itself hold colons: only a known suffix counts).
+            var name = value
+            var action = Record.Reference.Action.none
+            if let colon = value.lastIndex(of: ":") {
+                let suffix = value[value.index(after: colon)...]
+                switch suffix {
+                case "deleteSelf":
+                    action = .deleteSelf
+                    name = String(value[..<colon])
+                case "none":
+                    name = String(value[..<colon])
+                default:
+                    break
+                }
+            }
+            guard !name.isEmpty else { throw bad("a record name, optionally followed by :deleteSelf or :none") }
+            return .reference(Record.Reference(recordID: Record.ID(recordName: name, zoneID: zoneID), action: action))
         case "location":
             let parts = value.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
             guard parts.count == 2, let lat = parts[0], let lon = parts[1], (-90...90).contains(lat),

@@ -26,13 +26,28 @@ extension ControlHandler {
             let zones = try zoneInfos(
                 [RecordZone.ID(zoneName: metadata.share.recordID.zoneID.zoneName, ownerName: owner)], replica: replica)
             logger.info("share accepted", metadata: ["owner": "\(owner)", "zones": "\(zones.map(\.zoneName))"])
-            return ok(AcceptedShare(
+            var accepted = AcceptedShare(
                 ownerName: owner, title: metadata.share.title, shareName: metadata.share.recordID.recordName,
-                permission: metadata.participantPermission, zones: zones))
-        case .leave(let owner, let zone, let share):
+                permission: metadata.participantPermission, zones: zones)
+            let ownerIdentity = metadata.share.owner?.userIdentity ?? metadata.ownerIdentity
+            accepted.ownerDisplayName = metadata.ownerIdentity.displayName ?? ownerIdentity.displayName
+            accepted.ownerEmail = metadata.ownerIdentity.lookupInfo?.emailAddress ?? ownerIdentity.lookupInfo?.emailAddress
+            return ok(accepted)
+        case .leave(let owner, let zone, let share, let local):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let shareName: String
-            if let share { shareName = share } else { shareName = try onlyShare(in: zoneID, replica: replica) }
+            if let share {
+                // The share's record name, or its root record's name.
+                let named = try replica.fetchRecord(Record.ID(recordName: share, zoneID: zoneID))
+                shareName = named.flatMap { $0.recordType == Record.shareRecordType ? nil : $0.share?.recordID.recordName } ?? share
+            } else {
+                shareName = try onlyShare(in: zoneID, replica: replica)
+            }
+            if local == true {
+                try participant.leaveShareLocally(owner: zoneID.ownerName, zoneName: zone, shareRecordName: shareName)
+                logger.info("share left locally", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
+                return ok(Done())
+            }
             try await participant.leaveShare(owner: zoneID.ownerName, zoneName: zone, shareRecordName: shareName)
             logger.info("share left", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
             return ok(Done())
@@ -56,20 +71,30 @@ extension ControlHandler {
                 throw ShareSyncError(.unknownItem, "record \(name) is not in shared zone \(zone)", recordID: id)
             }
             return ok(Self.shared(record, edit))
-        case .sharedRecordSave(let owner, let zone, let type, let name, let parent, let fields, let policy):
+        case .sharedRecordSave(let owner, let zone, let type, let name, let parent, let fields, let policy, let ifTag):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let id = Record.ID(recordName: name, zoneID: zoneID)
+            try Self.checkTag(ifTag, policy: policy, recordID: id)
             // This node's copy, with its change tag: its latest pending write, else the replica's record.
             let edit = try participant.localEdits(owner: zoneID.ownerName, zoneName: zone)[name]
             var record: Record
             if let edit, edit.state == .pending, let pending = edit.record {
                 record = pending
             } else {
-                record = try replica.fetchRecord(id) ?? Record(recordType: type, recordID: id)
+                if let copy = try replica.fetchRecord(id) {
+                    record = copy
+                } else if let type {
+                    record = Record(recordType: type, recordID: id)
+                } else {
+                    throw ShareSyncError(
+                        .unknownItem, "record \(name) is not in shared zone \(zone); give its --type to create it",
+                        recordID: id, rule: "typeNeeded")
+                }
             }
+            if let ifTag { record.recordChangeTag = ifTag }
             for field in fields { record[field.key] = try field.fieldValue(in: zoneID) }
             if let parent { record.setParent(Record.ID(recordName: parent, zoneID: zoneID)) }
-            if record.recordType != type {
+            if let type, record.recordType != type {
                 throw ShareSyncError(
                     .invalidArguments,
                     "record \(name) is a \(record.recordType); a record's type cannot change to \(type)", recordID: id,
@@ -130,17 +155,59 @@ extension ControlHandler {
     }
 
     func zoneInfos(_ zoneIDs: [RecordZone.ID], replica: SharedDatabaseReplica) throws(ShareSyncError) -> [SharedZoneInfo] {
+        let identities = try Self.ownerIdentities(replica)
         var infos: [SharedZoneInfo] = []
         for zoneID in zoneIDs {
+            let identity = identities[zoneID.ownerName]
             infos.append(SharedZoneInfo(
                 ownerName: zoneID.ownerName, zoneName: zoneID.zoneName,
-                records: try replica.recordCount(owner: zoneID.ownerName, zoneName: zoneID.zoneName)))
+                records: try replica.recordCount(owner: zoneID.ownerName, zoneName: zoneID.zoneName),
+                ownerDisplayName: identity?.displayName, ownerEmail: identity?.lookupInfo?.emailAddress))
         }
         return infos
     }
 
+    /// The owners of the shares in the replica, by user record name, with the name and email their
+    /// shares give them (the share's owner participant).
+    static func ownerIdentities(_ replica: SharedDatabaseReplica) throws(ShareSyncError) -> [String: UserIdentity] {
+        var identities: [String: UserIdentity] = [:]
+        for record in try replica.shareRecords() {
+            guard let owner = Share(record)?.owner else { continue }
+            let name = record.recordID.zoneID.ownerName
+            if identities[name]?.displayName == nil { identities[name] = owner.userIdentity }
+        }
+        return identities
+    }
+
+    /// The owner a command names: a user record name, or (when exactly one owner in the replica has
+    /// it) a display name or email address. Several matches are refused, listing the candidates.
+    static func resolveOwner(_ text: String?, in replica: SharedDatabaseReplica) throws(ShareSyncError) -> String? {
+        guard let text else { return nil }
+        if try replica.owner(named: text) != nil { return text }
+        let identities = try ownerIdentities(replica)
+        let matches = identities.filter { _, identity in
+            identity.displayName?.caseInsensitiveCompare(text) == .orderedSame
+                || identity.lookupInfo?.emailAddress?.caseInsensitiveCompare(text) == .orderedSame
+        }.sorted { $0.key < $1.key }
+        switch matches.count {
+        case 0:
+            return text
+        case 1:
+            return matches[0].key
+        default:
+            let candidates = matches.map {
+                PersonName.describe(userRecordName: $0.key, displayName: $0.value.displayName, email: $0.value.lookupInfo?.emailAddress)
+            }
+            throw ShareSyncError(
+                .invalidArguments,
+                "\(text.debugDescription) names several owners: \(candidates.joined(separator: "; ")); give --owner their user record name",
+                rule: "ambiguousOwner")
+        }
+    }
+
     /// The shared zone named `zone`, of `owner` or of the only owner sharing a zone of that name.
     func sharedZone(owner: String?, zone: String, in replica: SharedDatabaseReplica) throws(ShareSyncError) -> RecordZone.ID {
+        let owner = try Self.resolveOwner(owner, in: replica)
         let matches = try replica.allZones().filter { $0.zoneName == zone && (owner == nil || $0.ownerName == owner) }
         switch matches.count {
         case 1:

@@ -77,23 +77,29 @@ public struct ControlHandler: Sendable {
         case .shareMetadata, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
             .sharedRecordDelete, .outboxList, .outboxResolve, .outboxDiscard:
             return try await handleParticipant(request)
-        case .changes(let shared, let since, let waitSeconds):
+        case .changes(let shared, let since, let waitSeconds, let zone, let owner, let limit):
             guard let feeds else { throw Self.unavailable("change feeds") }
             let wait = waitSeconds.map { Duration.milliseconds(Int64(max(0, min($0, 600)) * 1000)) }
-            return ok(try await feeds.changes(shared: shared, since: since, wait: wait))
+            let owner = shared ? try Self.resolveOwner(owner, in: feeds.replica) : owner
+            return ok(try await feeds.changes(shared: shared, since: since, wait: wait, zone: zone, owner: owner, limit: limit))
+        case .databaseChanges(let shared, let since, let limit):
+            guard let feeds else { throw Self.unavailable("change feeds") }
+            return ok(try feeds.databaseChanges(shared: shared, since: since, limit: limit))
         case .currentChangeToken(let shared):
             guard let feeds else { throw Self.unavailable("change feeds") }
             return ok(ChangesPage(changes: [], token: try feeds.currentToken(shared: shared)))
-        case .recordImport(let zone, let records):
+        case .recordImport(let zone, let records, let policy):
             let zoneID = RecordZone.ID(zoneName: zone)
             let moved = records.map { record in
                 var copy = Record(recordType: record.recordType, recordID: Record.ID(recordName: record.recordID.recordName, zoneID: zoneID))
                 for key in record.allKeys { copy[key] = record.fields[key] }
                 if let parent = record.parent { copy.setParent(Record.ID(recordName: parent.recordID.recordName, zoneID: zoneID)) }
+                // Only a save against a known tag looks at it.
+                if policy == .ifServerRecordUnchanged { copy.recordChangeTag = record.recordChangeTag }
                 return copy
             }
             // The whole request is one transaction: all of its records or none (the line limit bounds it).
-            let result = try database.importRecords(moved)
+            let result = try database.importRecords(moved, savePolicy: policy ?? .allKeys)
             try check(result)
             return ok(ImportResult(saved: result.saveResults.count))
         case .advertise(let host, let port, let listen):
@@ -130,8 +136,9 @@ public struct ControlHandler: Sendable {
         case .zoneDelete(let name):
             try database.deleteZone(RecordZone.ID(zoneName: name))
             return ok(Done())
-        case .recordSave(let zone, let type, let name, let parent, let fields):
-            return ok(try saveRecord(zone: zone, type: type, name: name, parent: parent, fields: fields))
+        case .recordSave(let zone, let type, let name, let parent, let fields, let policy, let ifTag):
+            return ok(try saveRecord(
+                zone: zone, type: type, name: name, parent: parent, fields: fields, policy: policy, ifTag: ifTag))
         case .recordGet(let zone, let name):
             return ok(try database.fetchRecord(Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone))))
         case .recordDelete(let zone, let name):
@@ -230,20 +237,56 @@ public struct ControlHandler: Sendable {
 
     // MARK: Records
 
-    func saveRecord(zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment])
-        throws(ShareSyncError) -> Record
-    {
+    /// Saves a record of the private database under `policy` (see ``ControlRequest/recordSave(zone:type:name:parent:fields:policy:ifTag:)``).
+    func saveRecord(
+        zone: String, type: String?, name: String, parent: String?, fields: [FieldAssignment], policy: SavePolicy? = nil,
+        ifTag: String? = nil
+    ) throws(ShareSyncError) -> Record {
         let zoneID = RecordZone.ID(zoneName: zone)
         let id = Record.ID(recordName: name, zoneID: zoneID)
-        var record = Record(recordType: type, recordID: id)
+        try Self.checkTag(ifTag, policy: policy, recordID: id)
+        let policy = policy ?? (ifTag == nil ? .changedKeys : .ifServerRecordUnchanged)
+        var existing: Record?
+        do {
+            existing = try database.fetchRecord(id)
+        } catch where error.code == .unknownItem {
+            existing = nil
+        }
+        guard let type = type ?? existing?.recordType else {
+            throw ShareSyncError(
+                .unknownItem, "record \(name) does not exist in zone \(zone); give its --type to create it", recordID: id,
+                rule: "typeNeeded")
+        }
+        var record: Record
+        if policy == .ifServerRecordUnchanged, let existing, existing.recordType == type {
+            // The stored record with the fields set, saved against the tag given (none: it must be new).
+            record = existing
+            record.recordChangeTag = ifTag
+        } else {
+            record = Record(recordType: type, recordID: id)
+            record.recordChangeTag = ifTag
+        }
         for field in fields { record[field.key] = try field.fieldValue(in: zoneID) }
         if let parent { record.setParent(Record.ID(recordName: parent, zoneID: zoneID)) }
-        let result = try database.modifyRecords(saving: [record], savePolicy: .changedKeys)
+        let result = try database.modifyRecords(saving: [record], savePolicy: policy)
         try check(result)
         guard case .success(let saved)? = result.saveResults[id] else {
             throw ShareSyncError(.internalError, "record \(name) was not saved", recordID: id)
         }
         return saved
+    }
+
+    /// Refuses a change tag with a policy that does not look at it.
+    static func checkTag(_ ifTag: String?, policy: SavePolicy?, recordID: Record.ID) throws(ShareSyncError) {
+        guard let ifTag else { return }
+        if ifTag.isEmpty {
+            throw ShareSyncError(.invalidArguments, "the change tag must not be empty", recordID: recordID, rule: "ifTagSyntax")
+        }
+        if let policy, policy != .ifServerRecordUnchanged {
+            throw ShareSyncError(
+                .invalidArguments, "a change tag goes with the policy ifServerRecordUnchanged, not \(policy.rawValue)",
+                recordID: recordID, rule: "ifTagPolicy")
+        }
     }
 
     func records(in zone: String) throws(ShareSyncError) -> [Record] {
@@ -271,10 +314,15 @@ public struct ControlHandler: Sendable {
     func findShare(zone: String, name: String?) throws(ShareSyncError) -> Share {
         let zoneID = RecordZone.ID(zoneName: zone)
         if let name {
-            let record = try database.fetchRecord(Record.ID(recordName: name, zoneID: zoneID))
+            var record = try database.fetchRecord(Record.ID(recordName: name, zoneID: zoneID))
+            // The root record's name names its share too.
+            if record.recordType != Record.shareRecordType, let shareID = record.share?.recordID {
+                record = try database.fetchRecord(Record.ID(recordName: shareID.recordName, zoneID: zoneID))
+            }
             guard let share = Share(record) else {
                 throw ShareSyncError(
-                    .invalidArguments, "record \(name) is a \(record.recordType), not a share", recordID: record.recordID,
+                    .invalidArguments, "record \(name) is a \(record.recordType), neither a share nor a shared root record",
+                    recordID: record.recordID,
                     rule: "notAShare")
             }
             return share

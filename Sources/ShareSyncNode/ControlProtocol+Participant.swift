@@ -4,20 +4,47 @@ import ShareSyncStore
 
 /// A shared zone in the replica: whose it is and how many records it holds.
 public struct SharedZoneInfo: Codable, Sendable, Hashable {
+    /// The owner's user record name.
     public var ownerName: String
     public var zoneName: String
     public var records: Int
+    /// The owner's name, as its shares give it (when known).
+    public var ownerDisplayName: String?
+    /// The owner's email, as its shares give it (when known).
+    public var ownerEmail: String?
 
-    public init(ownerName: String, zoneName: String, records: Int) {
+    public init(ownerName: String, zoneName: String, records: Int, ownerDisplayName: String? = nil, ownerEmail: String? = nil) {
         self.ownerName = ownerName
         self.zoneName = zoneName
         self.records = records
+        self.ownerDisplayName = ownerDisplayName
+        self.ownerEmail = ownerEmail
+    }
+
+    /// The owner for people: `Alice <alice@example.org> (_a1b2…)`, or the user record name alone.
+    public var owner: String { PersonName.describe(userRecordName: ownerName, displayName: ownerDisplayName, email: ownerEmail) }
+}
+
+/// How people are named in the CLI: name and email next to the user record name.
+public enum PersonName {
+    /// `Alice <alice@example.org> (_a1b2…)`; parts that are not known are left out.
+    public static func describe(userRecordName: String?, displayName: String?, email: String?) -> String {
+        var parts: [String] = []
+        if let displayName { parts.append(displayName) }
+        if let email { parts.append(displayName == nil ? email : "<\(email)>") }
+        if let userRecordName { parts.append(parts.isEmpty ? userRecordName : "(\(userRecordName))") }
+        return parts.isEmpty ? "(unknown)" : parts.joined(separator: " ")
     }
 }
 
 /// What `accept` returns once the share's records are in the replica.
 public struct AcceptedShare: Codable, Sendable, Hashable {
+    /// The owner's user record name.
     public var ownerName: String
+    /// The owner's name and email, as the share gives them (when known).
+    public var ownerDisplayName: String? = nil
+    /// The owner's email, as the share gives it (when known).
+    public var ownerEmail: String? = nil
     public var title: String?
     /// The share's record name.
     public var shareName: String
@@ -76,6 +103,8 @@ public struct ChangeInfo: Codable, Sendable, Hashable {
     public var kind: Kind
     /// The owner's user record name (shared database only).
     public var ownerName: String?
+    /// The owner's name, as its shares give it (shared database only, when known).
+    public var ownerDisplayName: String? = nil
     public var zoneName: String
     public var recordName: String?
     public var recordType: String?
@@ -106,9 +135,48 @@ public struct ChangesPage: Codable, Sendable, Hashable {
     public var changes: [ChangeInfo]
     /// Pass as `since` next time to get only later changes.
     public var token: String
+    /// The page stopped at the limit asked for: ask again from `token` for the rest.
+    public var moreComing: Bool
 
-    public init(changes: [ChangeInfo], token: String) {
+    public init(changes: [ChangeInfo], token: String, moreComing: Bool = false) {
         self.changes = changes
+        self.token = token
+        self.moreComing = moreComing
+    }
+}
+
+/// A zone in a database change feed: its owner (shared database only) and name.
+public struct ZoneRef: Codable, Sendable, Hashable {
+    /// The owner's user record name (shared database only).
+    public var ownerName: String?
+    /// The zone's name.
+    public var zoneName: String
+    /// The owner's name, as its shares give it (shared database only, when known).
+    public var ownerDisplayName: String?
+
+    public init(ownerName: String?, zoneName: String, ownerDisplayName: String? = nil) {
+        self.ownerName = ownerName
+        self.zoneName = zoneName
+        self.ownerDisplayName = ownerDisplayName
+    }
+}
+
+/// A page of a database's zone changes, like `CKFetchDatabaseChangesOperation`: the zones whose
+/// records changed (or that appeared) and the zones deleted since the token.
+public struct DatabaseChangesPage: Codable, Sendable, Hashable {
+    /// The zones whose records changed, or that appeared.
+    public var changedZones: [ZoneRef]
+    /// The zones deleted (or no longer shared with this node).
+    public var deletedZones: [ZoneRef]
+    /// The page stopped at the limit asked for: ask again from `token` for the rest.
+    public var moreComing: Bool
+    /// Pass as `since` next time.
+    public var token: String
+
+    public init(changedZones: [ZoneRef], deletedZones: [ZoneRef], moreComing: Bool, token: String) {
+        self.changedZones = changedZones
+        self.deletedZones = deletedZones
+        self.moreComing = moreComing
         self.token = token
     }
 }

@@ -32,8 +32,23 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case zoneList
     /// → ``Done``
     case zoneDelete(name: String)
-    /// Creates or updates a record: given fields are set, others kept (`changedKeys` policy). → ``Record``
-    case recordSave(zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment])
+    /// Creates or updates a record. `type` may be omitted when the record exists (its type is kept).
+    /// `policy` decides what happens to a record already there:
+    /// - `changedKeys` (the default without `ifTag`): the given fields and parent are set, others kept;
+    /// - `ifServerRecordUnchanged` (the default with `ifTag`): the record is saved only if its change tag
+    ///   is still `ifTag` (without `ifTag`: only if no record of that name exists); otherwise it fails with
+    ///   `serverRecordChanged`, whose `serverRecord` is the record as stored;
+    /// - `allKeys`: the record is replaced by one holding only the given fields.
+    ///
+    /// `ifTag` goes with `ifServerRecordUnchanged` only. → ``Record``
+    ///
+    /// ```
+    /// → {"recordSave":{"zone":"Topics","name":"topic-1","fields":[{"key":"title","type":"string","value":"B"}],"ifTag":"3"}}
+    /// ← {"ok":false,"error":{"code":"serverRecordChanged","message":"…","recordName":"topic-1","serverRecord":{…}}}
+    /// ```
+    case recordSave(
+        zone: String, type: String?, name: String, parent: String?, fields: [FieldAssignment], policy: SavePolicy? = nil,
+        ifTag: String? = nil)
     /// → ``Record``
     case recordGet(zone: String, name: String)
     /// Deletes a record (and what its `deleteSelf` references cascade to); a record that does not
@@ -77,9 +92,13 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// ← {"ok":true,"result":{"done":true}}
     /// ```
     case shareUnblock(zone: String, share: String?, userRecordName: String)
-    /// Saves records into a zone of the private database in one transaction: all of them or none
-    /// (`allKeys` policy: each record replaces any record of that name). → ``ImportResult``
-    case recordImport(zone: String, records: [Record])
+    /// Saves records into a zone of the private database in one transaction: all of them or none.
+    /// `policy` (default `allKeys`: each record replaces any record of that name) may be `changedKeys`
+    /// (the record's fields are set on the stored record, others kept) or `ifServerRecordUnchanged` (each
+    /// record's `recordChangeTag` must be the stored record's, and a record without one must be new;
+    /// otherwise nothing is saved and the error is `serverRecordChanged` with the stored record).
+    /// → ``ImportResult``
+    case recordImport(zone: String, records: [Record], policy: SavePolicy? = nil)
 
     // MARK: Participant side (the shared database replica)
 
@@ -89,8 +108,10 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// the replica. → ``AcceptedShare``
     case accept(url: String, timeoutSeconds: Double?)
     /// Leaves a share; `owner` may be omitted when one owner shares a zone of that name, `share` when the
-    /// zone holds one share. → ``Done``
-    case leave(owner: String?, zone: String, share: String?)
+    /// zone holds one share. The owner must be reachable, unless `local` is true: then the zone leaves
+    /// the replica at once and the owner is told when its node is next reached (it then marks this
+    /// participant as having left). → ``Done``
+    case leave(owner: String?, zone: String, share: String?, local: Bool? = nil)
     /// → `[SharedZoneInfo]`
     case sharedZoneList
     /// → `[SharedRecord]`, read from the replica (works while the owner is unreachable), with this
@@ -105,15 +126,17 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// CloudKit) decides what happens if the owner's record changed since: `ifServerRecordUnchanged`
     /// fails with `serverRecordChanged` (error `serverRecord` holds the owner's record; a queued write
     /// stays in the outbox as a conflict, see `outboxList`); `changedKeys` writes the given fields over
-    /// the owner's record; `allKeys` replaces it with this node's copy. → ``SharedWriteResult``
+    /// the owner's record; `allKeys` replaces it with this node's copy. `ifTag` sends the save against
+    /// that change tag rather than the copy's (with `ifServerRecordUnchanged` only). `type` may be
+    /// omitted when this node has a copy of the record. → ``SharedWriteResult``
     ///
     /// ```
     /// → {"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"topic-1","fields":[{"key":"title","type":"string","value":"B"}]}}
     /// ← {"ok":false,"error":{"code":"serverRecordChanged","message":"…","recordName":"topic-1","serverRecord":{…}}}
     /// ```
     case sharedRecordSave(
-        owner: String?, zone: String, type: String, name: String, parent: String?, fields: [FieldAssignment],
-        policy: SavePolicy?)
+        owner: String?, zone: String, type: String?, name: String, parent: String?, fields: [FieldAssignment],
+        policy: SavePolicy?, ifTag: String? = nil)
     /// Deletes a record in a shared zone through the owner. → ``SharedWriteResult``
     case sharedRecordDelete(owner: String?, zone: String, name: String)
 
@@ -148,8 +171,26 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     // MARK: Change feeds
 
     /// The changes of the private (`shared: false`) or shared database since a token (`nil`: everything
-    /// there is). With `waitSeconds`, an empty answer waits up to that long for a change. → ``ChangesPage``
-    case changes(shared: Bool, since: String?, waitSeconds: Double?)
+    /// there is). With `waitSeconds`, an empty answer waits up to that long for a change. `zone` (and,
+    /// shared, `owner` when several owners share a zone of that name) gives one zone's records, like
+    /// `CKFetchRecordZoneChangesOperation`; `limit` makes a page of at most that many changes, with
+    /// `moreComing` and the token to go on from (private database: with `zone` only). Shared tokens
+    /// stay valid across daemon restarts. → ``ChangesPage``
+    ///
+    /// ```
+    /// → {"changes":{"shared":true,"zone":"Topics","limit":2}}
+    /// ← {"ok":true,"result":{"changes":[…,…],"moreComing":true,"token":"shared:1f2e3d4c:2"}}
+    /// ```
+    case changes(
+        shared: Bool, since: String?, waitSeconds: Double?, zone: String? = nil, owner: String? = nil, limit: Int? = nil)
+    /// The zones changed and deleted since a token, like `CKFetchDatabaseChangesOperation`; `limit`
+    /// makes a page of at most that many zones. Tokens are those of `changes`. → ``DatabaseChangesPage``
+    ///
+    /// ```
+    /// → {"databaseChanges":{"shared":false,"since":"private:…"}}
+    /// ← {"ok":true,"result":{"changedZones":[{"zoneName":"Topics"}],"deletedZones":[],"moreComing":false,"token":"private:…"}}
+    /// ```
+    case databaseChanges(shared: Bool, since: String?, limit: Int? = nil)
     /// The token for "now": `changes` from it returns only later changes. → ``ChangesPage`` (no changes)
     case currentChangeToken(shared: Bool)
 

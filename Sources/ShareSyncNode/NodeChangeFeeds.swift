@@ -8,47 +8,35 @@ import Synchronization
 /// - **Private database**: the store's own feeds (`fetchDatabaseChanges`, then `fetchZoneChanges` of
 ///   each changed zone) from one database token; tokens are `private:` + the store's token and stay
 ///   valid across restarts until the store compacts past them (`changeTokenExpired`).
-/// - **Shared database**: the replica keeps no history, so the daemon keeps one. From the first request
-///   on, it compares the replica after every committed write with what it saw before and journals the
-///   differences (records changed or deleted, zones gone). Tokens are `shared:EPOCH:SEQUENCE`; they are
-///   valid while this daemon runs (a restarted daemon answers `changeTokenExpired`: read from no token).
+/// - **Shared database**: the replica's change journal (``SharedDatabaseReplica/journalChanges()``),
+///   which compares the replica with what it last saw and keeps the differences in the replica file.
+///   Tokens are `shared:EPOCH:SEQUENCE`, positions in that journal; they stay valid across daemon
+///   restarts (what changed while the daemon was down comes with the next read), until the journal
+///   trims the deletions after them (`changeTokenExpired`).
+///
+/// Three views of each database, as CloudKit has them: the merged view (every record change, the
+/// default), the database view (zones changed and deleted, like `CKFetchDatabaseChangesOperation`)
+/// and one zone's records (like `CKFetchRecordZoneChangesOperation`). With a limit, a page holds at
+/// most that many changes (zones in the database view) and says `moreComing`; its token goes on.
 ///
 /// A request with `waitSeconds` and nothing to return waits for the next commit (long poll), which is
 /// how `watch` streams.
 public final class NodeChangeFeeds: Sendable {
-    /// The most shared changes kept; an older token gets `changeTokenExpired`.
-    static let journalCapacity = 200_000
-
     let database: PrivateDatabase
     let replica: SharedDatabaseReplica
-    let epoch = String(UUID().uuidString.prefix(8)).lowercased()
 
-    private struct RecordKey: Hashable, Comparable {
-        var owner: String
-        var zone: String
-        var name: String
-        static func < (a: Self, b: Self) -> Bool { (a.owner, a.zone, a.name) < (b.owner, b.zone, b.name) }
-    }
-
-    private struct Journal {
-        var active = false
-        /// Each record's change tag as last seen, by zone.
-        var seen: [RecordZone.ID: [String: String]] = [:]
-        var entries: [(sequence: Int, change: ChangeInfo)] = []
-        var sequence = 0
+    private struct Waiters {
         var waiters: [UInt64: ParticipantWakeup] = [:]
         var nextWaiter: UInt64 = 0
     }
 
-    private let journal = Mutex(Journal())
-    /// Serializes comparisons, so they are journaled in the order they read the replica.
-    private let refreshing = Mutex(())
+    private let journal = Mutex(Waiters())
     private let observers = Mutex<(replica: UInt64?, database: UInt64?)>((nil, nil))
 
     public init(database: PrivateDatabase, replica: SharedDatabaseReplica) {
         self.database = database
         self.replica = replica
-        let replicaObserver = replica.addChangeObserver { [weak self] in self?.replicaChanged() }
+        let replicaObserver = replica.addChangeObserver { [weak self] in self?.wakeWaiters() }
         let databaseObserver = database.addCommitObserver { [weak self] in self?.wakeWaiters() }
         observers.withLock { $0 = (replicaObserver, databaseObserver) }
     }
@@ -67,7 +55,22 @@ public final class NodeChangeFeeds: Sendable {
     // MARK: Requests
 
     /// The changes since `token` (`nil`: everything), waiting up to `wait` for one if there is none.
-    public func changes(shared: Bool, since token: String?, wait: Duration?) async throws(ShareSyncError) -> ChangesPage {
+    /// `zone` (with `owner` for the shared database, when several owners share a zone of that name)
+    /// narrows them to one zone; `limit` makes a page of at most that many changes.
+    public func changes(
+        shared: Bool, since token: String?, wait: Duration?, zone: String? = nil, owner: String? = nil, limit: Int? = nil
+    ) async throws(ShareSyncError) -> ChangesPage {
+        if let limit, limit < 1 {
+            throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: "limitRange")
+        }
+        if owner != nil, !shared || zone == nil {
+            throw ShareSyncError(.invalidArguments, "an owner goes with a shared zone", rule: "ownerWithSharedZone")
+        }
+        if limit != nil, !shared, zone == nil {
+            throw ShareSyncError(
+                .invalidArguments, "in the private database a limit goes with one zone or the database view",
+                rule: "limitNeedsView")
+        }
         let deadline = ContinuousClock.now + (wait ?? .zero)
         let wakeup = ParticipantWakeup()
         let waiterID = journal.withLock { j in
@@ -77,30 +80,90 @@ public final class NodeChangeFeeds: Sendable {
         }
         defer { _ = journal.withLock { $0.waiters.removeValue(forKey: waiterID) } }
         while true {
-            let page = shared ? try sharedChanges(since: token) : try privateChanges(since: token)
+            let page =
+                shared
+                ? try sharedChanges(since: token, owner: owner, zone: zone, limit: limit)
+                : try privateChanges(since: token, zone: zone, limit: limit)
             let remaining = deadline - ContinuousClock.now
             if !page.changes.isEmpty || token == nil || remaining <= .zero || Task.isCancelled { return page }
             await wakeup.wait(upTo: remaining)
         }
     }
 
+    /// The zones changed and deleted since `token`, like `CKFetchDatabaseChangesOperation`; with
+    /// `limit`, at most that many zones.
+    public func databaseChanges(shared: Bool, since token: String?, limit: Int? = nil) throws(ShareSyncError)
+        -> DatabaseChangesPage
+    {
+        if let limit, limit < 1 {
+            throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: "limitRange")
+        }
+        if shared { return try sharedDatabaseChanges(since: token, limit: limit) }
+        let since = try privateToken(token)
+        var changed: [RecordZone.ID] = []
+        var deleted: [RecordZone.ID] = []
+        var databaseToken = since
+        var more = false
+        repeat {
+            let page = try database.fetchDatabaseChanges(since: databaseToken, resultsLimit: limit)
+            changed.removeAll { page.deletedZoneIDs.contains($0) }
+            deleted.removeAll { page.changedZoneIDs.contains($0) }
+            changed += page.changedZoneIDs
+            deleted += page.deletedZoneIDs
+            databaseToken = page.changeToken
+            more = page.moreComing
+        } while more && limit == nil
+        let now = try database.currentChangeToken()
+        return DatabaseChangesPage(
+            changedZones: changed.map { ZoneRef(ownerName: nil, zoneName: $0.zoneName) },
+            deletedZones: deleted.map { ZoneRef(ownerName: nil, zoneName: $0.zoneName) }, moreComing: more,
+            token: "private:" + (databaseToken ?? now).stringValue)
+    }
+
     /// The token for now.
     public func currentToken(shared: Bool) throws(ShareSyncError) -> String {
         if shared {
-            try activate()
-            return sharedToken(journal.withLock { $0.sequence })
+            let position = try replica.journalChanges().position
+            return sharedToken(position, position.sequence)
         }
         return "private:" + (try database.currentChangeToken()).stringValue
     }
 
     // MARK: Private database
 
-    func privateChanges(since token: String?) throws(ShareSyncError) -> ChangesPage {
-        var since: ServerChangeToken?
-        if let token {
-            guard token.hasPrefix("private:") else { throw Self.foreignToken(token, expected: "private database") }
-            since = ServerChangeToken(stringValue: String(token.dropFirst("private:".count)))
-        }
+    func privateToken(_ token: String?) throws(ShareSyncError) -> ServerChangeToken? {
+        guard let token else { return nil }
+        guard token.hasPrefix("private:") else { throw Self.foreignToken(token, expected: "private database") }
+        return ServerChangeToken(stringValue: String(token.dropFirst("private:".count)))
+    }
+
+    /// One zone's record changes, like `CKFetchRecordZoneChangesOperation`.
+    func privateZoneChanges(_ zone: String, since: ServerChangeToken?, limit: Int?) throws(ShareSyncError) -> ChangesPage {
+        let zoneID = RecordZone.ID(zoneName: zone)
+        var changes: [ChangeInfo] = []
+        var zoneToken = since
+        var more = false
+        repeat {
+            let page = try database.fetchZoneChanges(zoneID, since: zoneToken, resultsLimit: limit.map { $0 - changes.count })
+            for change in page.changes {
+                switch change {
+                case .changed(let record):
+                    changes.append(.changed(record, owner: nil))
+                case .deleted(let deleted):
+                    changes.append(ChangeInfo(
+                        kind: .recordDeleted, ownerName: nil, zoneName: zone, recordName: deleted.recordID.recordName,
+                        recordType: deleted.recordType))
+                }
+            }
+            zoneToken = page.changeToken
+            more = page.moreComing
+        } while more && (limit.map { changes.count < $0 } ?? true)
+        return ChangesPage(changes: changes, token: "private:" + zoneToken!.stringValue, moreComing: more)
+    }
+
+    func privateChanges(since token: String?, zone: String? = nil, limit: Int? = nil) throws(ShareSyncError) -> ChangesPage {
+        let since = try privateToken(token)
+        if let zone { return try privateZoneChanges(zone, since: since, limit: limit) }
         // Taken first: a change committed while reading comes again next time rather than never.
         let now = try database.currentChangeToken()
         var changedZones: [RecordZone.ID] = []
@@ -138,115 +201,126 @@ public final class NodeChangeFeeds: Sendable {
             }
         }
         changes += deletedZones.map { ChangeInfo(kind: .zoneDeleted, ownerName: nil, zoneName: $0.zoneName) }
-        return ChangesPage(changes: changes, token: "private:" + now.stringValue)
+        return ChangesPage(changes: changes, token: "private:" + now.stringValue, moreComing: false)
     }
 
     // MARK: Shared database
 
-    func sharedChanges(since token: String?) throws(ShareSyncError) -> ChangesPage {
-        try activate()
-        try refresh()
-        guard let token else {
-            // Everything in the replica now, and the journal position it corresponds to.
-            return try refreshing.withLock { _ throws(ShareSyncError) in
-                let sequence = journal.withLock { $0.sequence }
-                var changes: [ChangeInfo] = []
-                for zoneID in try replica.allZones() {
-                    changes += try replica.records(owner: zoneID.ownerName, zoneName: zoneID.zoneName)
-                        .map { .changed($0, owner: zoneID.ownerName) }
-                }
-                return ChangesPage(changes: changes, token: sharedToken(sequence))
-            }
-        }
+    /// The journal position a shared token names (0 for no token), checked against the journal.
+    func sharedPosition(_ token: String?, _ position: ReplicaJournalPosition) throws(ShareSyncError) -> Int64 {
+        guard let token else { return 0 }
         let parts = token.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "shared", let after = Int(parts[2]) else {
+        guard parts.count == 3, parts[0] == "shared", let after = Int64(parts[2]), after >= 0 else {
             throw Self.foreignToken(token, expected: "shared database")
         }
-        guard parts[1] == epoch else {
+        guard parts[1] == position.epoch else {
             throw ShareSyncError(
                 .changeTokenExpired,
-                "the daemon restarted since this token was issued; read the changes again without --since",
+                "this token is from another replica (the replica was made afresh since); read the changes again without --since",
                 rule: "changeTokenExpired")
         }
-        return try journal.withLock { j throws(ShareSyncError) in
-            guard after <= j.sequence else {
+        guard after <= position.sequence else {
+            throw ShareSyncError(
+                .changeTokenExpired,
+                "the change token is ahead of this replica's history (position \(after), the replica is at \(position.sequence)); "
+                    + "read the changes again without --since",
+                rule: "changeTokenExpired")
+        }
+        if after > 0, after < position.expiredBelow {
+            throw ShareSyncError(
+                .changeTokenExpired, "this token is older than the changes the replica keeps; read again without --since",
+                rule: "changeTokenExpired")
+        }
+        return after
+    }
+
+    func sharedChanges(since token: String?, owner: String? = nil, zone: String? = nil, limit: Int? = nil)
+        throws(ShareSyncError) -> ChangesPage
+    {
+        let position = try replica.journalChanges().position
+        let after = try sharedPosition(token, position)
+        var ownerName = owner
+        if let zone, owner == nil {
+            // The one owner sharing a zone of that name, as the record commands pick it.
+            let owners = Set(try replica.allZones().filter { $0.zoneName == zone }.map(\.ownerName))
+            if owners.count > 1 {
                 throw ShareSyncError(
-                    .changeTokenExpired,
-                    "the change token is ahead of this daemon's history (position \(after), the daemon is at \(j.sequence)); "
-                        + "read the changes again without --since",
-                    rule: "changeTokenExpired")
+                    .invalidArguments, "several owners share a zone \(zone) (\(owners.sorted().joined(separator: ", "))); name one with --owner",
+                    rule: "ambiguousOwner")
             }
-            if let first = j.entries.first, first.sequence > after + 1 {
+            ownerName = owners.first
+            if ownerName == nil, token == nil {
                 throw ShareSyncError(
-                    .changeTokenExpired, "this token is older than the changes the daemon keeps; read again without --since",
-                    rule: "changeTokenExpired")
-            }
-            let changes = j.entries.drop { $0.sequence <= after }.map(\.change)
-            return ChangesPage(changes: Array(changes), token: sharedToken(j.sequence))
-        }
-    }
-
-    private func sharedToken(_ sequence: Int) -> String { "shared:\(epoch):\(sequence)" }
-
-    /// Starts journaling (on the first shared request): the replica as it is now is the baseline.
-    private func activate() throws(ShareSyncError) {
-        guard !journal.withLock({ $0.active }) else { return }
-        try refreshing.withLock { _ throws(ShareSyncError) in
-            guard !journal.withLock({ $0.active }) else { return }
-            let snapshot = try readReplica()
-            journal.withLock { j in
-                j.seen = snapshot.mapValues { $0.mapValues { $0.recordChangeTag ?? "" } }
-                j.active = true
+                    .zoneNotFound, "no shared zone \(zone) in the replica; see `sharesync zone list --shared`",
+                    zoneID: RecordZone.ID(zoneName: zone, ownerName: "?"))
             }
         }
-    }
-
-    private func readReplica() throws(ShareSyncError) -> [RecordZone.ID: [String: Record]] {
-        var snapshot: [RecordZone.ID: [String: Record]] = [:]
-        for zoneID in try replica.allZones() {
-            let records = try replica.records(owner: zoneID.ownerName, zoneName: zoneID.zoneName)
-            snapshot[zoneID] = Dictionary(records.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
+        let fetch = limit.map { $0 + 1 } ?? .max
+        let entries = try replica.journalEntries(
+            after: after, through: position.sequence, owner: ownerName, zoneName: zone, limit: fetch, zonesAdded: false)
+        var page = entries
+        var more = false
+        if let limit, entries.count > limit {
+            page = Array(entries.prefix(limit))
+            more = true
         }
-        return snapshot
-    }
-
-    /// Compares the replica with what was last seen and journals the differences.
-    func refresh() throws(ShareSyncError) {
-        guard journal.withLock({ $0.active }) else { return }
-        let added = try refreshing.withLock { _ throws(ShareSyncError) -> Int in
-            let now = try readReplica()
-            return journal.withLock { j in
-                var changes: [ChangeInfo] = []
-                for zoneID in now.keys.sorted(by: { ($0.ownerName, $0.zoneName) < ($1.ownerName, $1.zoneName) }) {
-                    let records = now[zoneID]!
-                    let before = j.seen[zoneID] ?? [:]
-                    for name in records.keys.sorted() where before[name] != (records[name]!.recordChangeTag ?? "") {
-                        changes.append(.changed(records[name]!, owner: zoneID.ownerName))
-                    }
-                    for name in before.keys.sorted() where records[name] == nil {
-                        changes.append(ChangeInfo(
-                            kind: .recordDeleted, ownerName: zoneID.ownerName, zoneName: zoneID.zoneName, recordName: name))
-                    }
-                }
-                for zoneID in j.seen.keys.sorted(by: { ($0.ownerName, $0.zoneName) < ($1.ownerName, $1.zoneName) })
-                where now[zoneID] == nil {
-                    changes.append(ChangeInfo(kind: .zoneDeleted, ownerName: zoneID.ownerName, zoneName: zoneID.zoneName))
-                }
-                j.seen = now.mapValues { $0.mapValues { $0.recordChangeTag ?? "" } }
-                for change in changes {
-                    j.sequence += 1
-                    j.entries.append((j.sequence, change))
-                }
-                if j.entries.count > Self.journalCapacity { j.entries.removeFirst(j.entries.count - Self.journalCapacity) }
-                return changes.count
+        var changes: [ChangeInfo] = []
+        for entry in page {
+            switch entry.kind {
+            case .changed:
+                let id = Record.ID(recordName: entry.recordName ?? "", zoneID: RecordZone.ID(zoneName: entry.zoneName, ownerName: entry.owner))
+                if let record = try replica.fetchRecord(id) { changes.append(.changed(record, owner: entry.owner)) }
+            case .deleted:
+                changes.append(ChangeInfo(
+                    kind: .recordDeleted, ownerName: entry.owner, zoneName: entry.zoneName, recordName: entry.recordName))
+            case .zoneDeleted:
+                changes.append(ChangeInfo(kind: .zoneDeleted, ownerName: entry.owner, zoneName: entry.zoneName))
+            case .zoneAdded:
+                break
             }
         }
-        if added > 0 { wakeWaiters() }
+        if !changes.isEmpty {
+            let identities = try ControlHandler.ownerIdentities(replica)
+            for i in changes.indices { changes[i].ownerDisplayName = identities[changes[i].ownerName ?? ""]?.displayName }
+        }
+        let through = more ? page.last!.sequence : position.sequence
+        return ChangesPage(changes: changes, token: sharedToken(position, through), moreComing: more)
     }
 
-    private func replicaChanged() {
-        // Waiters re-read (and so compare) themselves; nobody waiting means nothing to do now.
-        wakeWaiters()
+    func sharedDatabaseChanges(since token: String?, limit: Int?) throws(ShareSyncError) -> DatabaseChangesPage {
+        let position = try replica.journalChanges().position
+        let after = try sharedPosition(token, position)
+        let entries = try replica.journalEntries(after: after, through: position.sequence)
+        struct Zone: Hashable { var owner: String, zone: String }
+        var order: [Zone] = []
+        var deleted: [Zone: Bool] = [:]
+        var through = position.sequence
+        var more = false
+        for entry in entries {
+            let zone = Zone(owner: entry.owner, zone: entry.zoneName)
+            if deleted[zone] == nil {
+                if let limit, order.count == limit {
+                    more = true
+                    break
+                }
+                order.append(zone)
+            }
+            deleted[zone] = entry.kind == .zoneDeleted
+            through = entry.sequence
+        }
+        if !more { through = position.sequence }
+        let identities = order.isEmpty ? [:] : try ControlHandler.ownerIdentities(replica)
+        func ref(_ zone: Zone) -> ZoneRef {
+            ZoneRef(ownerName: zone.owner, zoneName: zone.zone, ownerDisplayName: identities[zone.owner]?.displayName)
+        }
+        return DatabaseChangesPage(
+            changedZones: order.filter { deleted[$0] == false }.map(ref),
+            deletedZones: order.filter { deleted[$0] == true }.map(ref),
+            moreComing: more, token: sharedToken(position, through))
+    }
+
+    private func sharedToken(_ position: ReplicaJournalPosition, _ sequence: Int64) -> String {
+        "shared:\(position.epoch):\(sequence)"
     }
 
     private func wakeWaiters() {

@@ -93,6 +93,7 @@ public final class NodeService: Service, Sendable {
         defer { lock.release() }
         var settings = home.settings
         let database = try home.openPrivateDatabase()
+        database.setOwnerIdentity(displayName: home.settings.displayName, emailAddress: home.settings.email)
         let replica = try home.openReplica()
         let server = try await startServer(database: database, settings: settings)
         if settings.listen.port == 0, settings.boundPort != server.port {

@@ -182,6 +182,7 @@ final class ParticipantOwnerLink: Sendable {
         connection.onAddressAnnounced { [self] address in self.noteAnnounced(address) }
         if let address = connection.announcedAddress { noteAnnounced(address) }
         setStatus(.syncing)
+        try await sendPendingLeaves(connection)
         try await flushOutbox(connection)
         while !Task.isCancelled {
             try await catchUpAndMark(connection)
@@ -235,6 +236,26 @@ final class ParticipantOwnerLink: Sendable {
         wakeup.signal()
     }
 
+    /// Tells the owner of the shares left locally (`leave --local`) while it was unreachable. A share
+    /// the owner no longer has for this node (already left, removed, deleted) counts as told; a network
+    /// failure keeps the leave for the next connection.
+    private func sendPendingLeaves(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
+        for leave in try replica.pendingLeaves(owner: ownerName) {
+            do {
+                try await connection.leaveShare(zoneName: leave.zoneName, shareRecordName: leave.shareName)
+                logger.info("owner told of a share left locally", metadata: ["zone": "\(leave.zoneName)"])
+            } catch where Self.isTransient(error) {
+                throw error
+            } catch {
+                logger.info(
+                    "share left locally was already gone on the owner",
+                    metadata: ["zone": "\(leave.zoneName)", "error": "\(error)"])
+            }
+            try replica.removePendingLeave(leave)
+            try replica.purgeZone(owner: ownerName, zoneName: leave.zoneName)
+        }
+    }
+
     /// Applies pushes and serves pokes until the subscription ends (or the task is cancelled).
     private func follow(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         while !Task.isCancelled {
@@ -255,7 +276,10 @@ final class ParticipantOwnerLink: Sendable {
                     break
                 }
             }
-            if outboxPoked { try await flushOutbox(connection) }
+            if outboxPoked {
+                try await sendPendingLeaves(connection)
+                try await flushOutbox(connection)
+            }
             if fallenBehind || syncWanted { try await catchUpAndMark(connection) }
             if ended { return }
             await wakeup.wait(upTo: .seconds(60))

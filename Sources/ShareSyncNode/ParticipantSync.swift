@@ -279,6 +279,15 @@ public final class ParticipantSync: Sendable {
         try await waitUntilSynced(owner: owner, timeout: timeout)
     }
 
+    /// Leaves a share without waiting for its owner (which may be gone for good): the zone leaves the
+    /// replica at once and stays out; the owner is told when its node is next reached (at once if it is
+    /// connected), and then marks this participant as having left.
+    public func leaveShareLocally(owner: String, zoneName: String, shareRecordName: String) throws(ShareSyncError) {
+        try replica.leaveLocally(PendingLeave(owner: owner, zoneName: zoneName, shareName: shareRecordName))
+        hub.emit(.zonePurged(owner: owner, zoneName: zoneName))
+        existingLink(owner)?.pokeOutbox()
+    }
+
     // MARK: Writes
 
     /// Saves and deletes records in an owner's shared zone, as `OwnerConnection.modifyRecords` does,

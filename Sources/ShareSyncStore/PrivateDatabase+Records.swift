@@ -26,9 +26,13 @@ extension PrivateDatabase {
     /// (`allKeys`): all of them or none, whatever their number. This is the record import; the caller
     /// bounds the batch's size in bytes. Fails like an atomic ``modifyRecords(saving:deleting:savePolicy:atomically:)``:
     /// the failing items carry their own errors and the others ``ShareSyncError/Code/batchRequestFailed``.
-    public func importRecords(_ records: [ShareSyncCore.Record]) throws(ShareSyncError) -> ModifyRecordsResult {
+    ///
+    /// `savePolicy` (default `allKeys`: each record replaces any of that name) applies to every record.
+    public func importRecords(
+        _ records: [ShareSyncCore.Record], savePolicy: SavePolicy = .allKeys
+    ) throws(ShareSyncError) -> ModifyRecordsResult {
         try modifyRecords(
-            saving: records, deleting: [], savePolicy: .allKeys, atomically: true, as: ownerName, authorize: { _ in },
+            saving: records, deleting: [], savePolicy: savePolicy, atomically: true, as: ownerName, authorize: { _ in },
             itemLimit: .max)
     }
 

@@ -101,7 +101,7 @@ extension PrivateDatabase {
                     arguments: [zone, share.recordID.recordName]) : nil
             return ShareMetadata(
                 share: visible, containerIdentifier: containerIdentifier,
-                ownerIdentity: UserIdentity(userRecordName: ownerName, lookupInfo: .init(userRecordName: ownerName)),
+                ownerIdentity: ownerIdentity,
                 hierarchicalRootRecordID: share.rootRecordID.map { Record.ID(recordName: $0.recordName, zoneID: zoneID) },
                 rootRecord: root, participantRole: role, participantPermission: permission, participantStatus: status,
                 recordCount: count)

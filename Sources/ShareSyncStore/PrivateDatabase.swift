@@ -29,6 +29,22 @@ public final class PrivateDatabase: Sendable {
     let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
     let observers = CommitObservers()
     let generation = Atomic<UInt64>(0)
+    let ownerDetails = Mutex<(displayName: String?, emailAddress: String?)>((nil, nil))
+
+    /// The owner's name and email as participants see them: on the owner participant of every share
+    /// saved from now on, and in share metadata. A node sets them from its settings when it opens.
+    public func setOwnerIdentity(displayName: String?, emailAddress: String?) {
+        ownerDetails.withLock { $0 = (displayName, emailAddress) }
+    }
+
+    /// The owner's identity: user record name, and the name and email set with ``setOwnerIdentity(displayName:emailAddress:)``.
+    public var ownerIdentity: UserIdentity {
+        let details = ownerDetails.withLock { $0 }
+        return UserIdentity(
+            userRecordName: ownerName,
+            lookupInfo: .init(emailAddress: details.emailAddress, phoneNumber: nil, userRecordName: ownerName),
+            displayName: details.displayName)
+    }
 
     /// Opens (or creates) a private database in a file, in WAL mode. The file is readable by its user only.
     public convenience init(

@@ -61,6 +61,7 @@ extension SharedDatabaseReplica {
     func applyZoneChanges(_ db: Database, _ changes: ZoneChanges, owner: String) throws {
         let zoneID = changes.zoneID
         try checkOwner(zoneID, owner)
+        if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { return }  // left locally: stays out
         try db.execute(
             sql: "INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", arguments: [owner, zoneID.zoneName])
         try applyRecordChanges(db, changes, table: "replicaRecord", owner: owner)
@@ -110,6 +111,7 @@ extension SharedDatabaseReplica {
         }
         for zoneID in changes.changedZoneIDs {
             try checkOwner(zoneID, owner)
+            if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { continue }
             try db.execute(
                 sql: "INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", arguments: [owner, zoneID.zoneName])
         }

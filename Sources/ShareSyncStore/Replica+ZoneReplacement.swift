@@ -71,6 +71,10 @@ extension SharedDatabaseReplica {
                     .invalidArguments, "the replacement of zone \(zoneName) is not complete: stage every page first",
                     zoneID: zoneID, rule: "replicaIncompleteReplacement")
             }
+            if try isLeaving(db, owner: owner, zoneName: zoneName) {  // left locally meanwhile: stays out
+                try db.execute(sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
+                return
+            }
             try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
             try db.execute(
                 sql: "INSERT INTO replicaZone (owner, zone, token) VALUES (?, ?, ?)", arguments: [owner, zoneName, token])

@@ -59,7 +59,38 @@ enum ReplicaSchema {
                     ALTER TABLE replicaOutbox ADD COLUMN serverRecords BLOB;
                     """)
         }
-        migrator.registerMigration("replica-v3-owner-announced-address") { db in
+        migrator.registerMigration("replica-v3-change-journal") { db in
+            try db.execute(
+                sql: """
+                    -- the shared database's change journal (SharedDatabaseReplica.journalChanges), so that
+                    -- change tokens outlive the daemon: one row of state (the journal's epoch, which a token
+                    -- carries, and the sequence below which trimmed deletions make tokens expire)
+                    CREATE TABLE replicaFeedState (
+                        id INTEGER PRIMARY KEY CHECK (id = 1), epoch TEXT NOT NULL,
+                        expiredBelow INTEGER NOT NULL DEFAULT 0);
+                    -- what the journal last saw: each record's change tag, and each zone (name '')
+                    CREATE TABLE replicaFeedSeen (
+                        owner TEXT NOT NULL, zone TEXT NOT NULL, name TEXT NOT NULL, tag TEXT NOT NULL,
+                        PRIMARY KEY (owner, zone, name));
+                    -- one entry per record (its latest change: changed or deleted) and zone entries
+                    -- (zoneAdded, zoneDeleted; name ''), in the order they were seen
+                    CREATE TABLE replicaFeedEntry (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT NOT NULL, zone TEXT NOT NULL,
+                        name TEXT NOT NULL, kind TEXT NOT NULL);
+                    CREATE INDEX replicaFeedEntry_key ON replicaFeedEntry(owner, zone, name);
+                    """)
+        }
+        migrator.registerMigration("replica-v4-pending-leaves") { db in
+            try db.execute(
+                sql: """
+                    -- shares left locally (`leave --local`) while the owner was unreachable: the zone is
+                    -- purged at once and stays out of the replica; the owner is told when it next connects
+                    CREATE TABLE replicaPendingLeave (
+                        owner TEXT NOT NULL, zone TEXT NOT NULL, share TEXT NOT NULL,
+                        PRIMARY KEY (owner, zone, share));
+                    """)
+        }
+        migrator.registerMigration("replica-v5-owner-announced-address") { db in
             try db.execute(
                 sql: """
                     -- the address the owner last announced (its welcome's or an ownerAddress push):

@@ -325,10 +325,14 @@ extension WriteContext {
             if p.role == .publicUser { p.permission = share.publicPermission }
             participants.append(p)
         }
-        let owner = old.first { $0.role == .owner } ?? Participant(
+        var owner = old.first { $0.role == .owner } ?? Participant(
             participantID: UUID().uuidString, userIdentity: UserIdentity(userRecordName: ownerName, lookupInfo: .init(userRecordName: ownerName)),
             role: .owner, permission: .readWrite, acceptanceStatus: .accepted, dateAddedToShare: now,
             isApprovedRequester: false, isOneTimeURLParticipant: false, invitationToken: nil)
+        // The owner's name and email as the node knows them now (participants show them).
+        let ownerIdentity = database.ownerIdentity
+        if let name = ownerIdentity.displayName { owner.userIdentity.displayName = name }
+        if let email = ownerIdentity.lookupInfo?.emailAddress { owner.userIdentity.lookupInfo?.emailAddress = email }
         participants.insert(owner, at: 0)
         guard participants.count <= database.limits.maximumParticipants else {
             throw ShareSyncError(

@@ -46,6 +46,7 @@ struct InitCommand: AsyncParsableCommand {
             throw ValidationError("--advertise \(advertise.debugDescription) is not HOST or HOST:PORT")
         }
         guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name must not be empty") }
+        try Syntax.checkInvitation(email: email, phone: phone)
     }
 
     private func advertiseAddress(_ text: String) -> (host: String, port: Int?)? {
@@ -72,8 +73,13 @@ struct InitCommand: AsyncParsableCommand {
         do {
             home = try NodeHome.create(at: options.homePath, settings: settings)
         } catch {
-            Output.error(error.description)
-            throw error.rule == "homeExists" ? Exit.cannotCreate : Exit.software
+            let exit = error.rule == "homeExists" ? Exit.cannotCreate : Exit.software
+            if Output.jsonErrors {
+                Output.emitJSONError(code: error.code.rawValue, message: error.message, exit: exit, rule: error.rule)
+            } else {
+                Output.error(error.description)
+            }
+            throw exit
         }
         let created = Created(
             home: home.path, userRecordName: home.identity.userRecordName, fingerprint: home.identity.fingerprint,

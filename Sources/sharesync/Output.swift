@@ -33,8 +33,70 @@ enum Output {
         }
     }
 
-    /// Turns a failure into its message on standard error and its exit code.
+    /// Whether failures print as JSON (on standard error): set once, before parsing, when the command
+    /// line holds `--json`.
+    nonisolated(unsafe) static var jsonErrors = false
+
+    /// A failure as `--json` prints it on standard error: `{"error":{"code","message","rule",…,"exitCode"}}`.
+    struct JSONError: Encodable {
+        struct Body: Encodable {
+            var code: String
+            var message: String
+            var rule: String?
+            var recordName: String?
+            var zoneName: String?
+            var serverRecord: Record?
+            var exitCode: Int32
+        }
+        var error: Body
+    }
+
+    /// Prints a failure as JSON on standard error (one object on one line): standard output stays for
+    /// results, so a script reads results from one stream and failures from the other.
+    static func emitJSONError(
+        code: String, message: String, exit: ExitCode, rule: String? = nil, recordName: String? = nil,
+        zoneName: String? = nil, serverRecord: Record? = nil
+    ) {
+        let value = JSONError(error: .init(
+            code: code, message: message, rule: rule, recordName: recordName, zoneName: zoneName,
+            serverRecord: serverRecord, exitCode: exit.rawValue))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        let data = (try? encoder.encode(value)) ?? Data(#"{"error":{"code":"internalError","message":"cannot encode the error"}}"#.utf8)
+        FileHandle.standardError.write(data + Data("\n".utf8))
+    }
+
+    /// Turns a failure into its message on standard error (with `--json`: a JSON error, see
+    /// ``JSONError``) and its exit code.
     static func fail(_ error: any Error) -> any Error {
+        if jsonErrors {
+            switch error {
+            case let error as ControlError:
+                emitJSONError(
+                    code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule,
+                    recordName: error.recordName, zoneName: error.zoneName, serverRecord: error.serverRecord)
+                return Exit.refused
+            case let error as ShareSyncError:
+                emitJSONError(
+                    code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule,
+                    recordName: error.recordID?.recordName, zoneName: error.zoneID?.zoneName,
+                    serverRecord: error.serverRecord)
+                return Exit.refused
+            case let error as ControlClientError:
+                if case .unreachable = error {
+                    emitJSONError(code: "nodeNotRunning", message: error.description, exit: Exit.unreachable)
+                    return Exit.unreachable
+                }
+                emitJSONError(code: "malformedResponse", message: error.description, exit: Exit.software)
+                return Exit.software
+            case let error as ExitCode:
+                return error
+            default:
+                emitJSONError(code: "internalError", message: "\(error)", exit: Exit.software)
+                return Exit.software
+            }
+        }
         switch error {
         case let error as ControlError:
             Output.error(error.description)
@@ -44,6 +106,9 @@ enum Output {
             return Exit.refused
         case let error as ShareSyncError:
             Output.error(error.description)
+            if let server = error.serverRecord {
+                FileHandle.standardError.write(Data(("the owner's record:\n" + describe(server) + "\n").utf8))
+            }
             return Exit.refused
         case let error as ControlClientError:
             Output.error(error.description)
@@ -57,6 +122,16 @@ enum Output {
         }
     }
 
+    /// A usage error found by the CLI itself (not by the parser): its message, exit 64.
+    static func usage(_ message: String) -> ExitCode {
+        if jsonErrors {
+            emitJSONError(code: "usage", message: message, exit: Exit.usage)
+        } else {
+            Output.error(message)
+        }
+        return Exit.usage
+    }
+
     /// One field value for people.
     static func describe(_ value: FieldValue) -> String {
         switch value {
@@ -66,7 +141,7 @@ enum Output {
         case .bool(let b): "\(b)"
         case .date(let d): d.formatted(.iso8601)
         case .bytes(let b): "<\(b.count) bytes> " + b.base64EncodedString()
-        case .reference(let r): "→ \(r.recordID.recordName)"
+        case .reference(let r): "→ \(r.recordID.recordName)" + (r.action == .deleteSelf ? " (deleteSelf)" : "")
         case .location(let l): "\(l.latitude),\(l.longitude)"
         case .list(let l): "[list of \(l.count)]"
         }
@@ -82,9 +157,17 @@ enum Output {
         return lines.joined(separator: "\n")
     }
 
+    /// A participant for people: ID, role, permission, status, then name, email (or phone) and user
+    /// record name as far as they are known.
     static func describe(_ participant: ParticipantInfo) -> String {
-        "\(participant.participantID)  \(participant.role.rawValue)  \(participant.permission.rawValue)  "
-            + "\(participant.acceptanceStatus.rawValue)  \(participant.who)"
+        let who =
+            participant.displayName == nil && participant.emailAddress == nil && participant.userRecordName == nil
+            ? participant.who
+            : PersonName.describe(
+                userRecordName: participant.userRecordName, displayName: participant.displayName,
+                email: participant.emailAddress ?? participant.phoneNumber)
+        return "\(participant.participantID)  \(participant.role.rawValue)  \(participant.permission.rawValue)  "
+            + "\(participant.acceptanceStatus.rawValue)  \(who)"
     }
 
     static func describe(_ share: ShareInfo) -> String {
@@ -119,6 +202,10 @@ func callNode<T: Codable & Sendable>(
     }
 }
 
-extension Participant.Permission: ExpressibleByArgument {}
+extension Participant.Permission: ExpressibleByArgument {
+    /// No automatic "(values: …)" list: it would offer `unknown` and `none` where they are refused; each
+    /// option's help names the values it accepts.
+    public static var allValueStrings: [String] { [] }
+}
 extension SavePolicy: ExpressibleByArgument {}
 extension ParticipantSync.ConflictChoice: ExpressibleByArgument {}

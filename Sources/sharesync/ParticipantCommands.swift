@@ -40,7 +40,8 @@ struct AcceptCommand: AsyncParsableCommand {
             progress?.cancel()
             _ = await progress?.value
             Output.emit(accepted, json: options.json) { share in
-                var lines = ["accepted share \(share.title.map { "\"\($0)\"" } ?? share.shareName) from \(share.ownerName) (\(share.permission.rawValue))"]
+                let owner = PersonName.describe(userRecordName: share.ownerName, displayName: share.ownerDisplayName, email: share.ownerEmail)
+                var lines = ["accepted share \(share.title.map { "\"\($0)\"" } ?? share.shareName) from \(owner) (\(share.permission.rawValue))"]
                 lines += share.zones.map { "  zone \($0.zoneName): \($0.records) records" }
                 return lines.joined(separator: "\n")
             }
@@ -83,37 +84,55 @@ struct LeaveCommand: AsyncParsableCommand {
         commandName: "leave",
         abstract: "Leave a share you accepted; its records leave this node's replica.",
         discussion: """
-            Needs the owner's node to be reachable.
+            Needs the owner's node to be reachable, unless --local: then the share's zone leaves the \
+            replica at once (whether or not the owner is ever reachable again), and the daemon tells \
+            the owner when it next reaches its node; the owner then lists you as removed. Until then \
+            nothing the owner sends brings the zone back.
+
+            --owner is the owner's user record name, or their name or email when no other owner \
+            has it (`sharesync zone list --shared` shows them); --share is the share's record name or \
+            its root record's name.
 
             Example:
-              sharesync leave --owner _a1b2… --zone Groceries
+              sharesync leave --owner Alice --zone Groceries
+              sharesync leave --owner _a1b2… --zone Groceries --local
             """)
     @OptionGroup var options: NodeOptions
-    @Option(help: "The owner's user record name (see `sharesync zone list --shared`).") var owner: String
+    @Option(help: "The owner: user record name, name or email (see `sharesync zone list --shared`).") var owner: String
     @Option(help: "The shared zone.") var zone: String
-    @Option(help: "The share's record name (default: the zone's only share).") var share: String?
+    @Option(help: "The share's record name or its root record's name (default: the zone's only share).") var share: String?
+    @Flag(help: "Leave now without the owner: purge the replica, tell the owner when it is next reachable.")
+    var local = false
 
     func run() async throws {
-        try await callNode(options, .leave(owner: owner, zone: zone, share: share), as: Done.self) { _ in
-            "left the share of zone \(zone) from \(owner)"
+        try await callNode(options, .leave(owner: owner, zone: zone, share: share, local: local ? true : nil), as: Done.self) {
+            _ in
+            local
+                ? "left the share of zone \(zone) from \(owner) locally; the owner is told when its node is next reached"
+                : "left the share of zone \(zone) from \(owner)"
         }
     }
 }
 
 /// How changes print: one line each, as people read them or (with --json) one JSON object per line.
 enum ChangeLines {
+    /// One change: `changed Topics/topic-1 (Topic) title="Hello"`, and in the shared database
+    /// `… from Alice (_a1b2…)` (the owner's name next to its user record name, when known).
     static func human(_ change: ChangeInfo) -> String {
-        let place = (change.ownerName.map { $0 + "/" } ?? "") + change.zoneName
+        let place = change.zoneName
+        let from = change.ownerName.map {
+            " from " + PersonName.describe(userRecordName: $0, displayName: change.ownerDisplayName, email: nil)
+        } ?? ""
         switch change.kind {
         case .recordChanged:
             let fields = change.record.map { record in
                 record.allKeys.map { "\($0)=\(Output.describe(record.fields[$0]!))" }.joined(separator: " ")
             } ?? ""
-            return "changed \(place)/\(change.recordName ?? "?") (\(change.recordType ?? "?"))" + (fields.isEmpty ? "" : " " + fields)
+            return "changed \(place)/\(change.recordName ?? "?") (\(change.recordType ?? "?"))\(from)" + (fields.isEmpty ? "" : " " + fields)
         case .recordDeleted:
-            return "deleted \(place)/\(change.recordName ?? "?")"
+            return "deleted \(place)/\(change.recordName ?? "?")\(from)"
         case .zoneDeleted:
-            return "zone deleted \(place)"
+            return "zone deleted \(place)\(from)"
         }
     }
 
@@ -130,21 +149,68 @@ struct ChangesCommand: AsyncParsableCommand {
         commandName: "changes",
         abstract: "Print the changes of the private (or, with --shared, the shared) database since a token.",
         discussion: """
-            Without --since, prints every record there is. Ends with the token to pass as --since next \
-            time. Private-database tokens last until the node compacts its history; shared-database \
-            tokens last while the daemon runs (after a restart, read again without --since).
+            Three views, as CloudKit has them:
+              (default)     every record changed or deleted, in every zone (merged)
+              --zone Z      the records of one zone (CKFetchRecordZoneChangesOperation)
+              --database    the zones changed and deleted (CKFetchDatabaseChangesOperation)
+            Without --since, prints everything there is. Ends with the token to pass as --since next \
+            time (a token goes with the view that gave it). --limit N prints at most N changes (zones \
+            with --database) and, when there are more, says `more coming`: run again with the token \
+            printed to go on (JSON: "moreComing": true). In the private database --limit goes with \
+            --zone or --database.
+
+            Private-database tokens last until the node compacts its history. Shared-database \
+            tokens survive daemon restarts: the replica keeps a journal of what changed in it (what \
+            changed while the daemon was down comes with the next read). A token expires (exit 65, \
+            changeTokenExpired) only if the replica was made afresh or the journal dropped the \
+            deletions after it; then read again without --since.
 
             Example:
               sharesync changes --shared --json
               sharesync changes --shared --since shared:1f2e3d4c:42
+              sharesync changes --zone Groceries --limit 100
+              sharesync changes --shared --database --since shared:1f2e3d4c:42
             """)
     @OptionGroup var options: NodeOptions
     @Flag(help: "The shared database (what others share with this node).") var shared = false
     @Option(help: "The token printed by the previous `changes`.") var since: String?
+    @Flag(help: "Print the zones changed and deleted, not their records.") var database = false
+    @Option(help: "Print the changes of this zone only.") var zone: String?
+    @Option(help: "With --shared --zone: the owner (user record name, name or email) when several owners share the zone name.")
+    var owner: String?
+    @Option(help: "At most this many changes (zones with --database); the rest comes from the token printed.")
+    var limit: Int?
+
+    func validate() throws {
+        if database, zone != nil { throw ValidationError("--database and --zone are two views: give one") }
+        if owner != nil, !shared || zone == nil { throw ValidationError("--owner goes with --shared --zone") }
+        if let limit, limit < 1 { throw ValidationError("--limit must be 1 or more") }
+        if limit != nil, !shared, !database, zone == nil {
+            throw ValidationError("in the private database --limit goes with --zone or --database")
+        }
+    }
 
     func run() async throws {
-        try await callNode(options, .changes(shared: shared, since: since, waitSeconds: nil), as: ChangesPage.self) { page in
-            (page.changes.map(ChangeLines.human) + ["token: \(page.token)"]).joined(separator: "\n")
+        if database {
+            try await callNode(options, .databaseChanges(shared: shared, since: since, limit: limit), as: DatabaseChangesPage.self) {
+                page in
+                func name(_ zone: ZoneRef) -> String {
+                    zone.zoneName
+                        + (zone.ownerName.map {
+                            " from " + PersonName.describe(userRecordName: $0, displayName: zone.ownerDisplayName, email: nil)
+                        } ?? "")
+                }
+                return (page.changedZones.map { "zone changed \(name($0))" } + page.deletedZones.map { "zone deleted \(name($0))" }
+                    + (page.moreComing ? ["more coming"] : []) + ["token: \(page.token)"]).joined(separator: "\n")
+            }
+            return
+        }
+        try await callNode(
+            options, .changes(shared: shared, since: since, waitSeconds: nil, zone: zone, owner: owner, limit: limit),
+            as: ChangesPage.self
+        ) { page in
+            (page.changes.map(ChangeLines.human) + (page.moreComing ? ["more coming"] : []) + ["token: \(page.token)"])
+                .joined(separator: "\n")
         }
     }
 }

@@ -6,7 +6,7 @@ import ShareSyncNode
 struct ShareTarget: ParsableArguments {
     @Option(help: "The share's zone.") var zone: String
     @Option(help: ArgumentHelp(
-        "The share's record name (default: the zone's only share; a zone-wide share is cloudkit.zoneshare).",
+        "The share's record name, or its root record's name (default: the zone's only share; a zone-wide share is cloudkit.zoneshare).",
         valueName: "name"))
     var share: String?
 }
@@ -116,6 +116,7 @@ struct ShareCommand: AsyncParsableCommand {
             guard [email, phone, user].compactMap({ $0 }).count == 1 else {
                 throw ValidationError("give exactly one of --email, --phone or --user")
             }
+            try Syntax.checkInvitation(email: email, phone: phone)
             try checkParticipantPermission(permission)
         }
 

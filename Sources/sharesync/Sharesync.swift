@@ -23,6 +23,11 @@ struct Sharesync: AsyncParsableCommand {
 
             Exit codes: 0 success; 64 usage error; 65 the node refused the operation (its error code \
             is printed); 69 the node is not running; 70 an unexpected failure; 73 the home cannot be created.
+
+            With --json, a failure prints one JSON object (one line) on standard error instead of the \
+            message, with the same exit code: {"error": {"code", "message", "rule", "recordName", \
+            "zoneName", "serverRecord", "exitCode"}} (code is the node's error code, or usage, \
+            nodeNotRunning, internalError).
             """,
         subcommands: [
             InitCommand.self, RunCommand.self, StatusCommand.self, ZoneCommand.self, RecordCommand.self,
@@ -30,6 +35,29 @@ struct Sharesync: AsyncParsableCommand {
             OutboxCommand.self, ChangesCommand.self, WatchCommand.self, AdvertiseCommand.self, OwnerCommand.self,
         ]
     )
+
+    /// Parses and runs the command; with `--json` anywhere on the command line, failures (usage
+    /// errors included) print as JSON on standard error (see ``Output/fail(_:)``).
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        Output.jsonErrors = arguments.prefix { $0 != "--" }.contains("--json")
+        do {
+            var command = try parseAsRoot(arguments)
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            guard Output.jsonErrors, code != .success, !(error is ExitCode) else { exit(withError: error) }
+            let message = fullMessage(for: error).trimmingCharacters(in: .whitespacesAndNewlines)
+            Output.emitJSONError(
+                code: code == Exit.usage ? "usage" : "internalError",
+                message: message.replacingOccurrences(of: "Error: ", with: ""), exit: code)
+            exit(withError: ExitCode(code.rawValue))
+        }
+    }
 }
 
 /// Options every subcommand shares.

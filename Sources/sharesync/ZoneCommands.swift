@@ -38,7 +38,7 @@ struct ZoneCommand: AsyncParsableCommand {
         func run() async throws {
             if shared {
                 try await callNode(options, .sharedZoneList, as: [SharedZoneInfo].self) {
-                    $0.map { "\($0.ownerName)  \($0.zoneName)  \($0.records) records" }.joined(separator: "\n")
+                    $0.map { "\($0.owner)  \($0.zoneName)  \($0.records) records" }.joined(separator: "\n")
                 }
                 return
             }
@@ -66,7 +66,8 @@ struct RecordCommand: AsyncParsableCommand {
         discussion: """
             With --shared, a command works on a zone someone shares with this node: reads come from the \
             local replica (they work while the owner is offline), writes go to the owner (or wait in the \
-            outbox while it is unreachable). --owner picks the owner when several share a zone of that name.
+            outbox while it is unreachable). --owner picks the owner when several share a zone of that name: \
+            their user record name, or their name or email when no other owner has it.
 
             Example:
               sharesync record save --zone Groceries --type Item --name milk --field title=string:Milk --field count=int64:2
@@ -80,7 +81,7 @@ struct RecordCommand: AsyncParsableCommand {
     struct SharedOptions: ParsableArguments {
         @Flag(help: "Work on a zone shared with this node (the replica) rather than the private database.")
         var shared = false
-        @Option(help: "With --shared: the owner's user record name (needed when several owners share the zone name).")
+        @Option(help: "With --shared: the owner, by user record name, name or email (needed when several owners share the zone name).")
         var owner: String?
 
         func validate() throws {
@@ -107,39 +108,60 @@ struct RecordCommand: AsyncParsableCommand {
             abstract: "Create a record, or set fields of an existing one (other fields are kept).",
             discussion: """
                 Each --field is KEY=TYPE:VALUE. Types: string, int64, double, bool, date (ISO 8601 or \
-                seconds since 1970), bytes (base64), reference (a record name in the same zone), \
-                location (LAT,LON).
+                seconds since 1970), bytes (base64), reference (a record name in the same zone, with an \
+                optional action: NAME:deleteSelf deletes this record when NAME is deleted, NAME:none \
+                (the default) leaves it), location (LAT,LON). --type is needed only to create a record: \
+                an existing record keeps its type.
+
+                Save policies, as CloudKit has them (--policy):
+                  changedKeys               set the given fields over the stored record, keep the others
+                                            (the default in your private database)
+                  ifServerRecordUnchanged   save only if the record has not changed since you read it
+                                            (the default with --shared, and with --if-tag)
+                  allKeys                   replace the record by the one sent (last writer wins)
+                --if-tag TAG saves against a change tag you know (`record get` shows it): if the record \
+                changed since, the save fails with serverRecordChanged and shows the stored record (exit \
+                65; with --json, the error's "serverRecord"). In your private database, \
+                ifServerRecordUnchanged without --if-tag saves only a record that does not exist yet.
 
                 With --shared, the record sent is this node's copy (its pending write, else the \
-                replica's record) with the fields set, and its change tag. If the owner's record changed \
-                since, the save fails with serverRecordChanged and shows the owner's record (exit 65); \
-                a write queued while the owner was offline stays in `sharesync outbox` as a conflict \
-                instead. --policy changedKeys (write the given fields over the owner's record) or \
-                allKeys (replace it) make the last writer win.
+                replica's record) with the fields set, and its change tag (or --if-tag). If the owner's \
+                record changed since, the save fails with serverRecordChanged and shows the owner's \
+                record (exit 65); a write queued while the owner was offline stays in `sharesync outbox` \
+                as a conflict instead. --policy changedKeys or allKeys make the last writer win.
 
                 Example:
                   sharesync record save --zone Groceries --type Item --name milk --parent list-1 \\
                     --field title=string:Milk --field done=bool:false --field at=location:48.85,2.35
-                  sharesync record save --shared --zone Groceries --type Item --name milk \\
+                  sharesync record save --zone Groceries --type Note --name note-1 --field item=reference:milk:deleteSelf
+                  sharesync record save --zone Groceries --name milk --field done=bool:true --if-tag 3
+                  sharesync record save --shared --zone Groceries --name milk \\
                     --field title=string:Oat milk --policy changedKeys
                 """)
         @OptionGroup var options: NodeOptions
         @Option(help: "The record's zone.") var zone: String
-        @Option(help: "The record's type, such as Item.") var type: String
+        @Option(help: "The record's type, such as Item (needed only to create a record).") var type: String?
         @Option(help: "The record's name, unique in its zone.") var name: String
         @Option(help: "The parent record's name (same zone): the record joins its parent's share.") var parent: String?
         @Option(name: .customLong("field"), help: ArgumentHelp("A field to set.", valueName: "key=type:value"))
         var fields: [String] = []
         @OptionGroup var sharing: SharedOptions
         @Option(help: ArgumentHelp(
-            "With --shared: ifServerRecordUnchanged (default: fail on a newer owner's record), changedKeys or allKeys (last writer wins).",
-            valueName: "policy"))
+            "ifServerRecordUnchanged, changedKeys or allKeys (see above).", valueName: "policy"))
         var policy: SavePolicy?
+        @Option(name: .customLong("if-tag"), help: ArgumentHelp(
+            "Save only if the record's change tag is still TAG (else serverRecordChanged).", valueName: "tag"))
+        var ifTag: String?
 
         func validate() throws {
-            if policy != nil, !sharing.shared { throw ValidationError("--policy goes with --shared") }
             for field in fields {
                 do { _ = try FieldAssignment(parsing: field) } catch { throw ValidationError(error.message) }
+            }
+            if let ifTag {
+                if ifTag.isEmpty { throw ValidationError("--if-tag must not be empty") }
+                if let policy, policy != .ifServerRecordUnchanged {
+                    throw ValidationError("--if-tag goes with --policy ifServerRecordUnchanged, not \(policy.rawValue)")
+                }
             }
         }
 
@@ -150,12 +172,14 @@ struct RecordCommand: AsyncParsableCommand {
                     options,
                     .sharedRecordSave(
                         owner: sharing.owner, zone: zone, type: type, name: name, parent: parent, fields: assignments,
-                        policy: policy),
+                        policy: policy, ifTag: ifTag),
                     as: SharedWriteResult.self, human: RecordCommand.describe)
                 return
             }
             try await callNode(
-                options, .recordSave(zone: zone, type: type, name: name, parent: parent, fields: assignments),
+                options,
+                .recordSave(
+                    zone: zone, type: type, name: name, parent: parent, fields: assignments, policy: policy, ifTag: ifTag),
                 as: Record.self
             ) { "saved " + Output.describe($0) }
         }
@@ -252,13 +276,22 @@ struct RecordCommand: AsyncParsableCommand {
                 the first N records (those of the batches already committed). Use --file - for standard \
                 input.
 
+                --policy says what happens to a record already there: allKeys (the default) replaces it, \
+                changedKeys sets the line's fields over it (others kept), and ifServerRecordUnchanged \
+                saves a line only if its recordChangeTag is the stored record's (a line without one must \
+                be a new record): otherwise the batch fails with serverRecordChanged, showing the stored \
+                record, and nothing of it is saved.
+
                 Example:
                   sharesync record import --zone Groceries --file items.jsonl
+                  sharesync record import --zone Groceries --file edited.jsonl --policy ifServerRecordUnchanged
                   echo '{"recordName":"milk","recordType":"Item","fields":{"title":{"type":"STRING","value":"Milk"}}}' | sharesync record import --zone Groceries --file -
                 """)
         @OptionGroup var options: NodeOptions
         @Option(help: "The zone (created if needed).") var zone: String
         @Option(help: ArgumentHelp("The JSON Lines file, or - for standard input.", valueName: "path")) var file: String
+        @Option(help: ArgumentHelp("allKeys (default), changedKeys or ifServerRecordUnchanged (see above).", valueName: "policy"))
+        var policy: SavePolicy?
         @Option(help: "Records per batch (one transaction each).") var batchSize = 2000
         @Option(help: "Leave out the first N records of the file (to resume after the batches that committed).")
         var skip = 0
@@ -278,8 +311,7 @@ struct RecordCommand: AsyncParsableCommand {
                 data = FileHandle.standardInput.readDataToEndOfFile()
             } else {
                 guard let contents = FileManager.default.contents(atPath: file) else {
-                    Output.error("cannot read \(file)")
-                    throw Exit.usage
+                    throw Output.usage("cannot read \(file)")
                 }
                 data = contents
             }
@@ -292,12 +324,12 @@ struct RecordCommand: AsyncParsableCommand {
                         throw ShareSyncError(.invalidArguments, "not a JSON object")
                     }
                     object["zoneID"] = ["zoneName": zone]
-                    object.removeValue(forKey: "recordChangeTag")
+                    // Only a save against a known tag looks at the line's tag.
+                    if policy != .ifServerRecordUnchanged { object.removeValue(forKey: "recordChangeTag") }
                     let decoder = JSONDecoder()
                     records.append(try decoder.decode(Record.self, from: try JSONSerialization.data(withJSONObject: object)))
                 } catch {
-                    Output.error("\(file) line \(number + 1): not a record: \(error)")
-                    throw Exit.usage
+                    throw Output.usage("\(file) line \(number + 1): not a record: \(error)")
                 }
             }
             let batches = Self.batches(Array(records.dropFirst(skip)), maximumCount: batchSize, maximumBytes: Self.batchBytes)
@@ -307,7 +339,7 @@ struct RecordCommand: AsyncParsableCommand {
                 let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
                 _ = try await client.call(.zoneCreate(name: zone), as: ZoneInfo.self)
                 for (number, batch) in batches.enumerated() {
-                    saved += try await client.call(.recordImport(zone: zone, records: batch), as: ImportResult.self).saved
+                    saved += try await client.call(.recordImport(zone: zone, records: batch, policy: policy), as: ImportResult.self).saved
                     committed = number + 1
                     if !options.json {
                         let first = skip + saved - batch.count + 1

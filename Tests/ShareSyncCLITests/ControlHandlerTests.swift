@@ -36,7 +36,7 @@ struct ControlHandlerTests {
         let line = try encoder.encode(request)
         let fast = try #require(ControlRequest.fastDecode(line))
         #expect(fast == (try JSONDecoder().decode(ControlRequest.self, from: line)))
-        guard case .recordImport(let zoneName, let records) = fast else { Issue.record("not a recordImport"); return }
+        guard case .recordImport(let zoneName, let records, _) = fast else { Issue.record("not a recordImport"); return }
         #expect(zoneName == "Topics")
         #expect(records.map(\.fields) == [note.fields, topic.fields])
         #expect(records.map(\.parent) == [note.parent, nil])
@@ -102,7 +102,7 @@ struct OutboxControlCodingTests {
         let request = try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8))
         #expect(request == .sharedRecordSave(owner: nil, zone: "Topics", type: "Topic", name: "t", parent: nil, fields: [], policy: nil))
         let withPolicy = #"{"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"t","fields":[],"policy":"allKeys"}}"#
-        guard case .sharedRecordSave(_, _, _, _, _, _, let policy) = try JSONDecoder().decode(ControlRequest.self, from: Data(withPolicy.utf8))
+        guard case .sharedRecordSave(_, _, _, _, _, _, let policy, _) = try JSONDecoder().decode(ControlRequest.self, from: Data(withPolicy.utf8))
         else { Issue.record("not a sharedRecordSave"); return }
         #expect(policy == .allKeys)
         for (line, expected) in [

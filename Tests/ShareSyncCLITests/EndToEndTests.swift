@@ -16,13 +16,14 @@ final class E2ENode {
     /// a file system there, say). `listen` with a fixed port keeps the node reachable at the same
     /// address across ``restart()``.
     init(
-        name: String, runArguments: [String] = [], listen: String = "127.0.0.1:0", prepareHome: (String) throws -> Void = { _ in }
+        name: String, runArguments: [String] = [], listen: String = "127.0.0.1:0", initArguments: [String] = [],
+        prepareHome: (String) throws -> Void = { _ in }
     ) throws {
         folder = try TemporaryFolder()
         home = folder.path + "/home"
         self.runArguments = runArguments
         try prepareHome(home)
-        let created = try cli(["init", "--home", home, "--name", name, "--listen", listen, "--json"])
+        let created = try cli(["init", "--home", home, "--name", name, "--listen", listen, "--json"] + initArguments)
         guard created.status == 0, let object = try json(created.stdout) as? [String: Any],
             let user = object["userRecordName"] as? String
         else {

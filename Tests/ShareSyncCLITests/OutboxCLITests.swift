@@ -229,7 +229,7 @@ struct OutboxCLITests {
         let entry = try queuedEditMeetsOwnerEdit(a, b, mine: "B", theirs: "A", policy: ["--policy", "allKeys"])
         #expect(entry == nil, "the outbox: \(String(describing: entry))")
         #expect(try eventually { try a.ownerTitle() == "B" })
-        let usage = try b.run(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "x", "--policy", "allKeys"])
-        #expect(usage.status == 64, "--policy without --shared: \(usage.stderr)")
+        let usage = try b.run(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--policy", "allKeys", "--if-tag", "1"])
+        #expect(usage.status == 64, "--if-tag with allKeys: \(usage.stderr)")
     }
 }

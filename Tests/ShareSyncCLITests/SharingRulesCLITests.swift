@@ -126,9 +126,11 @@ struct SharingRulesCLITests {
         #expect(!defaultZone.stdout.contains("created"))
         #expect(defaultZone.stderr.contains("invalidArguments") && defaultZone.stderr.contains("always exists"), "\(defaultZone.stderr)")
 
-        // Error messages carry the rule one way: "; rule X".
-        #expect(defaultZone.stderr.hasSuffix("; rule defaultZone\n"), "\(defaultZone.stderr)")
-        #expect(!defaultZone.stderr.contains("[rule"))
+        // Error messages (in text; with --json the rule is a field) carry the rule one way: "; rule X".
+        let defaultZoneText = try cli(["zone", "create", "_defaultZone", "--home", a.home])
+        #expect(defaultZoneText.stderr.hasSuffix("; rule defaultZone\n"), "\(defaultZoneText.stderr)")
+        #expect(!defaultZoneText.stderr.contains("[rule"))
+        #expect((try json(defaultZone.stderr) as? [String: [String: Any]])?["error"]?["rule"] as? String == "defaultZone")
 
         // `record delete` of a record that does not exist: unknownItem, as CloudKit answers.
         let missing = try a.run(["record", "delete", "--zone", "Topics", "--name", "ghost"])

@@ -71,6 +71,9 @@ struct PersistenceTests {
         _ = try SharedDatabaseReplica(path: path)
         let reopened = try SharedDatabaseReplica(path: path)
         let applied = try reopened.writer.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
-        #expect(applied == ["replica-v1", "replica-v2-outbox-state", "replica-v3-owner-announced-address"])
+        #expect(applied == [
+            "replica-v1", "replica-v2-outbox-state", "replica-v3-change-journal", "replica-v4-pending-leaves",
+            "replica-v5-owner-announced-address",
+        ])
     }
 }

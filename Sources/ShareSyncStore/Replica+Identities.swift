@@ -1,0 +1,13 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+extension SharedDatabaseReplica {
+    /// Every share record in the replica (of every owner), read without the other records.
+    public func shareRecords() throws(ShareSyncError) -> [ShareSyncCore.Record] {
+        try read { db in
+            try Data.fetchAll(db, sql: "SELECT json FROM replicaRecord WHERE type = ? ORDER BY owner, zone, name", arguments: [Record.shareRecordType])
+                .map { try ShareSyncCore.Record(jsonData: $0) }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import GRDB
+import ShareSyncCore
+
+/// One entry of the replica's change journal (see ``SharedDatabaseReplica/journalChanges()``).
+public struct ReplicaJournalEntry: Sendable, Hashable {
+    public enum Kind: String, Sendable {
+        /// The record changed (or appeared); read it from the replica for its latest state.
+        case changed
+        /// The record is gone.
+        case deleted
+        /// The zone appeared in the replica.
+        case zoneAdded
+        /// The zone is gone, with all its records.
+        case zoneDeleted
+    }
+
+    /// The entry's position: a token at or after it has seen it.
+    public var sequence: Int64
+    /// The owner's user record name.
+    public var owner: String
+    /// The zone's name.
+    public var zoneName: String
+    /// The record's name; `nil` for zone entries.
+    public var recordName: String?
+    /// What happened.
+    public var kind: Kind
+}
+
+/// Where the replica's change journal stands.
+public struct ReplicaJournalPosition: Sendable, Hashable {
+    /// Identifies this journal: a token of another epoch (a replica file made afresh) is expired.
+    public var epoch: String
+    /// The last entry's sequence (0: none yet).
+    public var sequence: Int64
+    /// Deletions up to this sequence were trimmed: an older token (but 0) is expired.
+    public var expiredBelow: Int64
+}
+
+// The shared database's change journal. The replica applies what owners send in many ways (pages,
+// pushes, zone replacements, purges); rather than journal each, the journal compares the replica
+// with what it last saw (kept in replicaFeedSeen) and records the differences, in the replica file:
+// tokens (positions in the journal) stay valid across daemon restarts, and what changed while the
+// daemon was down is found by the next comparison. Each record keeps only its latest entry (an
+// older one is superseded), so the journal from 0 is the replica's whole content.
+extension SharedDatabaseReplica {
+    /// The most entries kept: beyond it the oldest deletions are dropped and tokens before them expire.
+    public static let journalCapacity = 200_000
+
+    /// Compares the replica with what the journal last saw and appends the differences (records
+    /// changed or deleted, zones added or deleted), in one transaction. The first call journals the
+    /// whole replica. Observers are not told (the journal is not shared data).
+    @discardableResult
+    public func journalChanges() throws(ShareSyncError) -> (position: ReplicaJournalPosition, added: Int) {
+        try withStoreErrors("replica journal", path: writer.path) {
+            try writer.write { db in
+                if try Row.fetchOne(db, sql: "SELECT 1 FROM replicaFeedState WHERE id = 1") == nil {
+                    try db.execute(
+                        sql: "INSERT INTO replicaFeedState (id, epoch) VALUES (1, ?)",
+                        arguments: [String(UUID().uuidString.prefix(8)).lowercased()])
+                }
+                struct Key: Hashable, Comparable {
+                    var owner: String, zone: String, name: String
+                    static func < (a: Self, b: Self) -> Bool { (a.owner, a.zone, a.name) < (b.owner, b.zone, b.name) }
+                }
+                var seen: [Key: String] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, tag FROM replicaFeedSeen") {
+                    seen[Key(owner: row["owner"], zone: row["zone"], name: row["name"])] = row["tag"]
+                }
+                var now: [Key: String] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT owner, zone FROM replicaZone") {
+                    now[Key(owner: row["owner"], zone: row["zone"], name: "")] = ""
+                }
+                for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, json FROM replicaRecord") {
+                    let record = try ShareSyncCore.Record(jsonData: row["json"])
+                    now[Key(owner: row["owner"], zone: row["zone"], name: row["name"])] = record.recordChangeTag ?? ""
+                }
+                var added = 0
+                func append(_ key: Key, _ kind: ReplicaJournalEntry.Kind) throws {
+                    switch kind {
+                    case .changed, .deleted:
+                        try db.execute(
+                            sql: "DELETE FROM replicaFeedEntry WHERE owner = ? AND zone = ? AND name = ?",
+                            arguments: [key.owner, key.zone, key.name])
+                    case .zoneDeleted:
+                        try db.execute(
+                            sql: "DELETE FROM replicaFeedEntry WHERE owner = ? AND zone = ?", arguments: [key.owner, key.zone])
+                    case .zoneAdded:
+                        break  // an earlier zoneDeleted stays: older tokens must learn the old records are gone
+                    }
+                    try db.execute(
+                        sql: "INSERT INTO replicaFeedEntry (owner, zone, name, kind) VALUES (?, ?, ?, ?)",
+                        arguments: [key.owner, key.zone, key.name, kind.rawValue])
+                    added += 1
+                }
+                let goneZones = Set(seen.keys.filter { $0.name.isEmpty && now[$0] == nil }.map { [$0.owner, $0.zone] })
+                // Zones gone first (their records go with them), then in key order: a zone before its records.
+                for key in seen.keys.sorted() where key.name.isEmpty && now[key] == nil {
+                    try append(key, .zoneDeleted)
+                    try db.execute(
+                        sql: "DELETE FROM replicaFeedSeen WHERE owner = ? AND zone = ?", arguments: [key.owner, key.zone])
+                }
+                for key in seen.keys.sorted() where !key.name.isEmpty && now[key] == nil && !goneZones.contains([key.owner, key.zone]) {
+                    try append(key, .deleted)
+                    try db.execute(
+                        sql: "DELETE FROM replicaFeedSeen WHERE owner = ? AND zone = ? AND name = ?",
+                        arguments: [key.owner, key.zone, key.name])
+                }
+                for key in now.keys.sorted() where seen[key] != now[key] || goneZones.contains([key.owner, key.zone]) {
+                    try append(key, key.name.isEmpty ? .zoneAdded : .changed)
+                    try db.execute(
+                        sql: """
+                            INSERT INTO replicaFeedSeen (owner, zone, name, tag) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (owner, zone, name) DO UPDATE SET tag = excluded.tag
+                            """,
+                        arguments: [key.owner, key.zone, key.name, now[key]!])
+                }
+                // Trimming: the oldest deletions go first (the live records' entries are the content).
+                let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM replicaFeedEntry") ?? 0
+                if count > Self.journalCapacity {
+                    let excess = count - Self.journalCapacity
+                    if let last = try Int64.fetchOne(
+                        db,
+                        sql: """
+                            SELECT MAX(seq) FROM (SELECT seq FROM replicaFeedEntry WHERE kind IN ('deleted', 'zoneDeleted')
+                            ORDER BY seq LIMIT ?)
+                            """, arguments: [excess])
+                    {
+                        try db.execute(
+                            sql: "DELETE FROM replicaFeedEntry WHERE kind IN ('deleted', 'zoneDeleted') AND seq <= ?",
+                            arguments: [last])
+                        try db.execute(
+                            sql: "UPDATE replicaFeedState SET expiredBelow = MAX(expiredBelow, ?) WHERE id = 1", arguments: [last])
+                    }
+                }
+                return (try journalPosition(db), added)
+            }
+        }
+    }
+
+    func journalPosition(_ db: Database) throws -> ReplicaJournalPosition {
+        let state = try Row.fetchOne(db, sql: "SELECT epoch, expiredBelow FROM replicaFeedState WHERE id = 1")
+        let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'replicaFeedEntry'") ?? 0
+        return ReplicaJournalPosition(
+            epoch: state?["epoch"] ?? "", sequence: sequence, expiredBelow: state?["expiredBelow"] ?? 0)
+    }
+
+    /// The journal's entries after `after` and up to `through`, in order, of one owner's zone (or of
+    /// every zone), at most `limit`; `zonesAdded: false` leaves out the `zoneAdded` entries (record views).
+    public func journalEntries(
+        after: Int64, through: Int64, owner: String? = nil, zoneName: String? = nil, limit: Int = .max,
+        zonesAdded: Bool = true
+    ) throws(ShareSyncError) -> [ReplicaJournalEntry] {
+        try read { db in
+            var sql = "SELECT seq, owner, zone, name, kind FROM replicaFeedEntry WHERE seq > ? AND seq <= ?"
+            if !zonesAdded { sql += " AND kind != 'zoneAdded'" }
+            var arguments: [(any DatabaseValueConvertible)?] = [after, through]
+            if let owner {
+                sql += " AND owner = ?"
+                arguments.append(owner)
+            }
+            if let zoneName {
+                sql += " AND zone = ?"
+                arguments.append(zoneName)
+            }
+            sql += " ORDER BY seq LIMIT ?"
+            arguments.append(Int64(clamping: limit))
+            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map { row in
+                let name: String = row["name"]
+                return ReplicaJournalEntry(
+                    sequence: row["seq"], owner: row["owner"], zoneName: row["zone"], recordName: name.isEmpty ? nil : name,
+                    kind: ReplicaJournalEntry.Kind(rawValue: row["kind"]) ?? .changed)
+            }
+        }
+    }
+}

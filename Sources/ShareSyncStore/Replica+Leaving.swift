@@ -1,0 +1,60 @@
+import GRDB
+import ShareSyncCore
+
+/// A share left locally whose owner has not been told yet.
+public struct PendingLeave: Sendable, Hashable {
+    /// The owner's user record name.
+    public var owner: String
+    /// The shared zone left.
+    public var zoneName: String
+    /// The share's record name.
+    public var shareName: String
+
+    public init(owner: String, zoneName: String, shareName: String) {
+        self.owner = owner
+        self.zoneName = zoneName
+        self.shareName = shareName
+    }
+}
+
+// Leaving a share without the owner (`sharesync leave --local`): the zone leaves the replica at once,
+// and the leave waits here until the owner's node is reached again.
+extension SharedDatabaseReplica {
+    /// Purges a shared zone now and remembers to tell its owner, in one transaction. Until
+    /// ``removePendingLeave(_:)``, nothing the owner sends brings the zone back.
+    public func leaveLocally(_ leave: PendingLeave) throws(ShareSyncError) {
+        try write { db in
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO replicaPendingLeave (owner, zone, share) VALUES (?, ?, ?)",
+                arguments: [leave.owner, leave.zoneName, leave.shareName])
+            try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [leave.owner, leave.zoneName])
+            try db.execute(
+                sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [leave.owner, leave.zoneName])
+        }
+    }
+
+    /// The leaves not yet told to an owner (every owner's when `owner` is nil).
+    public func pendingLeaves(owner: String? = nil) throws(ShareSyncError) -> [PendingLeave] {
+        try read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT owner, zone, share FROM replicaPendingLeave WHERE ?1 IS NULL OR owner = ?1 ORDER BY owner, zone, share",
+                arguments: [owner]
+            ).map { PendingLeave(owner: $0["owner"], zoneName: $0["zone"], shareName: $0["share"]) }
+        }
+    }
+
+    /// Forgets a pending leave once the owner has it (the zone may then come back if shared again).
+    public func removePendingLeave(_ leave: PendingLeave) throws(ShareSyncError) {
+        try write { db in
+            try db.execute(
+                sql: "DELETE FROM replicaPendingLeave WHERE owner = ? AND zone = ? AND share = ?",
+                arguments: [leave.owner, leave.zoneName, leave.shareName])
+        }
+    }
+
+    func isLeaving(_ db: Database, owner: String, zoneName: String) throws -> Bool {
+        try Bool.fetchOne(
+            db.cachedStatement(sql: "SELECT 1 FROM replicaPendingLeave WHERE owner = ? AND zone = ?"), arguments: [owner, zoneName])
+            ?? false
+    }
+}
