@@ -107,6 +107,7 @@ public final class NodeService: Service, Sendable {
         }
         let bound = HostAndPort(host: settings.listen.host, port: server.port)
         let advertised = settings.advertisedAddress(boundPort: server.port)
+        database.setOwnerDisplayName(home.settings.displayName)
         database.setShareURLBase(
             ShareURLBase(host: advertised.host, port: advertised.port, ownerFingerprint: home.identity.fingerprint))
         let identity = home.identity

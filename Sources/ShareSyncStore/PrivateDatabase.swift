@@ -27,6 +27,7 @@ public final class PrivateDatabase: Sendable {
     let writer: any DatabaseWriter
     let clock: @Sendable () -> Date
     let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
+    let ownerDisplayNameValue = Mutex<String?>(nil)
     let observers = CommitObservers()
     let generation = Atomic<UInt64>(0)
 

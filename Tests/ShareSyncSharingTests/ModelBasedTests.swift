@@ -6,7 +6,8 @@ import Testing
 
 // A randomized, model-based test of sharing. A seeded PRNG drives thousands of random steps by one
 // owner and several participants: saves, deletes, re-parents, shares, invitations, accepts,
-// permission changes, removals, leaves, stops, and participants' writes. After every step:
+// permission changes, roles, administrators' edits of the share, one-time URLs, removals, leaves,
+// stops, and participants' writes. After every step:
 //   - the owner's database (read through its own feed from nil) equals the model;
 //   - every participant's shared database, read back through the feeds from their last tokens
 //     (small pages), equals the view computed from first principles: the records of each zone whose
@@ -33,11 +34,28 @@ struct SplitMix64 {
 /// The model of one zone: its records (title and parent name) and its shares.
 struct ModelZone {
     struct Rec: Equatable { var title: String; var parent: String? }
-    struct Member: Equatable { var permission: Participant.Permission; var status: Participant.AcceptanceStatus }
+    struct Member: Equatable {
+        var permission: Participant.Permission
+        var status: Participant.AcceptanceStatus
+        var role: Participant.Role = .privateUser
+    }
+    /// A one-time URL participant: pending until someone uses its link, then a member like any other.
+    struct OneTime: Equatable { var share: String; var url: String; var permission: Participant.Permission; var boundTo: String? }
     struct Shr: Equatable { var name: String; var root: String?; var members: [String: Member] }
 
     var records: [String: Rec] = [:]
     var shares: [String: Shr] = [:]
+    /// One-time URL participants by participant ID (those of stopped shares are dropped).
+    var oneTime: [String: OneTime] = [:]
+
+    /// A share goes (stopped, or its root deleted), and its one-time links with it.
+    mutating func dropShare(_ name: String) {
+        shares[name] = nil
+        oneTime = oneTime.filter { $0.value.share != name }
+    }
+
+    /// The pending one-time participants of a share.
+    func pendingOneTime(_ share: String) -> Int { oneTime.values.filter { $0.share == share && $0.boundTo == nil }.count }
 
     var zoneShare: String? { shares.values.first { $0.root == nil }?.name }
     func shareRooted(at name: String) -> String? { shares.values.first { $0.root == name }?.name }
@@ -279,7 +297,7 @@ struct ModelRun {
 
     mutating func applyDelete(_ z: String, _ name: String) {
         model[z]!.records[name] = nil
-        if let s = model[z]!.shareRooted(at: name) { model[z]!.shares[s] = nil }
+        if let s = model[z]!.shareRooted(at: name) { model[z]!.dropShare(s) }
     }
 
     // MARK: Operations
@@ -374,14 +392,145 @@ struct ModelRun {
         guard let (z, s) = randomShare() else { return }
         let u = rng.pick(Self.users)!
         let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
+        let role: Participant.Role = rng.chance(0.25) ? .administrator : .privateUser
         var share = try fetchShare(z, s)
-        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: u), permission: p))
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: u), permission: p, role: role))
         let result = try db.modifyRecords(saving: [share.record])
-        if check("owner invite", result.errors[s], Expectation(allowed: [nil], description: "invite \(u) \(p) to \(s)")) {
+        if check("owner invite", result.errors[s], Expectation(allowed: [nil], description: "invite \(u) \(p) \(role) to \(s)")) {
             var member = model[z]!.shares[s]!.members[u] ?? .init(permission: p, status: .pending)
             member.permission = p
+            member.role = role
             if member.status == .removed { member.status = .pending }
             model[z]!.shares[s]!.members[u] = member
+        }
+    }
+
+    /// The owner adds a one-time URL participant (no email, phone or user).
+    mutating func ownerInviteOneTime() throws {
+        guard let (z, s) = randomShare() else { return }
+        let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
+        var share = try fetchShare(z, s)
+        let participant = Participant.oneTimeURLParticipant(permission: p)
+        try share.addParticipant(participant)
+        let result = try db.modifyRecords(saving: [share.record])
+        if check("owner one-time", result.errors[s], Expectation(allowed: [nil], description: "one-time \(p) in \(s)")) {
+            let saved = try fetchShare(z, s)
+            let url = try #require(saved.oneTimeURL(for: participant.participantID), "\(tag): one-time URL of \(s)")
+            model[z]!.oneTime[participant.participantID] = .init(share: s, url: url, permission: p, boundTo: nil)
+        }
+    }
+
+    /// The owner makes a member an administrator or a privateUser.
+    mutating func ownerSetRole() throws {
+        guard let (z, s) = randomShare(), let u = rng.pick(model[z]!.shares[s]!.members.keys.sorted()) else { return }
+        var share = try fetchShare(z, s)
+        let participant = try #require(share.participants.first { $0.userIdentity.userRecordName == u }, "\(tag): \(u) in \(s)")
+        let role: Participant.Role = rng.chance(0.5) ? .administrator : .privateUser
+        try share.setRole(role, forParticipantID: participant.participantID)
+        let result = try db.modifyRecords(saving: [share.record])
+        if check("owner role", result.errors[s], Expectation(allowed: [nil], description: "make \(u) \(role) in \(s)")) {
+            model[z]!.shares[s]!.members[u]!.role = role
+        }
+    }
+
+    /// A participant changes a share through their shared database, as an administrator would: adds,
+    /// re-invites or removes someone, changes a permission or a role. From first principles: only an
+    /// accepted administrator may, and never about themselves, another administrator, or to make one.
+    mutating func participantEditsShare() throws {
+        let u = rng.pick(Self.users)!
+        let candidates = Self.zones.flatMap { z in
+            model[z]!.shares.keys.sorted().filter { model[z]!.accepted(u, $0) != nil }.map { (z, $0) }
+        }
+        let admins = candidates.filter { model[$0.0]!.accepted(u, $0.1)?.role == .administrator }
+        guard let (z, s) = rng.chance(0.7) ? (rng.pick(admins) ?? rng.pick(candidates)) : rng.pick(candidates) else { return }
+        let view = db.sharedDatabase(for: Caller(userRecordName: u))
+        let id = Record.ID(recordName: s, zoneID: sharedZone(z))
+        guard var share = Share(try view.fetchRecords([id])[id]!.get()) else { return }
+        let members = model[z]!.shares[s]!.members
+        let isAdmin = model[z]!.accepted(u, s)?.role == .administrator
+        let t = rng.pick(Self.users)!
+        let target = members[t]
+        let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
+        let kind = rng.int(4)
+        var desc = "\(u) (\(isAdmin ? "admin" : "not admin")) "
+        // Whom the edit touches, and whether an administrator may touch them.
+        let protected = t == u || target?.role == .administrator
+        var allowed = isAdmin && !protected
+        let targetParticipant = share.participants.first { $0.userIdentity.userRecordName == t }
+        switch kind {
+        case 0:  // invite (or re-invite) t
+            let role: Participant.Role = rng.chance(0.2) ? .administrator : .privateUser
+            desc += "invites \(t) \(p) \(role)"
+            if role == .administrator && target?.role != .administrator { allowed = false }
+            guard (try? share.addParticipant(Participant(lookupInfo: .init(userRecordName: t), permission: p, role: role))) != nil
+            else { return }
+            // Re-inviting an administrator (themselves included) unchanged changes nothing about them: not refused.
+            if isAdmin, target?.role == .administrator, role == .administrator, target?.permission == p { allowed = true }
+        case 1:  // remove t
+            guard let targetParticipant else { return }
+            desc += "removes \(t)"
+            try share.removeParticipant(targetParticipant)
+        case 2:  // permission
+            guard let targetParticipant else { return }
+            desc += "makes \(t) \(p)"
+            try share.setPermission(p, forParticipantID: targetParticipant.participantID)
+            if target?.permission == p, isAdmin { allowed = true }  // no change
+        default:  // role
+            guard let targetParticipant, targetParticipant.role != .publicUser else { return }
+            let role: Participant.Role = rng.chance(0.5) ? .administrator : .privateUser
+            desc += "makes \(t) \(role)"
+            try share.setRole(role, forParticipantID: targetParticipant.participantID)
+            if role == .administrator && target?.role != .administrator { allowed = false }
+            if target?.role == role, isAdmin { allowed = true }  // no change
+        }
+        let failure = try view.modifyRecords(saving: [share.record]).errors[s]
+        let e = Expectation(allowed: [allowed ? nil : .permissionFailure], description: desc)
+        guard check("participant edits share", failure, e) else { return }
+        switch kind {
+        case 0:
+            var member = members[t] ?? .init(permission: p, status: .pending)
+            member.permission = p
+            member.role = share.participants.first { $0.userIdentity.userRecordName == t }?.role ?? .privateUser
+            if member.status == .removed { member.status = .pending }
+            model[z]!.shares[s]!.members[t] = member
+        case 1:
+            model[z]!.shares[s]!.members[t] = nil
+            for (pid, link) in model[z]!.oneTime where link.share == s && link.boundTo == t { model[z]!.oneTime[pid] = nil }
+        case 2: model[z]!.shares[s]!.members[t]!.permission = p
+        default: model[z]!.shares[s]!.members[t]!.role = share.participants.first { $0.userIdentity.userRecordName == t }!.role
+        }
+    }
+
+    /// Someone uses a one-time URL: the first identity to use it becomes that participant; anyone
+    /// already in the share stays who they are (the link stays unspent); anyone else is refused.
+    mutating func userAcceptOneTime() throws {
+        let links = Self.zones.flatMap { z in model[z]!.oneTime.keys.sorted().map { (z, $0) } }
+        guard let (z, pid) = rng.pick(links) else { return }
+        let link = model[z]!.oneTime[pid]!
+        let u = rng.pick(Self.users)!
+        let s = link.share
+        let mine = model[z]!.shares[s]!.members[u]
+        let e: Expectation
+        var bind = false
+        let desc = "\(u) uses one-time link \(pid.prefix(8)) of \(s) (bound to \(link.boundTo ?? "nobody"), member \(mine.map { "\($0.status)" } ?? "no"))"
+        if let mine, mine.status != .removed {
+            e = Expectation(allowed: [nil], description: desc)
+        } else if link.boundTo == nil {
+            e = Expectation(allowed: [nil], description: desc)
+            bind = true
+        } else if mine != nil {
+            e = Expectation(allowed: [.permissionFailure], description: desc)  // they left: told so (rule leftShare)
+        } else {
+            e = Expectation(allowed: [.participantMayNeedVerification], description: desc)
+        }
+        var failure: ShareSyncError?
+        do { try db.acceptShare(url: link.url, as: Caller(userRecordName: u)) } catch { failure = error }
+        guard check("one-time accept", failure, e) else { return }
+        if bind {
+            model[z]!.oneTime[pid]!.boundTo = u
+            model[z]!.shares[s]!.members[u] = .init(permission: link.permission, status: .accepted, role: .privateUser)
+        } else {
+            model[z]!.shares[s]!.members[u]!.status = .accepted
         }
     }
 
@@ -398,7 +547,13 @@ struct ModelRun {
         let result = try db.modifyRecords(saving: [share.record])
         let e = Expectation(allowed: [nil], description: remove ? "remove \(u) from \(s)" : "make \(u) \(p) in \(s)")
         if check(remove ? "owner remove" : "owner permission", result.errors[s], e) {
-            if remove { model[z]!.shares[s]!.members[u] = nil } else { model[z]!.shares[s]!.members[u]!.permission = p }
+            if remove {
+                model[z]!.shares[s]!.members[u] = nil
+                // A one-time link bound to them is gone with their participant: it admits nobody now.
+                for (pid, link) in model[z]!.oneTime where link.share == s && link.boundTo == u { model[z]!.oneTime[pid] = nil }
+            } else {
+                model[z]!.shares[s]!.members[u]!.permission = p
+            }
         }
     }
 
@@ -406,7 +561,7 @@ struct ModelRun {
         guard let (z, s) = randomShare() else { return }
         let result = try db.modifyRecords(deleting: [Record.ID(recordName: s, zoneID: ownerZone(z))])
         if check("owner stop", result.errors[s], Expectation(allowed: [nil], description: "stop \(s)")) {
-            model[z]!.shares[s] = nil
+            model[z]!.dropShare(s)
         }
     }
 
@@ -533,6 +688,10 @@ struct ModelRun {
         case 59..<61: try ownerChangeParticipant(remove: true)
         case 61..<64: try userLeave()
         case 64..<67: try ownerStop()
+        case 67..<69: try ownerInviteOneTime()
+        case 69..<72: try userAcceptOneTime()
+        case 72..<74: try ownerSetRole()
+        case 74..<79: try participantEditsShare()
         default: try userWrite()
         }
     }
@@ -543,6 +702,7 @@ struct ModelRun {
     func checkOwner() throws -> Bool {
         var ok = true
         for z in Self.zones {
+            let m = model[z]!
             var records: [String: Record] = [:]
             var token: ServerChangeToken?
             var more = true
@@ -552,14 +712,26 @@ struct ModelRun {
                 token = page.changeToken
                 more = page.moreComing
             }
-            let m = model[z]!
             var actualRecs: [String: ModelZone.Rec] = [:]
             var actualShares: [String: ModelZone.Shr] = [:]
             for (name, r) in records {
                 if let s = Share(r) {
                     var members: [String: ModelZone.Member] = [:]
+                    var pendingOneTime = 0
                     for p in s.participants where p.role != .owner {
-                        members[p.userIdentity.userRecordName ?? "?"] = .init(permission: p.permission, status: p.acceptanceStatus)
+                        guard let user = p.userIdentity.userRecordName else {
+                            if p.isOneTimeURLParticipant && p.acceptanceStatus == .pending { pendingOneTime += 1 } else { pendingOneTime += 1000 }
+                            continue
+                        }
+                        if members[user] != nil {
+                            ok = false
+                            Issue.record("\(tag): \(user) is in share \(name) twice: \(s.participants)")
+                        }
+                        members[user] = .init(permission: p.permission, status: p.acceptanceStatus, role: p.role)
+                    }
+                    if pendingOneTime != m.pendingOneTime(name) {
+                        ok = false
+                        Issue.record("\(tag): share \(name) has \(pendingOneTime) unbound one-time participants, model \(m.pendingOneTime(name))")
                     }
                     actualShares[name] = .init(name: name, root: s.rootRecordID?.recordName, members: members)
                 } else {
@@ -602,8 +774,24 @@ struct ModelRun {
             for (name, r) in got {
                 if let s = Share(r) {
                     let me = s.currentUserParticipant
-                    shares[name] = me.map { .init(permission: $0.permission, status: $0.acceptanceStatus) }
+                    shares[name] = me.map { .init(permission: $0.permission, status: $0.acceptanceStatus, role: $0.role) }
                         ?? .init(permission: .unknown, status: .unknown)
+                    // What the share record shows this participant: everyone to an administrator, else
+                    // the owner and themselves, never an invitation secret.
+                    if let modelShare = model[z]!.shares[name] {
+                        if me?.role == .administrator {
+                            let all = 1 + modelShare.members.count + model[z]!.pendingOneTime(name)
+                            if s.participants.count != all {
+                                ok = false
+                                Issue.record("\(tag): administrator \(u) sees \(s.participants.count) participants of \(name), not \(all)")
+                            }
+                        } else if !Set(s.participants.compactMap(\.userIdentity.userRecordName)).isSubset(of: [Self.owner, u])
+                            || s.participants.contains(where: { $0.userIdentity.userRecordName == nil || s.oneTimeURL(for: $0.participantID) != nil })
+                        {
+                            ok = false
+                            Issue.record("\(tag): \(u) sees more of share \(name) than the owner and themselves: \(s.participants)")
+                        }
+                    }
                 } else {
                     recs[name] = .init(title: r["title"]?.stringValue ?? "", parent: r.parent?.recordID.recordName)
                 }
@@ -662,7 +850,7 @@ struct ModelBasedTests {
     static let serverRecordLeak =
         "participant save (ifServerRecordUnchanged, no tag) of an existing record outside their view answered serverRecordChanged, not permissionFailure: reveals the record exists, and its serverRecord carries its fields"
 
-    @Test("random saves, deletes, re-parents, shares, accepts, permission changes, removals, leaves, stops and participant writes", arguments: seeds)
+    @Test("random saves, deletes, re-parents, shares, accepts, permission changes, roles, administrators' edits, one-time URLs, removals, leaves, stops and participant writes", arguments: seeds)
     func modelBased(seed: UInt64) throws {
         var run = try ModelRun(seed: seed)
         let start = Date()
