@@ -104,10 +104,13 @@ public enum AccessPolicy {
             .compactMap(\.userIdentity.userRecordName))
         for q in old.participants where (q.role == .owner || q.role == .administrator) && q.participantID != p.participantID {
             guard let now = newByID[q.participantID], now.role == q.role, now.permission == q.permission,
+                now.userIdentity == q.userIdentity, now.isOneTimeURLParticipant == q.isOneTimeURLParticipant,
                 !new.blockedIdentities.contains(where: { q.userIdentity.userRecordName == $0.userRecordName })
             else {
                 let who = q.role == .owner ? "the owner" : "another administrator"
-                throw refuse("an administrator cannot remove, block or change \(who) (participant \(q.participantID))", "adminManagesOthersOnly")
+                throw refuse(
+                    "an administrator cannot remove, block or change (role, permission, identity) \(who) (participant \(q.participantID))",
+                    "adminManagesOthersOnly")
             }
         }
         for b in new.blockedIdentities where protectedNames.contains(b.userRecordName) {

@@ -554,4 +554,7 @@ extension ShareTarget {
     }
 }
 
-extension Participant.Role: ExpressibleByArgument {}
+extension Participant.Role: ExpressibleByArgument {
+    /// The roles a command can give: help lists only these.
+    public static var allValueStrings: [String] { [Participant.Role.privateUser.rawValue, Participant.Role.administrator.rawValue] }
+}

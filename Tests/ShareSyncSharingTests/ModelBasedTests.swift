@@ -392,7 +392,7 @@ struct ModelRun {
         guard let (z, s) = randomShare() else { return }
         let u = rng.pick(Self.users)!
         let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
-        let role: Participant.Role = rng.chance(0.25) ? .administrator : .privateUser
+        let role: Participant.Role = rng.chance(0.5) ? .administrator : .privateUser
         var share = try fetchShare(z, s)
         try share.addParticipant(Participant(lookupInfo: .init(userRecordName: u), permission: p, role: role))
         let result = try db.modifyRecords(saving: [share.record])
@@ -425,7 +425,7 @@ struct ModelRun {
         guard let (z, s) = randomShare(), let u = rng.pick(model[z]!.shares[s]!.members.keys.sorted()) else { return }
         var share = try fetchShare(z, s)
         let participant = try #require(share.participants.first { $0.userIdentity.userRecordName == u }, "\(tag): \(u) in \(s)")
-        let role: Participant.Role = rng.chance(0.5) ? .administrator : .privateUser
+        let role: Participant.Role = rng.chance(0.7) ? .administrator : .privateUser
         try share.setRole(role, forParticipantID: participant.participantID)
         let result = try db.modifyRecords(saving: [share.record])
         if check("owner role", result.errors[s], Expectation(allowed: [nil], description: "make \(u) \(role) in \(s)")) {
@@ -448,7 +448,9 @@ struct ModelRun {
         guard var share = Share(try view.fetchRecords([id])[id]!.get()) else { return }
         let members = model[z]!.shares[s]!.members
         let isAdmin = model[z]!.accepted(u, s)?.role == .administrator
-        let t = rng.pick(Self.users)!
+        // Mostly someone an administrator may manage, so that edits succeed often too.
+        let manageable = Self.users.filter { $0 != u && members[$0]?.role != .administrator }
+        let t = rng.chance(0.7) ? (rng.pick(manageable) ?? rng.pick(Self.users)!) : rng.pick(Self.users)!
         let target = members[t]
         let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
         let kind = rng.int(4)
@@ -485,7 +487,7 @@ struct ModelRun {
         }
         let failure = try view.modifyRecords(saving: [share.record]).errors[s]
         let e = Expectation(allowed: [allowed ? nil : .permissionFailure], description: desc)
-        guard check("participant edits share", failure, e) else { return }
+        guard check(isAdmin ? "administrator edits share" : "non-administrator edits share", failure, e) else { return }
         switch kind {
         case 0:
             var member = members[t] ?? .init(permission: p, status: .pending)
@@ -691,7 +693,7 @@ struct ModelRun {
         case 67..<69: try ownerInviteOneTime()
         case 69..<72: try userAcceptOneTime()
         case 72..<74: try ownerSetRole()
-        case 74..<79: try participantEditsShare()
+        case 74..<80: try participantEditsShare()
         default: try userWrite()
         }
     }

@@ -84,6 +84,12 @@ struct RulesAdministratorsTests {
             ("block another administrator", "adminManagesOthersOnly", { s in
                 s.blockIdentities([UserIdentity(userRecordName: "_a2")])
             }),
+            ("re-address another administrator to someone else", "adminManagesOthersOnly", { s in
+                s.updateState { state in
+                    let i = state.participants.firstIndex { $0.userIdentity.userRecordName == "_a2" }!
+                    state.participants[i].userIdentity.lookupInfo = .init(userRecordName: "_evil")
+                }
+            }),
             ("block the owner", "adminManagesOthersOnly", { s in
                 s.updateState { $0.blockedIdentities.append(BlockedIdentity(userIdentity: UserIdentity(userRecordName: "_owner"))) }
             }),
@@ -115,6 +121,22 @@ struct RulesAdministratorsTests {
         let after = try w.currentShare(share.recordID)
         #expect(after.participants == before.participants)
         #expect(after.recordChangeTag == before.recordChangeTag)
+    }
+
+    @Test("an administrator cannot turn a pending administrator's invitation into one for someone else")
+    func administratorCannotHijackAPendingAdministrator() throws {
+        let (w, share) = try world()
+        var s = try w.currentShare(share.recordID)
+        try s.addParticipant(Participant(lookupInfo: .init(emailAddress: "x@example.org"), permission: .readWrite, role: .administrator))
+        s = try w.saveShare(s)
+        let error = try edit(w, s, as: "_a") { s in
+            s.updateState { state in
+                let i = state.participants.firstIndex { $0.userIdentity.lookupInfo?.emailAddress == "x@example.org" }!
+                state.participants[i].userIdentity.lookupInfo = .init(userRecordName: "_evil")
+            }
+        }
+        #expect(error?.code == .permissionFailure && error?.rule == "adminManagesOthersOnly", "\(String(describing: error))")
+        #expect(failure { try w.db.acceptShare(url: s.url!, as: Caller(userRecordName: "_evil")) }?.code == .participantMayNeedVerification)
     }
 
     @Test("a participant who is not an administrator cannot change the share in any way")
