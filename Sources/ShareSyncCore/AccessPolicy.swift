@@ -81,27 +81,50 @@ public enum AccessPolicy {
         }
     }
 
-    /// Decides a participant's save of a share record: only administrators may change a share, and
-    /// even they cannot change the owner, the public permission or access-request setting.
+    /// Decides a participant's save of a share record (SharingRules.md, "Administrators"): only
+    /// administrators may change a share. They manage the participants who are neither the owner nor
+    /// administrators (add, remove, change permission), requesters (approve, deny, block) and blocks,
+    /// and may switch access requests; they cannot touch the owner or another administrator, make
+    /// anyone an administrator, change their own role or permission, the public permission, or the
+    /// share's title, thumbnail and type.
     public static func checkShareEdit(old: Share, new: Share, by user: String) throws(ShareSyncError) {
         guard let p = acceptedParticipant(user, in: old) else { throw outsideView(old.recordID) }
+        func refuse(_ message: String, _ rule: String) -> ShareSyncError {
+            ShareSyncError(.permissionFailure, message, recordID: old.recordID, rule: rule)
+        }
         guard p.role == .administrator else {
-            throw ShareSyncError(
-                .permissionFailure, "only the owner or an administrator can change a share", recordID: old.recordID,
-                rule: "shareEditOwnerOrAdministrator")
+            throw refuse("only the owner or an administrator can change a share", "shareEditOwnerOrAdministrator")
         }
-        guard old.publicPermission == new.publicPermission, old.allowsAccessRequests == new.allowsAccessRequests else {
-            throw ShareSyncError(
-                .permissionFailure, "only the owner can change the public permission or access requests",
-                recordID: old.recordID, rule: "shareSettingsOwnerOnly")
+        guard old.publicPermission == new.publicPermission else {
+            throw refuse("only the owner can change the public permission", "shareSettingsOwnerOnly")
         }
-        if let oldAdmin = old.participants.first(where: { $0.participantID == p.participantID }),
-            let newAdmin = new.participants.first(where: { $0.participantID == p.participantID }),
-            oldAdmin.role != newAdmin.role || oldAdmin.permission != newAdmin.permission
-        {
-            throw ShareSyncError(
-                .permissionFailure, "an administrator cannot change their own role or permission",
-                recordID: old.recordID, rule: "adminSelfEdit")
+        for key in [Share.SystemFieldKey.title, Share.SystemFieldKey.thumbnailImageData, Share.SystemFieldKey.shareType]
+        where old.record[key] != new.record[key] {
+            throw refuse("only the owner can change the share's title, thumbnail and type (\(key))", "sharePropertiesOwnerOnly")
+        }
+        let newByID = Dictionary(new.participants.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
+        guard let mine = newByID[p.participantID], mine.role == p.role, mine.permission == p.permission else {
+            throw refuse("an administrator cannot change their own role or permission, or remove themselves (leave instead)", "adminSelfEdit")
+        }
+        let protectedNames = Set(old.participants.filter { $0.role == .owner || $0.role == .administrator }
+            .compactMap(\.userIdentity.userRecordName))
+        for q in old.participants where (q.role == .owner || q.role == .administrator) && q.participantID != p.participantID {
+            guard let now = newByID[q.participantID], now.role == q.role, now.permission == q.permission,
+                now.userIdentity == q.userIdentity, now.isOneTimeURLParticipant == q.isOneTimeURLParticipant,
+                !new.blockedIdentities.contains(where: { q.userIdentity.userRecordName == $0.userRecordName })
+            else {
+                let who = q.role == .owner ? "the owner" : "another administrator"
+                throw refuse(
+                    "an administrator cannot remove, block or change (role, permission, identity) \(who) (participant \(q.participantID))",
+                    "adminManagesOthersOnly")
+            }
+        }
+        for b in new.blockedIdentities where protectedNames.contains(b.userRecordName) {
+            throw refuse("an administrator cannot block the owner or an administrator", "adminManagesOthersOnly")
+        }
+        let oldByID = Dictionary(old.participants.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
+        for q in new.participants where q.role == .administrator && oldByID[q.participantID]?.role != .administrator {
+            throw refuse("only the owner can make someone an administrator (participant \(q.participantID))", "administratorRoleOwnerOnly")
         }
     }
 

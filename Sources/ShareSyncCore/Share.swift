@@ -21,6 +21,9 @@ package struct ShareState: Sendable, Hashable, Codable {
 /// `modifyRecords(saving: [root, share.record])`. The rules it obeys are written down in
 /// `Sources/ShareSyncCore/SharingRules.md`.
 public struct Share: Sendable, Hashable {
+    /// The largest ``thumbnailImageData`` a share may carry, in bytes (256 KiB).
+    public static let maximumThumbnailSize = 256 * 1024
+
     /// The record name of a zone-wide share.
     public static let zoneShareRecordName = "cloudkit.zoneshare"
 
@@ -76,7 +79,8 @@ public struct Share: Sendable, Hashable {
         get { record[SystemFieldKey.title]?.stringValue }
         set { record[SystemFieldKey.title] = newValue.map(FieldValue.string) }
     }
-    /// A thumbnail shown to people the share is offered to.
+    /// A thumbnail shown to people the share is offered to (image bytes, at most
+    /// ``maximumThumbnailSize``; a larger one fails the save with `limitExceeded`, rule `thumbnailSize`).
     public var thumbnailImageData: Data? {
         get { record[SystemFieldKey.thumbnailImageData]?.bytesValue }
         set { record[SystemFieldKey.thumbnailImageData] = newValue.map(FieldValue.bytes) }
@@ -187,6 +191,29 @@ public struct Share: Sendable, Hashable {
                 rule: "publicUserPermission")
         }
         state.participants[index].permission = permission
+    }
+
+    /// Changes a participant's role between ``Participant/Role/privateUser`` and
+    /// ``Participant/Role/administrator`` (takes effect when saved). Only the owner may save such a
+    /// change; the owner's role and public users' roles do not change.
+    public mutating func setRole(_ role: Participant.Role, forParticipantID id: String) throws(ShareSyncError) {
+        guard let index = state.participants.firstIndex(where: { $0.participantID == id }) else {
+            throw ShareSyncError(.unknownItem, "no participant \(id) in this share", recordID: recordID)
+        }
+        guard role == .administrator || role == .privateUser else {
+            throw .invalid("a participant's role can be set to administrator or privateUser, not \(role.rawValue)",
+                           recordID: recordID, rule: "participantRole")
+        }
+        switch state.participants[index].role {
+        case .owner:
+            throw .invalid("the owner's role cannot change", recordID: recordID, rule: "oneOwner")
+        case .publicUser, .unknown:
+            throw .invalid(
+                "participant \(id) joined through the public link; only invited participants can be administrators",
+                recordID: recordID, rule: "participantRole")
+        case .administrator, .privateUser:
+            state.participants[index].role = role
+        }
     }
 
     /// Turns requesters away; they may ask again. Takes effect when saved.

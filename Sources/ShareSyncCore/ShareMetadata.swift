@@ -21,11 +21,16 @@ public struct ShareMetadata: Sendable, Hashable {
     /// How many records the share holds (the share record included), when the asker may read them:
     /// what an initial sync will bring. (An addition to `CKShare.Metadata`, for progress display.)
     public var recordCount: Int?
+    /// How many participants the share has (the owner included; not those who left), when the asker
+    /// may read the share: the share's own participant list shows only what the asker may see.
+    /// (An addition to `CKShare.Metadata`.)
+    public var participantCount: Int?
 
     public init(
         share: Share, containerIdentifier: String, ownerIdentity: UserIdentity, hierarchicalRootRecordID: Record.ID?,
         rootRecord: Record?, participantRole: Participant.Role, participantPermission: Participant.Permission,
-        participantStatus: Participant.AcceptanceStatus, recordCount: Int? = nil
+        participantStatus: Participant.AcceptanceStatus, recordCount: Int? = nil,
+        participantCount: Int? = nil
     ) {
         self.share = share
         self.containerIdentifier = containerIdentifier
@@ -36,5 +41,6 @@ public struct ShareMetadata: Sendable, Hashable {
         self.participantPermission = participantPermission
         self.participantStatus = participantStatus
         self.recordCount = recordCount
+        self.participantCount = participantCount
     }
 }

@@ -14,10 +14,37 @@ extension ControlHandler {
             let metadata = try await participant.fetchShareMetadata(url: url)
             return ok(ShareMetadataInfo(
                 ownerName: metadata.ownerIdentity.userRecordName ?? metadata.share.recordID.zoneID.ownerName,
-                title: metadata.share.title, shareName: metadata.share.recordID.recordName,
-                zoneName: metadata.share.recordID.zoneID.zoneName, role: metadata.participantRole,
+                ownerDisplayName: metadata.ownerIdentity.displayName,
+                title: metadata.share.title, shareType: metadata.share.shareType,
+                thumbnailSize: metadata.share.thumbnailImageData?.count,
+                shareName: metadata.share.recordID.recordName,
+                zoneName: metadata.share.recordID.zoneID.zoneName,
+                rootRecordName: metadata.hierarchicalRootRecordID?.recordName,
+                containerIdentifier: metadata.containerIdentifier, role: metadata.participantRole,
                 permission: metadata.participantPermission, status: metadata.participantStatus,
-                recordCount: metadata.recordCount))
+                participantCount: metadata.participantCount, recordCount: metadata.recordCount))
+        case .sharedShareGet(let owner, let zone, let share):
+            let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
+            let name: String
+            if let share { name = share } else { name = try onlyShare(in: zoneID, replica: replica) }
+            guard let record = try replica.fetchRecord(Record.ID(recordName: name, zoneID: zoneID)), let found = Share(record) else {
+                throw ShareSyncError(
+                    .unknownItem, "shared zone \(zone) holds no share \(name)", recordID: Record.ID(recordName: name, zoneID: zoneID))
+            }
+            return ok(ShareInfo(found, ownerName: zoneID.ownerName))
+        case .sharedShareEdit(let owner, let zone, let share, let edit):
+            let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
+            let name: String
+            if let share { name = share } else { name = try onlyShare(in: zoneID, replica: replica) }
+            var changed: String?
+            let saved = try await participant.editShare(owner: zoneID.ownerName, zoneName: zone, shareRecordName: name) {
+                (share: inout Share) throws(ShareSyncError) in
+                changed = try edit.apply(to: &share)
+            }
+            let info = ShareInfo(saved, ownerName: zoneID.ownerName)
+            logger.info("share changed through its owner", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
+            return ok(ShareEditResult(
+                share: info, participant: changed.flatMap { id in info.participants.first { $0.participantID == id } }))
         case .accept(let url, let timeoutSeconds):
             let timeout = Duration.milliseconds(Int64(max(1, min(timeoutSeconds ?? 120, 3600)) * 1000))
             let metadata = try await participant.accept(url: url, timeout: timeout)
@@ -248,15 +275,32 @@ extension ControlHandler {
     }
 }
 
-/// What `shareMetadata` answers: the share at a URL, as its owner describes it to this node.
+/// What `shareMetadata` answers: the share at a URL, as its owner describes it to this node before
+/// it accepts (`CKShare.Metadata`).
 public struct ShareMetadataInfo: Codable, Sendable, Hashable {
+    /// The owner's user record name.
     public var ownerName: String
+    /// The owner's name as people know it (their node's `--name`).
+    public var ownerDisplayName: String?
+    /// `cloudkit.title`.
     public var title: String?
+    /// `cloudkit.type`.
+    public var shareType: String?
+    /// The size of `cloudkit.thumbnailImageData`, in bytes, if the share has a thumbnail.
+    public var thumbnailSize: Int?
+    /// The share's record name.
     public var shareName: String
     public var zoneName: String
+    /// The root record of a hierarchy share (`hierarchicalRootRecordID`); `nil` for a zone-wide share.
+    public var rootRecordName: String?
+    public var containerIdentifier: String?
+    /// This node's role, permission and status in the share (`unknown`/`none` for someone who may only
+    /// request access).
     public var role: Participant.Role
     public var permission: Participant.Permission
     public var status: Participant.AcceptanceStatus
+    /// How many participants the share has, the owner included, if the owner lets this node read it.
+    public var participantCount: Int?
     /// How many records an initial sync brings, if the owner lets this node read them.
     public var recordCount: Int?
 }

@@ -74,7 +74,7 @@ public struct ControlHandler: Sendable {
     func handle(_ request: ControlRequest) async throws(ShareSyncError) -> Data {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         switch request {
-        case .shareMetadata, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
+        case .shareMetadata, .sharedShareGet, .sharedShareEdit, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
             .sharedRecordDelete, .outboxList, .outboxResolve, .outboxDiscard:
             return try await handleParticipant(request)
         case .changes(let shared, let since, let waitSeconds, let zone, let owner, let limit):
@@ -147,7 +147,7 @@ public struct ControlHandler: Sendable {
             return ok(Done())
         case .recordList(let zone):
             return ok(try records(in: zone))
-        case .shareCreate(let zone, let root, let title, let publicPermission, let allowsAccessRequests):
+        case .shareCreate(let zone, let root, let title, let publicPermission, let allowsAccessRequests, let thumbnail, let shareType):
             var share: Share
             let zoneID = RecordZone.ID(zoneName: zone)
             if let root {
@@ -156,26 +156,66 @@ public struct ControlHandler: Sendable {
                 share = Share(recordZoneID: zoneID)
             }
             share.title = title
+            share.thumbnailImageData = thumbnail
+            share.shareType = shareType
             share.publicPermission = publicPermission
             share.allowsAccessRequests = allowsAccessRequests
             return ok(ShareInfo(try save(share)))
         case .shareGet(let zone, let name):
             return ok(ShareInfo(try findShare(zone: zone, name: name)))
-        case .shareInvite(let zone, let name, let lookup, let permission):
+        case .shareInvite(let zone, let name, let lookup, let permission, let role, let oneTime):
             var share = try findShare(zone: zone, name: name)
             if lookup.userRecordName == database.ownerName {
                 throw ShareSyncError(
                     .invalidArguments, "\(database.ownerName) is you, the owner: always a participant, never invited",
                     recordID: share.recordID, rule: "oneOwner")
             }
-            let participant = Participant(lookupInfo: lookup, permission: permission)
+            var participant: Participant
+            if oneTime == true {
+                guard lookup.isEmpty else {
+                    throw ShareSyncError(
+                        .invalidArguments, "a one-time URL participant has no email, phone or user: whoever uses the link first becomes them",
+                        rule: "oneTimeURLParticipant")
+                }
+                participant = Participant.oneTimeURLParticipant(permission: permission)
+                participant.role = role ?? .privateUser
+            } else {
+                participant = Participant(lookupInfo: lookup, permission: permission, role: role ?? .privateUser)
+            }
+            guard participant.role == .privateUser || participant.role == .administrator else {
+                throw ShareSyncError(
+                    .invalidArguments, "an invited participant's role is privateUser or administrator, not \(participant.role.rawValue)",
+                    rule: "participantRole")
+            }
             try share.addParticipant(participant)
             let saved = try save(share)
-            let key = Participant(lookupInfo: lookup).identityKey
+            let key = participant.identityKey
             guard let stored = saved.participants.first(where: { $0.participantID == participant.participantID })
-                ?? saved.participants.first(where: { $0.role != .owner && $0.identityKey == key })
+                ?? saved.participants.first(where: { $0.role != .owner && key != nil && $0.identityKey == key })
             else { throw ShareSyncError(.internalError, "the invited participant is missing from the saved share") }
             return ok(ParticipantInfo(stored, in: saved))
+        case .shareSetRole(let zone, let name, let participantID, let role):
+            var share = try findShare(zone: zone, name: name)
+            try share.setRole(role, forParticipantID: participantID)
+            let saved = try save(share)
+            return ok(ParticipantInfo(try participant(participantID, in: saved), in: saved))
+        case .shareSetProperties(let zone, let name, let title, let thumbnail, let shareType, let clear):
+            var share = try findShare(zone: zone, name: name)
+            for key in clear ?? [] {
+                switch key {
+                case "title": share.title = nil
+                case "thumbnail": share.thumbnailImageData = nil
+                case "type": share.shareType = nil
+                default:
+                    throw ShareSyncError(
+                        .invalidArguments, "cannot clear \(key.prefix(40).debugDescription): the properties are title, thumbnail and type",
+                        rule: "shareProperty")
+                }
+            }
+            if let title { share.title = title }
+            if let thumbnail { share.thumbnailImageData = thumbnail }
+            if let shareType { share.shareType = shareType }
+            return ok(ShareInfo(try save(share)))
         case .shareSetPermission(let zone, let name, let participantID, let permission):
             var share = try findShare(zone: zone, name: name)
             try share.setPermission(permission, forParticipantID: participantID)

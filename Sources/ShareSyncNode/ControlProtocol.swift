@@ -56,15 +56,31 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case recordDelete(zone: String, name: String)
     /// → `[Record]`
     case recordList(zone: String)
-    /// Shares a hierarchy (`root`) or the whole zone. → ``ShareInfo``
+    /// Shares a hierarchy (`root`) or the whole zone, with its title, thumbnail (image bytes, base64 in
+    /// JSON, at most ``Share/maximumThumbnailSize``) and type (a uniform type identifier). → ``ShareInfo``
     case shareCreate(
         zone: String, root: String?, title: String?, publicPermission: Participant.Permission,
-        allowsAccessRequests: Bool)
+        allowsAccessRequests: Bool, thumbnail: Data? = nil, shareType: String? = nil)
+    /// Changes a share's title, thumbnail or type (given ones are set; `clear` lists those to remove:
+    /// `title`, `thumbnail`, `type`). → ``ShareInfo``
+    ///
+    /// ```
+    /// → {"shareSetProperties":{"zone":"Topics","title":"Groceries","shareType":"com.example.list"}}
+    /// ← {"ok":true,"result":{"shareName":"cloudkit.zoneshare","title":"Groceries","shareType":"com.example.list",…}}
+    /// ```
+    case shareSetProperties(
+        zone: String, share: String?, title: String?, thumbnail: Data?, shareType: String?, clear: [String]?)
+    /// Makes a participant an administrator, or a privateUser again (owner only). → ``ParticipantInfo``
+    case shareSetRole(zone: String, share: String?, participantID: String, role: Participant.Role)
     /// `share` is the share's record name; `nil` picks the zone's only share. → ``ShareInfo``
     case shareGet(zone: String, share: String?)
-    /// Invites someone; a user blocked from the share is refused (`invalidArguments`, rule
+    /// Invites a participant by lookup info, with a permission and a role (privateUser, the default, or
+    /// administrator); with `oneTime` the lookup info is empty and whoever first uses the participant's
+    /// one-time URL becomes them. A user blocked from the share is refused (`invalidArguments`, rule
     /// `identityBlocked`) until `shareUnblock`. → ``ParticipantInfo`` with its invitation URL
-    case shareInvite(zone: String, share: String?, lookup: UserIdentity.LookupInfo, permission: Participant.Permission)
+    case shareInvite(
+        zone: String, share: String?, lookup: UserIdentity.LookupInfo, permission: Participant.Permission,
+        role: Participant.Role? = nil, oneTime: Bool? = nil)
     /// → ``ParticipantInfo``
     case shareSetPermission(zone: String, share: String?, participantID: String, permission: Participant.Permission)
     /// → ``Done``
@@ -102,8 +118,26 @@ public enum ControlRequest: Sendable, Hashable, Codable {
 
     // MARK: Participant side (the shared database replica)
 
-    /// What the share at a URL is, asked of its owner without accepting it. → ``ShareMetadataInfo``
+    /// What the share at a URL is, asked of its owner without accepting it (`CKShare.Metadata`): nothing
+    /// is accepted or stored. → ``ShareMetadataInfo``
+    ///
+    /// ```
+    /// → {"shareMetadata":{"url":"sharesync://127.0.0.1:7420/share/PJdd…?owner=861c…&invite=Qx…"}}
+    /// ← {"ok":true,"result":{"ownerName":"_861c…","ownerDisplayName":"Alice","title":"Groceries","zoneName":"Topics","role":"privateUser","permission":"readWrite","status":"pending","participantCount":2,"recordCount":3,…}}
+    /// ```
     case shareMetadata(url: String)
+    /// A share this node accepted, as the owner gives its share record to this participant (from the
+    /// replica): administrators see every participant and the requesters, others the owner and
+    /// themselves. → ``ShareInfo``
+    case sharedShareGet(owner: String?, zone: String, share: String?)
+    /// Changes a share this node accepted, through its owner (administrators only; the owner refuses
+    /// anyone else with `permissionFailure`). Needs the owner to be connected. → ``ShareEditResult``
+    ///
+    /// ```
+    /// → {"sharedShareEdit":{"zone":"Topics","edit":{"remove":{"participantID":"6F1C…"}}}}
+    /// ← {"ok":false,"error":{"code":"permissionFailure","message":"only the owner or an administrator can change a share","rule":"shareEditOwnerOrAdministrator",…}}
+    /// ```
+    case sharedShareEdit(owner: String?, zone: String, share: String?, edit: ShareEdit)
     /// Accepts a share by its URL and waits (up to `timeoutSeconds`, default 120) until its records are in
     /// the replica. → ``AcceptedShare``
     case accept(url: String, timeoutSeconds: Double?)
@@ -361,31 +395,50 @@ public struct RequesterInfo: Codable, Sendable, Hashable {
     public var requestDate: Date
 }
 
-/// A share as the owner sees it.
+/// A share as its reader may see it: the owner, or (``ControlRequest/sharedShareGet(owner:zone:share:)``)
+/// a participant, who sees what the share record gives them.
 public struct ShareInfo: Codable, Sendable, Hashable {
     public var shareName: String
     public var zoneName: String
+    /// The owner's user record name (a participant's view only).
+    public var ownerName: String?
     /// The root record of a hierarchy share; `nil` for a zone-wide share.
     public var rootRecordName: String?
+    /// `cloudkit.title`.
     public var title: String?
+    /// `cloudkit.type`: a uniform type identifier for what is shared.
+    public var shareType: String?
+    /// `cloudkit.thumbnailImageData` (base64 in JSON).
+    public var thumbnailImageData: Data?
     public var url: String?
     public var publicPermission: Participant.Permission
     public var allowsAccessRequests: Bool
     public var participants: [ParticipantInfo]
     /// The users blocked from the share (`share block`); `share unblock` lifts a block.
     public var blocked: [BlockedInfo]
+    /// The reader's own participant ID (a participant's view only).
+    public var currentUserParticipantID: String?
+    /// Users waiting for access, when the reader may see them (owner, administrators).
+    public var requesters: [RequesterInfo]?
 
-    init(_ share: Share) {
+    init(_ share: Share, ownerName: String? = nil) {
         shareName = share.recordID.recordName
         zoneName = share.recordID.zoneID.zoneName
+        self.ownerName = ownerName
         rootRecordName = share.rootRecordID?.recordName
         title = share.title
+        shareType = share.shareType
+        thumbnailImageData = share.thumbnailImageData
         url = share.url
         publicPermission = share.publicPermission
         allowsAccessRequests = share.allowsAccessRequests
         participants = share.participants.map { ParticipantInfo($0, in: share) }
         blocked = share.blockedIdentities.map {
             BlockedInfo(userRecordName: $0.userRecordName, displayName: $0.userIdentity.displayName)
+        }
+        currentUserParticipantID = ownerName == nil ? nil : share.currentUserParticipant?.participantID
+        requesters = share.requesters.isEmpty ? nil : share.requesters.map {
+            RequesterInfo(userRecordName: $0.userRecordName, displayName: $0.userIdentity.displayName, requestDate: $0.requestDate)
         }
     }
 }
@@ -394,4 +447,73 @@ public struct ShareInfo: Codable, Sendable, Hashable {
 public struct BlockedInfo: Codable, Sendable, Hashable {
     public var userRecordName: String
     public var displayName: String?
+}
+
+/// A change to a share's participants, as ``ControlRequest/sharedShareEdit(owner:zone:share:edit:)``
+/// carries it (the participant side; the owner has a request for each).
+public enum ShareEdit: Sendable, Hashable, Codable {
+    /// Invites someone by lookup info (or, `oneTime`, whoever first uses the one-time URL), as a
+    /// privateUser unless `role` says otherwise (only the owner may make administrators).
+    case invite(lookup: UserIdentity.LookupInfo, permission: Participant.Permission, role: Participant.Role?, oneTime: Bool?)
+    /// Changes a participant's permission.
+    case setPermission(participantID: String, permission: Participant.Permission)
+    /// Changes a participant's role (only the owner may; sent by anyone else, the owner refuses it).
+    case setRole(participantID: String, role: Participant.Role)
+    /// Removes a participant.
+    case remove(participantID: String)
+    /// Lets a requester in with a permission.
+    case approve(userRecordName: String, permission: Participant.Permission)
+    /// Turns a requester away (they may ask again).
+    case deny(userRecordName: String)
+
+    /// Applies the edit to `share` (as ``Share``'s methods do; the owner's database decides whether
+    /// the caller may save it). Returns the ID of the participant it added or changed, if any.
+    public func apply(to share: inout Share) throws(ShareSyncError) -> String? {
+        switch self {
+        case .invite(let lookup, let permission, let role, let oneTime):
+            var participant = oneTime == true
+                ? Participant.oneTimeURLParticipant(permission: permission)
+                : Participant(lookupInfo: lookup, permission: permission)
+            participant.role = role ?? .privateUser
+            try share.addParticipant(participant)
+            let key = participant.identityKey
+            return share.participants.first { $0.participantID == participant.participantID }?.participantID
+                ?? share.participants.first { $0.role != .owner && key != nil && $0.identityKey == key }?.participantID
+        case .setPermission(let id, let permission):
+            try share.setPermission(permission, forParticipantID: id)
+            return id
+        case .setRole(let id, let role):
+            try share.setRole(role, forParticipantID: id)
+            return id
+        case .remove(let id):
+            guard let p = share.participants.first(where: { $0.participantID == id }) else {
+                throw ShareSyncError(
+                    .unknownItem, "share \(share.recordID.recordName) has no participant \(id); see `sharesync share participants`",
+                    recordID: share.recordID)
+            }
+            try share.removeParticipant(p)
+            return nil
+        case .approve(let user, let permission):
+            try share.approveRequester(try Self.requester(user, in: share), permission: permission)
+            return share.participants.first { $0.userIdentity.userRecordName == user }?.participantID
+        case .deny(let user):
+            share.denyRequesters([try Self.requester(user, in: share)])
+            return nil
+        }
+    }
+
+    static func requester(_ user: String, in share: Share) throws(ShareSyncError) -> AccessRequester {
+        guard let r = share.requesters.first(where: { $0.userRecordName == user }) else {
+            throw ShareSyncError(
+                .unknownItem, "\(user) has not requested access to share \(share.recordID.recordName)", recordID: share.recordID)
+        }
+        return r
+    }
+}
+
+/// What ``ControlRequest/sharedShareEdit(owner:zone:share:edit:)`` answers: the share as the owner
+/// saved it (as this participant sees it), and the participant the edit added or changed.
+public struct ShareEditResult: Codable, Sendable, Hashable {
+    public var share: ShareInfo
+    public var participant: ParticipantInfo?
 }

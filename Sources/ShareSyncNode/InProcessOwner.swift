@@ -20,8 +20,8 @@ import Synchronization
 public final class InProcessOwner: OwnerDatabaseConnector, Sendable {
     /// The requests a connection makes, for injecting failures and counting.
     public enum Operation: String, Sendable, Hashable, CaseIterable {
-        case connect, fetchShareMetadata, acceptShare, leaveShare, fetchDatabaseChanges, fetchZoneChanges, modifyRecords,
-            subscribe
+        case connect, fetchShareMetadata, acceptShare, leaveShare, fetchDatabaseChanges, fetchZoneChanges, fetchRecords,
+            modifyRecords, subscribe
     }
 
     private struct State {
@@ -185,6 +185,18 @@ final class InProcessConnection: OwnerDatabase {
             result = .failure(error)
         }
         return PendingZoneChanges { () async throws(ShareSyncError) -> ZoneChanges in try result.get() }
+    }
+
+    func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)
+        -> [Record.ID: Result<Record, ShareSyncError>]
+    {
+        try request(.fetchRecords)
+        let ids = recordNames.map { Record.ID(recordName: $0, zoneID: executor.zoneID(zoneName)) }
+        var results = try executor.view.fetchRecords(ids)
+        for id in ids where results[id] == nil {
+            results[id] = .failure(ShareSyncError(.unknownItem, "record \(id.recordName) does not exist", recordID: id))
+        }
+        return results
     }
 
     func modifyRecords(

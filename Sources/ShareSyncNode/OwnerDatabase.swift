@@ -36,6 +36,9 @@ public protocol OwnerDatabase: AnyObject, Sendable {
     /// result (so the next page can be asked for while one is stored).
     func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
         throws(ShareSyncError) -> PendingZoneChanges
+    /// Fetches records of a shared zone by name; a record outside this identity's view is `unknownItem`.
+    func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)
+        -> [Record.ID: Result<Record, ShareSyncError>]
     /// Saves and deletes records in a shared zone, split to fit the owner's limits.
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool

@@ -66,6 +66,9 @@ extension PrivateDatabase {
         try read { db in
             let (parsed, zone, share) = try resolve(url, db)
             let me = match(caller, in: share, invitation: parsed.invitation)
+            if caller.userRecordName != ownerName, me == nil, let spent = spentLink(share, invitation: parsed.invitation) {
+                throw spent
+            }
             let role: Participant.Role
             let permission: Participant.Permission
             let status: Participant.AcceptanceStatus
@@ -95,6 +98,9 @@ extension PrivateDatabase {
             {
                 root = present(try Record(jsonData: json), to: caller.userRecordName, zoneID: zoneID, in: db)
             }
+            let participantCount = mayRead
+                ? share.participants.filter { $0.acceptanceStatus != .removed }.count : nil
+            let ownerIdentity = self.ownerIdentity
             let count = mayRead
                 ? try Int.fetchOne(
                     db, sql: "SELECT COUNT(*) FROM record WHERE zone = ? AND shareName = ?",
@@ -104,7 +110,7 @@ extension PrivateDatabase {
                 ownerIdentity: ownerIdentity,
                 hierarchicalRootRecordID: share.rootRecordID.map { Record.ID(recordName: $0.recordName, zoneID: zoneID) },
                 rootRecord: root, participantRole: role, participantPermission: permission, participantStatus: status,
-                recordCount: count)
+                recordCount: count, participantCount: participantCount)
         }
     }
 
@@ -123,6 +129,7 @@ extension PrivateDatabase {
             let limit = limits.maximumParticipants
             var failure: ShareSyncError?
             let matched = match(caller, in: share, invitation: parsed.invitation)
+            if matched == nil, let spent = spentLink(share, invitation: parsed.invitation) { throw spent }
             let now = ctx.now
             share.updateState { state in
                 if let me = matched,
@@ -134,11 +141,18 @@ extension PrivateDatabase {
                         return
                     }
                     state.participants[i].userIdentity.userRecordName = caller.userRecordName
-                    if state.participants[i].userIdentity.displayName == nil {
-                        state.participants[i].userIdentity.displayName = caller.displayName
+                    // A link binding someone who had left: their old entry goes (one entry per identity).
+                    let bound = state.participants[i].participantID
+                    state.participants.removeAll {
+                        $0.participantID != bound && $0.role != .owner && $0.acceptanceStatus == .removed
+                            && $0.userIdentity.userRecordName == caller.userRecordName
                     }
-                    state.participants[i].acceptanceStatus = .accepted
-                    state.participants[i].invitationToken = nil
+                    guard let j = state.participants.firstIndex(where: { $0.participantID == bound }) else { return }
+                    if state.participants[j].userIdentity.displayName == nil {
+                        state.participants[j].userIdentity.displayName = caller.displayName
+                    }
+                    state.participants[j].acceptanceStatus = .accepted
+                    // The secret stays, spent: the link now admits only this user (see `spentLink`).
                 } else if state.publicPermission != .none {
                     guard state.participants.count < limit else {
                         failure = ShareSyncError(
@@ -222,14 +236,31 @@ extension PrivateDatabase {
     /// accepting"): an invitation addressed to a user record name only that user; for anyone else the
     /// link matches nothing, so they get the answer of the uninvited and the invitation stays unspent.
     /// An invitation by email or phone, or a one-time URL participant, binds whoever uses the link first.
+    /// Someone who already takes part (not left) is their own participant whatever link they use, so a
+    /// link for someone else stays unspent and nobody is in a share twice.
     private func match(_ caller: Caller, in share: Share, invitation: String?) -> Participant? {
+        let byIdentity = share.participants.first { $0.role != .owner && $0.isIdentity(of: caller) }
+        if let byIdentity, byIdentity.acceptanceStatus != .removed { return byIdentity }
         if let invitation,
             let p = share.participants.first(where: { $0.invitationToken == invitation && $0.acceptanceStatus == .pending }),
             p.addressedUserRecordName.map({ $0 == caller.userRecordName }) ?? true
         {
             return p
         }
-        return share.participants.first { $0.role != .owner && $0.isIdentity(of: caller) }
+        return byIdentity
+    }
+
+    /// The answer to someone using an invitation link that another identity already used: a private
+    /// share's link that was bound to its first user admits nobody else (SharingRules.md, "Identity and
+    /// accepting"). Only the holder of the secret gets this answer, so it reveals nothing to others.
+    private func spentLink(_ share: Share, invitation: String?) -> ShareSyncError? {
+        guard let invitation, share.publicPermission == .none,
+            share.participants.contains(where: { $0.invitationToken == invitation && $0.acceptanceStatus != .pending })
+        else { return nil }
+        return ShareSyncError(
+            .participantMayNeedVerification,
+            "this invitation link was already used by someone else: it admits only the first person who used it; ask the owner for a new one",
+            rule: "invitationSpent")
     }
 
     private func isBlocked(_ caller: Caller, _ share: Share) -> Bool {

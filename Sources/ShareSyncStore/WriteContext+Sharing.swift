@@ -167,6 +167,7 @@ extension WriteContext {
         for key in share.record.fields.keys where !key.hasPrefix("cloudkit.") {
             throw ShareSyncError(.invalidArguments, "a share holds only its system fields, not \(key)", recordID: id, rule: "shareFields")
         }
+        try checkShareProperties(share)
         let existingRecord = try loadRecord(zone: zone, name: id.recordName)
         if let existingRecord, existingRecord.recordType != Record.shareRecordType {
             throw ShareSyncError(.invalidArguments, "record \(id.recordName) is not a share", recordID: id, rule: "recordTypeImmutable")
@@ -219,6 +220,57 @@ extension WriteContext {
         }
         sharesChanged[zone, default: []].insert(id.recordName)
         return saved
+    }
+
+    /// The share's system fields: a title and a type are strings, a thumbnail is bytes of at most
+    /// ``Share/maximumThumbnailSize``, and a type is a uniform type identifier (`public.image`).
+    func checkShareProperties(_ share: Share) throws {
+        let id = share.recordID
+        let keys = Share.SystemFieldKey.self
+        for (key, value) in share.record.fields {
+            switch (key, value) {
+            case (keys.title, .string), (keys.shareType, .string), (keys.thumbnailImageData, .bytes):
+                continue
+            case (keys.title, _), (keys.shareType, _), (keys.thumbnailImageData, _):
+                throw ShareSyncError(
+                    .invalidArguments, "\(key) must be \(key == keys.thumbnailImageData ? "bytes" : "a string")", recordID: id,
+                    rule: "shareFields")
+            default:
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "a share's system fields are \(keys.title), \(keys.thumbnailImageData) and \(keys.shareType), not \(key)",
+                    recordID: id, rule: "shareFields")
+            }
+        }
+        if let data = share.thumbnailImageData, data.count > Share.maximumThumbnailSize {
+            throw ShareSyncError(
+                .limitExceeded,
+                "the share's thumbnail is \(data.count) bytes; at most \(Share.maximumThumbnailSize) are allowed",
+                recordID: id, rule: "thumbnailSize")
+        }
+        if let type = share.shareType {
+            guard Self.isUniformTypeIdentifier(type) else {
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "share type \(type.prefix(80).debugDescription) is not a uniform type identifier (like public.image or com.example.list: letters, digits, - and ., at most 255 bytes)",
+                    recordID: id, rule: "shareTypeSyntax")
+            }
+        }
+    }
+
+    /// Whether `type` looks like a uniform type identifier: ASCII letters, digits, `-` and `.`, not
+    /// starting or ending with `.`, 1-255 bytes.
+    static func isUniformTypeIdentifier(_ type: String) -> Bool {
+        let bytes = Array(type.utf8)
+        guard !bytes.isEmpty, bytes.count <= 255, bytes.first != UInt8(ascii: "."), bytes.last != UInt8(ascii: ".") else {
+            return false
+        }
+        for b in bytes {
+            let letter = (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) || (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z"))
+            let digit = b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
+            if !(letter || digit || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")) { return false }
+        }
+        return true
     }
 
     /// The overlap rules for a new share.

@@ -12,6 +12,7 @@ public struct ShareMetadataResult: Codable, Sendable {
     public var participantPermission: Participant.Permission
     public var participantStatus: Participant.AcceptanceStatus
     public var recordCount: Int?
+    public var participantCount: Int?
 
     public init(_ metadata: ShareMetadata) {
         share = metadata.share.record
@@ -23,6 +24,7 @@ public struct ShareMetadataResult: Codable, Sendable {
         participantPermission = metadata.participantPermission
         participantStatus = metadata.participantStatus
         recordCount = metadata.recordCount
+        participantCount = metadata.participantCount
     }
 
     /// The metadata, with the root record ID in the share's zone.
@@ -34,7 +36,7 @@ public struct ShareMetadataResult: Codable, Sendable {
             share: share, containerIdentifier: containerIdentifier, ownerIdentity: ownerIdentity,
             hierarchicalRootRecordID: hierarchicalRootRecordName.map { Record.ID(recordName: $0, zoneID: share.recordID.zoneID) },
             rootRecord: rootRecord, participantRole: participantRole, participantPermission: participantPermission,
-            participantStatus: participantStatus, recordCount: recordCount)
+            participantStatus: participantStatus, recordCount: recordCount, participantCount: participantCount)
     }
 }
 

@@ -177,13 +177,22 @@ enum Output {
             "  url: \(share.url ?? "-")",
             "  public permission: \(share.publicPermission.rawValue)",
         ]
+        if let owner = share.ownerName { lines.insert("  owner: \(owner)", at: 1) }
         if let title = share.title { lines.append("  title: \(title)") }
+        if let type = share.shareType { lines.append("  type: \(type)") }
+        if let thumbnail = share.thumbnailImageData { lines.append("  thumbnail: \(thumbnail.count) bytes") }
         if share.allowsAccessRequests { lines.append("  allows access requests") }
         lines.append("  participants:")
-        lines += share.participants.map { "    " + describe($0) }
+        lines += share.participants.map {
+            "    " + describe($0) + ($0.participantID == share.currentUserParticipantID ? "  (you)" : "")
+        }
         if !share.blocked.isEmpty {
             lines.append("  blocked (`share unblock --user NAME` lifts a block):")
             lines += share.blocked.map { "    \($0.userRecordName)" + ($0.displayName.map { "  \($0)" } ?? "") }
+        }
+        if let requesters = share.requesters, !requesters.isEmpty {
+            lines.append("  requesters:")
+            lines += requesters.map { "    \($0.userRecordName)  \($0.displayName ?? "-")" }
         }
         return lines.joined(separator: "\n")
     }

@@ -1,0 +1,254 @@
+import Foundation
+import ShareSyncCore
+import Testing
+
+@testable import ShareSyncStore
+
+@Suite("Rules: administrators, one-time URLs and share properties")
+struct RulesAdministratorsTests {
+    /// A share of `topic` with an accepted administrator `_a`, a second administrator `_a2`, and
+    /// accepted privateUsers `_b` (readWrite) and `_c` (readOnly).
+    func world() throws -> (World, Share) {
+        let w = try World()
+        try w.save(w.record("Topic", "topic"), w.record("Note", "note", parent: "topic"))
+        var share = Share(rootRecord: try w.db.fetchRecord(w.id("topic")))
+        share.allowsAccessRequests = true
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_a"), permission: .readWrite, role: .administrator))
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_a2"), permission: .readOnly, role: .administrator))
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_b"), permission: .readWrite))
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_c"), permission: .readOnly))
+        let saved = try w.saveShare(share)
+        for u in ["_a", "_a2", "_b", "_c"] { try w.accept(saved, u) }
+        return (w, try w.currentShare(saved.recordID))
+    }
+
+    /// The share as `user` fetches it through their shared database.
+    func fetched(_ w: World, _ share: Share, as user: String) throws -> Share {
+        let id = w.sid(share.recordID.recordName)
+        return try #require(Share(try w.view(user).fetchRecords([id])[id]!.get()))
+    }
+
+    /// Saves `user`'s edit of the share through their shared database; the error, if refused.
+    func edit(_ w: World, _ share: Share, as user: String, _ body: (inout Share) throws -> Void) throws -> ShareSyncError? {
+        var copy = try fetched(w, share, as: user)
+        try body(&copy)
+        return try w.view(user).modifyRecords(saving: [copy.record]).error(share.recordID.recordName)
+    }
+
+    func participant(_ share: Share, _ user: String) throws -> Participant {
+        try #require(share.participants.first { $0.userIdentity.userRecordName == user })
+    }
+
+    @Test("an administrator adds and removes participants, changes their permissions and answers access requests")
+    func administratorManagesParticipants() throws {
+        let (w, share) = try world()
+        try w.db.requestAccess(url: share.url!, as: Caller(userRecordName: "_x"))
+        try w.db.requestAccess(url: share.url!, as: Caller(userRecordName: "_y"))
+        #expect(try edit(w, share, as: "_a") { s in
+            try s.addParticipant(Participant(lookupInfo: .init(userRecordName: "_d"), permission: .readOnly))
+            try s.setPermission(.readWrite, forParticipantID: try participant(s, "_c").participantID)
+            try s.removeParticipant(try participant(s, "_b"))
+            try s.approveRequester(try #require(s.requesters.first { $0.userRecordName == "_x" }), permission: .readOnly)
+            s.denyRequesters(s.requesters.filter { $0.userRecordName == "_y" })
+            s.allowsAccessRequests = false  // the reference lets administrators switch access requests
+        } == nil)
+        let now = try w.currentShare(share.recordID)
+        #expect(try participant(now, "_d").acceptanceStatus == .pending)
+        #expect(try participant(now, "_c").permission == .readWrite)
+        #expect(!now.participants.contains { $0.userIdentity.userRecordName == "_b" })
+        #expect(try participant(now, "_x").isApprovedRequester)
+        #expect(now.requesters.isEmpty)
+        #expect(!now.allowsAccessRequests)
+        #expect(try w.visible("_b", ["topic"]).isEmpty)
+        try w.accept(now, "_d")
+        #expect(try w.visible("_d", ["topic", "note"]) == ["topic", "note"])
+    }
+
+    @Test("an administrator cannot touch the owner, another administrator, their own role or the owner's settings")
+    func administratorLimits() throws {
+        let (w, share) = try world()
+        let before = try w.currentShare(share.recordID)
+        let cases: [(String, String, (inout Share) throws -> Void)] = [
+            ("remove the owner", "adminManagesOthersOnly", { s in
+                s.updateState { $0.participants.removeAll { $0.role == .owner } }
+            }),
+            ("remove another administrator", "adminManagesOthersOnly", { s in
+                try s.removeParticipant(try participant(s, "_a2"))
+            }),
+            ("change another administrator's permission", "adminManagesOthersOnly", { s in
+                try s.setPermission(.readWrite, forParticipantID: try participant(s, "_a2").participantID)
+            }),
+            ("demote another administrator", "adminManagesOthersOnly", { s in
+                try s.setRole(.privateUser, forParticipantID: try participant(s, "_a2").participantID)
+            }),
+            ("block another administrator", "adminManagesOthersOnly", { s in
+                s.blockIdentities([UserIdentity(userRecordName: "_a2")])
+            }),
+            ("re-address another administrator to someone else", "adminManagesOthersOnly", { s in
+                s.updateState { state in
+                    let i = state.participants.firstIndex { $0.userIdentity.userRecordName == "_a2" }!
+                    state.participants[i].userIdentity.lookupInfo = .init(userRecordName: "_evil")
+                }
+            }),
+            ("block the owner", "adminManagesOthersOnly", { s in
+                s.updateState { $0.blockedIdentities.append(BlockedIdentity(userIdentity: UserIdentity(userRecordName: "_owner"))) }
+            }),
+            ("make a participant an administrator", "administratorRoleOwnerOnly", { s in
+                try s.setRole(.administrator, forParticipantID: try participant(s, "_b").participantID)
+            }),
+            ("invite an administrator", "administratorRoleOwnerOnly", { s in
+                try s.addParticipant(Participant(lookupInfo: .init(userRecordName: "_e"), permission: .readOnly, role: .administrator))
+            }),
+            ("change their own role", "adminSelfEdit", { s in
+                try s.setRole(.privateUser, forParticipantID: try participant(s, "_a").participantID)
+            }),
+            ("change their own permission", "adminSelfEdit", { s in
+                try s.setPermission(.readOnly, forParticipantID: try participant(s, "_a").participantID)
+            }),
+            ("remove themselves", "adminSelfEdit", { s in try s.removeParticipant(try participant(s, "_a")) }),
+            ("change the public permission", "shareSettingsOwnerOnly", { s in
+                s.updateState { $0.publicPermission = .readOnly }
+            }),
+            ("change the title", "sharePropertiesOwnerOnly", { s in s.title = "Mine" }),
+            ("set a thumbnail", "sharePropertiesOwnerOnly", { s in s.thumbnailImageData = Data([1, 2, 3]) }),
+            ("change the type", "sharePropertiesOwnerOnly", { s in s.shareType = "public.image" }),
+        ]
+        for (what, rule, body) in cases {
+            let error = try edit(w, share, as: "_a", body)
+            #expect(error?.code == .permissionFailure, "\(what): \(String(describing: error))")
+            #expect(error?.rule == rule, "\(what): \(String(describing: error))")
+        }
+        let after = try w.currentShare(share.recordID)
+        #expect(after.participants == before.participants)
+        #expect(after.recordChangeTag == before.recordChangeTag)
+    }
+
+    @Test("an administrator cannot turn a pending administrator's invitation into one for someone else")
+    func administratorCannotHijackAPendingAdministrator() throws {
+        let (w, share) = try world()
+        var s = try w.currentShare(share.recordID)
+        try s.addParticipant(Participant(lookupInfo: .init(emailAddress: "x@example.org"), permission: .readWrite, role: .administrator))
+        s = try w.saveShare(s)
+        let error = try edit(w, s, as: "_a") { s in
+            s.updateState { state in
+                let i = state.participants.firstIndex { $0.userIdentity.lookupInfo?.emailAddress == "x@example.org" }!
+                state.participants[i].userIdentity.lookupInfo = .init(userRecordName: "_evil")
+            }
+        }
+        #expect(error?.code == .permissionFailure && error?.rule == "adminManagesOthersOnly", "\(String(describing: error))")
+        #expect(failure { try w.db.acceptShare(url: s.url!, as: Caller(userRecordName: "_evil")) }?.code == .participantMayNeedVerification)
+    }
+
+    @Test("a participant who is not an administrator cannot change the share in any way")
+    func plainParticipantCannotManage() throws {
+        let (w, share) = try world()
+        let edits: [(inout Share) throws -> Void] = [
+            { s in try s.addParticipant(Participant(lookupInfo: .init(userRecordName: "_d"), permission: .readWrite)) },
+            { s in s.updateState { $0.participants.removeAll { $0.role == .owner } } },
+            { s in try s.setPermission(.readWrite, forParticipantID: try participant(s, "_b").participantID) },
+            { s in s.title = "Mine" },
+        ]
+        for (i, body) in edits.enumerated() {
+            // `_b` sees only the owner and themselves: edits start from that view, as their node's would.
+            let error = try edit(w, share, as: "_b", body)
+            #expect(error?.code == .permissionFailure, "edit \(i): \(String(describing: error))")
+            #expect(error?.rule == "shareEditOwnerOrAdministrator", "edit \(i): \(String(describing: error))")
+        }
+        #expect(try w.currentShare(share.recordID).participants.count == 5)
+    }
+
+    @Test("the owner makes a participant an administrator and back; the owner's and public users' roles do not change")
+    func ownerSetsRoles() throws {
+        let (w, share) = try world()
+        var s = try w.currentShare(share.recordID)
+        try s.setRole(.administrator, forParticipantID: try participant(s, "_b").participantID)
+        s = try w.saveShare(s)
+        #expect(try participant(s, "_b").role == .administrator)
+        // Now `_b` manages participants.
+        #expect(try edit(w, s, as: "_b") { try $0.removeParticipant(try participant($0, "_c")) } == nil)
+        s = try w.currentShare(share.recordID)
+        try s.setRole(.privateUser, forParticipantID: try participant(s, "_b").participantID)
+        s = try w.saveShare(s)
+        #expect(try edit(w, s, as: "_b") { $0.allowsAccessRequests = false }?.rule == "shareEditOwnerOrAdministrator")
+        let owner = try participant(s, "_owner")
+        #expect(failure { try s.setRole(.privateUser, forParticipantID: owner.participantID) }?.rule == "oneOwner")
+        #expect(failure { try s.setRole(.publicUser, forParticipantID: try participant(s, "_b").participantID) }?.rule == "participantRole")
+    }
+
+    @Test("a one-time URL admits exactly one identity, which becomes the participant; anyone else is refused")
+    func oneTimeURL() throws {
+        let w = try World()
+        try w.save(w.record("Topic", "topic"))
+        var share = Share(rootRecord: try w.db.fetchRecord(w.id("topic")))
+        let oneTime = Participant.oneTimeURLParticipant(permission: .readWrite)
+        try share.addParticipant(oneTime)
+        let saved = try w.saveShare(share)
+        let link = try #require(saved.oneTimeURL(for: oneTime.participantID))
+        let pending = try #require(saved.participants.first { $0.participantID == oneTime.participantID })
+        #expect(pending.isOneTimeURLParticipant && pending.userIdentity.lookupInfo?.isEmpty != false)
+
+        let meta = try w.db.fetchShareMetadata(url: link, for: Caller(userRecordName: "_b"))
+        #expect(meta.participantRole == .privateUser && meta.participantStatus == .pending)
+        #expect(meta.participantPermission == .readWrite)
+        try w.db.acceptShare(url: link, as: Caller(userRecordName: "_b"))
+        let now = try w.currentShare(saved.recordID)
+        let bound = try #require(now.participants.first { $0.participantID == oneTime.participantID })
+        #expect(bound.userIdentity.userRecordName == "_b" && bound.acceptanceStatus == .accepted)
+        #expect(now.oneTimeURL(for: oneTime.participantID) == nil)
+        #expect(try w.visible("_b", ["topic"]) == ["topic"])
+
+        for attempt in [
+            failure { try w.db.acceptShare(url: link, as: Caller(userRecordName: "_c")) },
+            failure { _ = try w.db.fetchShareMetadata(url: link, for: Caller(userRecordName: "_c")) },
+        ] {
+            #expect(attempt?.code == .participantMayNeedVerification)
+            #expect(attempt?.rule == "invitationSpent", "\(String(describing: attempt))")
+        }
+        #expect(try w.visible("_c", ["topic"]).isEmpty)
+        #expect(try w.currentShare(saved.recordID).participants.count == 2)
+        // The one who used it may use it again.
+        try w.db.acceptShare(url: link, as: Caller(userRecordName: "_b"))
+    }
+
+    @Test("share properties: title, thumbnail and type reach participants; a thumbnail over the limit or a bad type changes nothing")
+    func shareProperties() throws {
+        let (w, share) = try world()
+        var s = try w.currentShare(share.recordID)
+        s.title = "Groceries"
+        s.thumbnailImageData = Data(repeating: 7, count: 1000)
+        s.shareType = "com.example.list"
+        s = try w.saveShare(s)
+        let seen = try fetched(w, s, as: "_c")
+        #expect(seen.record[Share.SystemFieldKey.title] == .string("Groceries"))
+        #expect(seen.record[Share.SystemFieldKey.thumbnailImageData] == .bytes(Data(repeating: 7, count: 1000)))
+        #expect(seen.record[Share.SystemFieldKey.shareType] == .string("com.example.list"))
+
+        var big = s
+        big.thumbnailImageData = Data(repeating: 1, count: Share.maximumThumbnailSize + 1)
+        let tooBig = try w.db.modifyRecords(saving: [big.record]).error(s.recordID.recordName)
+        #expect(tooBig?.code == .limitExceeded && tooBig?.rule == "thumbnailSize", "\(String(describing: tooBig))")
+        var badType = s
+        badType.shareType = "not a uti!"
+        let bad = try w.db.modifyRecords(saving: [badType.record]).error(s.recordID.recordName)
+        #expect(bad?.code == .invalidArguments && bad?.rule == "shareTypeSyntax", "\(String(describing: bad))")
+        var wrongKind = s.record
+        wrongKind[Share.SystemFieldKey.title] = .int64(3)
+        #expect(try w.db.modifyRecords(saving: [wrongKind]).error(s.recordID.recordName)?.rule == "shareFields")
+        let after = try w.currentShare(s.recordID)
+        #expect(after.thumbnailImageData?.count == 1000 && after.shareType == "com.example.list")
+        #expect(after.recordChangeTag == s.recordChangeTag)
+    }
+
+    @Test("metadata tells the owner's name and the participant count to whoever may read the share, not to requesters")
+    func metadataCounts() throws {
+        let (w, share) = try world()
+        w.db.setOwnerIdentity(displayName: "Alice", emailAddress: nil)
+        let meta = try w.db.fetchShareMetadata(url: share.url!, for: Caller(userRecordName: "_c"))
+        #expect(meta.ownerIdentity.displayName == "Alice")
+        #expect(meta.participantCount == 5)
+        #expect(meta.recordCount == 3)
+        #expect(meta.share.participants.count == 2)  // the owner and `_c`: the list shows only what they may see
+        let requester = try w.db.fetchShareMetadata(url: share.url!, for: Caller(userRecordName: "_stranger"))
+        #expect(requester.participantCount == nil && requester.recordCount == nil)
+    }
+}
