@@ -491,12 +491,12 @@ struct ModelRun {
     /// (publicAndPrivateDoNotMix), inviting a blocked user (identityBlocked; only the owner and
     /// administrators see the blocked identities), setting a public user's permission or role.
     mutating func participantEditsShare() throws {
-        let u = rng.pick(Self.users)!
-        let candidates = Self.zones.flatMap { z in
-            model[z]!.shares.keys.sorted().filter { model[z]!.accepted(u, $0) != nil }.map { (z, $0) }
+        // Mostly an accepted administrator (of any share, by anyone), so that administrators' edits are frequent.
+        let candidates = Self.users.flatMap { u in
+            Self.zones.flatMap { z in model[z]!.shares.keys.sorted().filter { model[z]!.accepted(u, $0) != nil }.map { (u, z, $0) } }
         }
-        let admins = candidates.filter { model[$0.0]!.accepted(u, $0.1)?.role == .administrator }
-        guard let (z, s) = rng.chance(0.7) ? (rng.pick(admins) ?? rng.pick(candidates)) : rng.pick(candidates) else { return }
+        let admins = candidates.filter { model[$0.1]!.accepted($0.0, $0.2)?.role == .administrator }
+        guard let (u, z, s) = rng.chance(0.7) ? (rng.pick(admins) ?? rng.pick(candidates)) : rng.pick(candidates) else { return }
         let view = db.sharedDatabase(for: Caller(userRecordName: u))
         let id = Record.ID(recordName: s, zoneID: sharedZone(z))
         guard var share = Share(try view.fetchRecords([id])[id]!.get()) else { return }
@@ -505,7 +505,9 @@ struct ModelRun {
         let isAdmin = model[z]!.accepted(u, s)?.role == .administrator
         // Mostly someone an administrator may manage, so that edits succeed often too.
         let manageable = Self.users.filter { $0 != u && members[$0]?.role != .administrator }
-        let t = rng.chance(0.7) ? (rng.pick(manageable) ?? rng.pick(Self.users)!) : rng.pick(Self.users)!
+        // Sometimes a blocked user, to see identityBlocked.
+        var t = rng.chance(0.7) ? (rng.pick(manageable) ?? rng.pick(Self.users)!) : rng.pick(Self.users)!
+        if rng.chance(0.15), let b = rng.pick(shr.blocked.sorted()) { t = b }
         let target = members[t]
         let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
         let kind = rng.int(5)
@@ -515,6 +517,7 @@ struct ModelRun {
         var allowed = isAdmin && !protected
         // What Share itself refuses, before anything is sent.
         var refusal = false
+        var why = "publicUser"
         var clientError: ShareSyncError?
         let targetParticipant = share.participants.first { $0.userIdentity.userRecordName == t }
         switch kind {
@@ -523,6 +526,7 @@ struct ModelRun {
             desc += "invites \(t) \(p) \(role) (blocked \(shr.blocked.contains(t)))"
             if role == .administrator && target?.role != .administrator { allowed = false }
             refusal = shr.publicPermission != .none || (isAdmin && shr.blocked.contains(t))
+            why = shr.publicPermission != .none ? "publicAndPrivateDoNotMix" : "identityBlocked"
             do { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: t), permission: p, role: role)) } catch { clientError = error }
             // Re-inviting an administrator (themselves included) unchanged changes nothing about them: not refused.
             if isAdmin, target?.role == .administrator, role == .administrator, target?.permission == p { allowed = true }
@@ -530,6 +534,7 @@ struct ModelRun {
             guard let targetParticipant else { return }
             desc += "removes \(t)"
             refusal = shr.publicPermission != .none
+            why = "publicAndPrivateDoNotMix"
             do { try share.removeParticipant(targetParticipant) } catch { clientError = error }
         case 2:  // permission
             guard let targetParticipant else { return }
@@ -551,15 +556,14 @@ struct ModelRun {
             share.publicPermission = permission
             allowed = isAdmin && permission == shr.publicPermission
         }
+        let label = "\(isAdmin ? "administrator" : "non-administrator") edits share: \(["invite", "remove", "permission", "role", "publicPermission"][kind])"
         if refusal || clientError != nil {
-            _ = check(
-                isAdmin ? "administrator edits share (refused by Share)" : "non-administrator edits share (refused by Share)", clientError,
-                Expectation(allowed: [refusal ? .invalidArguments : nil], description: desc))
+            _ = check(label + " (refused by Share, \(why))", clientError, Expectation(allowed: [refusal ? .invalidArguments : nil], description: desc))
             return
         }
         let failure = try view.modifyRecords(saving: [share.record]).errors[s]
         let e = Expectation(allowed: [allowed ? nil : .permissionFailure], description: desc)
-        guard check(isAdmin ? "administrator edits share" : "non-administrator edits share", failure, e) else { return }
+        guard check(label, failure, e) else { return }
         switch kind {
         case 0:
             var member = members[t] ?? .init(permission: p, status: .pending)
@@ -850,7 +854,7 @@ struct ModelRun {
     }
 
     mutating func randomStep() throws {
-        let roll = rng.int(110)
+        let roll = rng.int(120)
         switch roll {
         case 0..<18: try ownerSave(reparentOnly: false)
         case 18..<26: try ownerSave(reparentOnly: true)
@@ -868,7 +872,7 @@ struct ModelRun {
         case 75..<77: try ownerInviteOneTime()
         case 77..<80: try userAcceptOneTime()
         case 80..<82: try ownerSetRole()
-        case 82..<88: try participantEditsShare()
+        case 82..<98: try participantEditsShare()
         default: try userWrite()
         }
     }
