@@ -6,13 +6,16 @@ import Testing
 
 // A randomized, model-based test of sharing. A seeded PRNG drives thousands of random steps by one
 // owner and several participants: saves, deletes, re-parents, shares, invitations, accepts (by
-// invitation, or joining a public share), permission changes, publicPermission changes, blocks and
-// unblocks, removals, leaves, stops, and participants' writes. After every step:
-//   - the owner's database (read through its own feed from nil) equals the model;
+// invitation, by a one-time URL, or joining a public share), permission changes, roles,
+// administrators' edits of the share, one-time URLs, publicPermission changes, blocks and unblocks,
+// removals, leaves, stops, and participants' writes. After every step:
+//   - the owner's database (read through its own feed from nil) equals the model, nobody is in a
+//     share twice, and each share has the model's number of unbound one-time participants;
 //   - every participant's shared database, read back through the feeds from their last tokens
 //     (small pages), equals the view computed from first principles: the records of each zone whose
 //     share (nearest share root walking up `parent`, or the zone-wide share) the user has accepted,
-//     plus those share records; zones where the user sees nothing are absent.
+//     plus those share records; zones where the user sees nothing are absent; an administrator sees
+//     every participant of the share, anyone else only the owner and themselves.
 // Every attempted write is checked against the permission rules of SharingRules.md.
 
 /// SplitMix64: small, seedable, the same on every platform.
@@ -39,6 +42,8 @@ struct ModelZone {
         var status: Participant.AcceptanceStatus
         var role: Participant.Role = .privateUser
     }
+    /// A one-time URL participant: pending until someone uses its link, then a member like any other.
+    struct OneTime: Equatable { var share: String; var url: String; var permission: Participant.Permission; var boundTo: String? }
     struct Shr: Equatable {
         var name: String
         var root: String?
@@ -49,6 +54,26 @@ struct ModelZone {
 
     var records: [String: Rec] = [:]
     var shares: [String: Shr] = [:]
+    /// One-time URL participants by participant ID (those of stopped shares are dropped).
+    var oneTime: [String: OneTime] = [:]
+
+    /// A share goes (stopped, or its root deleted), and its one-time links with it.
+    mutating func dropShare(_ name: String) {
+        shares[name] = nil
+        oneTime = oneTime.filter { $0.value.share != name }
+    }
+
+    /// The pending one-time participants of a share.
+    func pendingOneTime(_ share: String) -> Int { oneTime.values.filter { $0.share == share && $0.boundTo == nil }.count }
+
+    /// A bound one-time link goes with the participant it bound (removed, blocked, or dropped by a
+    /// publicPermission change): it admits nobody as that participant any more.
+    mutating func dropOrphanedLinks() {
+        oneTime = oneTime.filter { _, link in
+            guard let share = shares[link.share] else { return false }
+            return link.boundTo.map { share.members[$0] != nil } ?? true
+        }
+    }
 
     var zoneShare: String? { shares.values.first { $0.root == nil }?.name }
     func shareRooted(at name: String) -> String? { shares.values.first { $0.root == name }?.name }
@@ -293,7 +318,7 @@ struct ModelRun {
 
     mutating func applyDelete(_ z: String, _ name: String) {
         model[z]!.records[name] = nil
-        if let s = model[z]!.shareRooted(at: name) { model[z]!.shares[s] = nil }
+        if let s = model[z]!.shareRooted(at: name) { model[z]!.dropShare(s) }
     }
 
     // MARK: Operations
@@ -388,25 +413,217 @@ struct ModelRun {
         guard let (z, s) = randomShare() else { return }
         let u = rng.pick(Self.users)!
         let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
+        let role: Participant.Role = rng.chance(0.5) ? .administrator : .privateUser
         var share = try fetchShare(z, s)
         let shr = model[z]!.shares[s]!
         // A public share takes no invitations (publicAndPrivateDoNotMix), nor a blocked user (identityBlocked):
         // refused by Share itself.
         let refusal = shr.publicPermission != .none || shr.blocked.contains(u)
         var clientError: ShareSyncError?
-        do { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: u), permission: p)) } catch { clientError = error }
+        do { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: u), permission: p, role: role)) } catch { clientError = error }
         if refusal || clientError != nil {
             _ = check(
                 "owner invite (refused by Share)", clientError,
-                Expectation(allowed: [refusal ? .invalidArguments : nil], description: "invite \(u) to \(s) (public \(shr.publicPermission), blocked \(shr.blocked.sorted()))"))
+                Expectation(allowed: [refusal ? .invalidArguments : nil], description: "invite \(u) \(role) to \(s) (public \(shr.publicPermission), blocked \(shr.blocked.sorted()))"))
             return
         }
         let result = try db.modifyRecords(saving: [share.record])
-        if check("owner invite", result.errors[s], Expectation(allowed: [nil], description: "invite \(u) \(p) to \(s)")) {
+        if check("owner invite", result.errors[s], Expectation(allowed: [nil], description: "invite \(u) \(p) \(role) to \(s)")) {
             var member = model[z]!.shares[s]!.members[u] ?? .init(permission: p, status: .pending)
             member.permission = p
+            member.role = role
             if member.status == .removed { member.status = .pending }
             model[z]!.shares[s]!.members[u] = member
+        }
+    }
+
+    /// The owner adds a one-time URL participant (no email, phone or user). A public share takes
+    /// none (publicAndPrivateDoNotMix): refused by Share itself.
+    mutating func ownerInviteOneTime() throws {
+        guard let (z, s) = randomShare() else { return }
+        let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
+        var share = try fetchShare(z, s)
+        let participant = Participant.oneTimeURLParticipant(permission: p)
+        let publicPermission = model[z]!.shares[s]!.publicPermission
+        var clientError: ShareSyncError?
+        do { try share.addParticipant(participant) } catch { clientError = error }
+        if publicPermission != .none || clientError != nil {
+            _ = check(
+                "owner one-time (refused by Share)", clientError,
+                Expectation(allowed: [publicPermission != .none ? .invalidArguments : nil], description: "one-time \(p) in \(s) (public \(publicPermission))"))
+            return
+        }
+        let result = try db.modifyRecords(saving: [share.record])
+        if check("owner one-time", result.errors[s], Expectation(allowed: [nil], description: "one-time \(p) in \(s)")) {
+            let saved = try fetchShare(z, s)
+            let url = try #require(saved.oneTimeURL(for: participant.participantID), "\(tag): one-time URL of \(s)")
+            model[z]!.oneTime[participant.participantID] = .init(share: s, url: url, permission: p, boundTo: nil)
+        }
+    }
+
+    /// The owner makes a member an administrator or a privateUser.
+    mutating func ownerSetRole() throws {
+        guard let (z, s) = randomShare(), let u = rng.pick(model[z]!.shares[s]!.members.keys.sorted()) else { return }
+        var share = try fetchShare(z, s)
+        let participant = try #require(share.participants.first { $0.userIdentity.userRecordName == u }, "\(tag): \(u) in \(s)")
+        let role: Participant.Role = rng.chance(0.7) ? .administrator : .privateUser
+        // A public user's role does not change (participantRole): refused by Share itself.
+        let refusal = model[z]!.shares[s]!.members[u]!.role == .publicUser
+        var clientError: ShareSyncError?
+        do { try share.setRole(role, forParticipantID: participant.participantID) } catch { clientError = error }
+        if refusal || clientError != nil {
+            _ = check(
+                "owner role (refused by Share)", clientError,
+                Expectation(allowed: [refusal ? .invalidArguments : nil], description: "make \(u) (\(participant.role)) \(role) in \(s)"))
+            return
+        }
+        let result = try db.modifyRecords(saving: [share.record])
+        if check("owner role", result.errors[s], Expectation(allowed: [nil], description: "make \(u) \(role) in \(s)")) {
+            model[z]!.shares[s]!.members[u]!.role = role
+        }
+    }
+
+    /// A participant changes a share through their shared database, as an administrator would: adds,
+    /// re-invites or removes someone, changes a permission, a role or the publicPermission. From first
+    /// principles: only an accepted administrator may, and never about themselves, another
+    /// administrator, or to make one, and never the publicPermission (shareSettingsOwnerOnly). Before
+    /// that, Share itself refuses what no one may do: inviting to or removing from a public share
+    /// (publicAndPrivateDoNotMix), inviting a blocked user (identityBlocked; only the owner and
+    /// administrators see the blocked identities), setting a public user's permission or role.
+    mutating func participantEditsShare() throws {
+        // Mostly an accepted administrator (of any share, by anyone), so that administrators' edits are frequent.
+        let candidates = Self.users.flatMap { u in
+            Self.zones.flatMap { z in model[z]!.shares.keys.sorted().filter { model[z]!.accepted(u, $0) != nil }.map { (u, z, $0) } }
+        }
+        let admins = candidates.filter { model[$0.1]!.accepted($0.0, $0.2)?.role == .administrator }
+        guard let (u, z, s) = rng.chance(0.7) ? (rng.pick(admins) ?? rng.pick(candidates)) : rng.pick(candidates) else { return }
+        let view = db.sharedDatabase(for: Caller(userRecordName: u))
+        let id = Record.ID(recordName: s, zoneID: sharedZone(z))
+        guard var share = Share(try view.fetchRecords([id])[id]!.get()) else { return }
+        let shr = model[z]!.shares[s]!
+        let members = shr.members
+        let isAdmin = model[z]!.accepted(u, s)?.role == .administrator
+        // Mostly someone an administrator may manage, so that edits succeed often too.
+        let manageable = Self.users.filter { $0 != u && members[$0]?.role != .administrator }
+        // Sometimes a blocked user, to see identityBlocked.
+        var t = rng.chance(0.7) ? (rng.pick(manageable) ?? rng.pick(Self.users)!) : rng.pick(Self.users)!
+        if rng.chance(0.15), let b = rng.pick(shr.blocked.sorted()) { t = b }
+        let target = members[t]
+        let p: Participant.Permission = rng.chance(0.5) ? .readWrite : .readOnly
+        let kind = rng.int(5)
+        var desc = "\(u) (\(isAdmin ? "admin" : "not admin")) of \(s) (public \(shr.publicPermission)) "
+        // Whom the edit touches, and whether an administrator may touch them.
+        let protected = t == u || target?.role == .administrator
+        var allowed = isAdmin && !protected
+        // What Share itself refuses, before anything is sent.
+        var refusal = false
+        var why = "publicUser"
+        var clientError: ShareSyncError?
+        let targetParticipant = share.participants.first { $0.userIdentity.userRecordName == t }
+        switch kind {
+        case 0:  // invite (or re-invite) t
+            let role: Participant.Role = rng.chance(0.2) ? .administrator : .privateUser
+            desc += "invites \(t) \(p) \(role) (blocked \(shr.blocked.contains(t)))"
+            if role == .administrator && target?.role != .administrator { allowed = false }
+            refusal = shr.publicPermission != .none || (isAdmin && shr.blocked.contains(t))
+            why = shr.publicPermission != .none ? "publicAndPrivateDoNotMix" : "identityBlocked"
+            do { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: t), permission: p, role: role)) } catch { clientError = error }
+            // Re-inviting an administrator (themselves included) unchanged changes nothing about them: not refused.
+            if isAdmin, target?.role == .administrator, role == .administrator, target?.permission == p { allowed = true }
+        case 1:  // remove t
+            guard let targetParticipant else { return }
+            desc += "removes \(t)"
+            refusal = shr.publicPermission != .none
+            why = "publicAndPrivateDoNotMix"
+            do { try share.removeParticipant(targetParticipant) } catch { clientError = error }
+        case 2:  // permission
+            guard let targetParticipant else { return }
+            desc += "makes \(t) (\(targetParticipant.role)) \(p)"
+            refusal = target?.role == .publicUser
+            do { try share.setPermission(p, forParticipantID: targetParticipant.participantID) } catch { clientError = error }
+            if target?.permission == p, isAdmin { allowed = true }  // no change
+        case 3:  // role
+            guard let targetParticipant else { return }
+            let role: Participant.Role = rng.chance(0.5) ? .administrator : .privateUser
+            desc += "makes \(t) (\(targetParticipant.role)) \(role)"
+            refusal = target?.role == .publicUser
+            do { try share.setRole(role, forParticipantID: targetParticipant.participantID) } catch { clientError = error }
+            if role == .administrator && target?.role != .administrator { allowed = false }
+            if target?.role == role, isAdmin { allowed = true }  // no change
+        default:  // publicPermission: the owner's alone (shareSettingsOwnerOnly); unchanged, it changes nothing
+            let permission = rng.pick([Participant.Permission.none, .readOnly, .readWrite])!
+            desc += "makes the share public \(permission)"
+            share.publicPermission = permission
+            allowed = isAdmin && permission == shr.publicPermission
+        }
+        let label = "\(isAdmin ? "administrator" : "non-administrator") edits share: \(["invite", "remove", "permission", "role", "publicPermission"][kind])"
+        if refusal || clientError != nil {
+            _ = check(label + " (refused by Share, \(why))", clientError, Expectation(allowed: [refusal ? .invalidArguments : nil], description: desc))
+            return
+        }
+        let failure = try view.modifyRecords(saving: [share.record]).errors[s]
+        let e = Expectation(allowed: [allowed ? nil : .permissionFailure], description: desc)
+        guard check(label, failure, e) else { return }
+        switch kind {
+        case 0:
+            var member = members[t] ?? .init(permission: p, status: .pending)
+            member.permission = p
+            member.role = share.participants.first { $0.userIdentity.userRecordName == t }?.role ?? .privateUser
+            if member.status == .removed { member.status = .pending }
+            model[z]!.shares[s]!.members[t] = member
+        case 1:
+            model[z]!.shares[s]!.members[t] = nil
+            model[z]!.dropOrphanedLinks()
+        case 2: model[z]!.shares[s]!.members[t]!.permission = p
+        case 3: model[z]!.shares[s]!.members[t]!.role = share.participants.first { $0.userIdentity.userRecordName == t }!.role
+        default: break  // unchanged
+        }
+    }
+
+    /// Someone uses a one-time URL: a blocked user is refused; anyone already in the share (not left)
+    /// stays who they are (the link stays unspent); else the first identity to use it becomes that
+    /// participant; someone who left is told so; anyone else joins a public share as a public user
+    /// (the link holds the share's URL) and is refused on a private one (invitationSpent).
+    mutating func userAcceptOneTime() throws {
+        let links = Self.zones.flatMap { z in model[z]!.oneTime.keys.sorted().map { (z, $0) } }
+        guard let (z, pid) = rng.pick(links) else { return }
+        let link = model[z]!.oneTime[pid]!
+        let u = rng.pick(Self.users)!
+        let s = link.share
+        let shr = model[z]!.shares[s]!
+        let mine = shr.members[u]
+        let e: Expectation
+        var bind = false
+        var joinsPublicly = false
+        let desc = "\(u) uses one-time link \(pid.prefix(8)) of \(s) (bound to \(link.boundTo ?? "nobody"), member \(mine.map { "\($0.status)" } ?? "no"), public \(shr.publicPermission), blocked \(shr.blocked.contains(u)))"
+        if shr.blocked.contains(u) {
+            e = Expectation(allowed: [.participantMayNeedVerification], description: desc)
+        } else if let mine, mine.status != .removed {
+            e = Expectation(allowed: [nil], description: desc)
+        } else if link.boundTo == nil {
+            e = Expectation(allowed: [nil], description: desc)
+            bind = true
+        } else if mine != nil {
+            e = Expectation(allowed: [.permissionFailure], description: desc)  // they left: told so (rule leftShare)
+        } else if shr.publicPermission != .none {
+            e = Expectation(allowed: [nil], description: desc)
+            joinsPublicly = true
+        } else {
+            e = Expectation(allowed: [.participantMayNeedVerification], description: desc)
+        }
+        var failure: ShareSyncError?
+        var metadata: ShareMetadata?
+        do { metadata = try db.acceptShare(url: link.url, as: Caller(userRecordName: u)) } catch { failure = error }
+        guard check("one-time accept", failure, e) else { return }
+        #expect(metadata?.participantStatus == .accepted, "\(tag): \(desc)")
+        if bind {
+            model[z]!.oneTime[pid]!.boundTo = u
+            model[z]!.shares[s]!.members[u] = .init(permission: link.permission, status: .accepted, role: .privateUser)
+        } else if joinsPublicly {
+            model[z]!.shares[s]!.members[u] = .init(permission: shr.publicPermission, status: .accepted, role: .publicUser)
+            #expect(metadata?.participantRole == .publicUser && metadata?.participantPermission == shr.publicPermission, "\(tag): \(desc)")
+        } else {
+            model[z]!.shares[s]!.members[u]!.status = .accepted
         }
     }
 
@@ -434,7 +651,13 @@ struct ModelRun {
         let result = try db.modifyRecords(saving: [share.record])
         let e = Expectation(allowed: [nil], description: remove ? "remove \(u) from \(s)" : "make \(u) \(p) in \(s)")
         if check(remove ? "owner remove" : "owner permission", result.errors[s], e) {
-            if remove { model[z]!.shares[s]!.members[u] = nil } else { model[z]!.shares[s]!.members[u]!.permission = p }
+            if remove {
+                model[z]!.shares[s]!.members[u] = nil
+                // A one-time link bound to them is gone with their participant: it admits nobody now.
+                model[z]!.dropOrphanedLinks()
+            } else {
+                model[z]!.shares[s]!.members[u]!.permission = p
+            }
         }
     }
 
@@ -442,7 +665,7 @@ struct ModelRun {
         guard let (z, s) = randomShare() else { return }
         let result = try db.modifyRecords(deleting: [Record.ID(recordName: s, zoneID: ownerZone(z))])
         if check("owner stop", result.errors[s], Expectation(allowed: [nil], description: "stop \(s)")) {
-            model[z]!.shares[s] = nil
+            model[z]!.dropShare(s)
         }
     }
 
@@ -520,7 +743,8 @@ struct ModelRun {
     }
 
     /// The owner changes a share's publicPermission (sometimes to what it is already). A change removes
-    /// the pending participants, a change to none everyone but the owner; public users get the new one.
+    /// the pending participants (unbound one-time ones included), a change to none everyone but the
+    /// owner; public users get the new one.
     mutating func ownerSetPublicPermission() throws {
         guard let (z, s) = randomShare() else { return }
         let permission = rng.pick([Participant.Permission.none, .readOnly, .readWrite])!
@@ -532,10 +756,13 @@ struct ModelRun {
             var shr = model[z]!.shares[s]!
             if permission != old {
                 shr.members = permission == .none ? [:] : shr.members.filter { $0.value.status != .pending }
+                // Unbound one-time participants are pending: they go too (bound ones go with their member).
+                model[z]!.oneTime = model[z]!.oneTime.filter { $0.value.share != s || $0.value.boundTo != nil }
             }
             shr.publicPermission = permission
             for (u, member) in shr.members where member.role == .publicUser { shr.members[u]!.permission = permission }
             model[z]!.shares[s] = shr
+            model[z]!.dropOrphanedLinks()
         }
     }
 
@@ -549,6 +776,7 @@ struct ModelRun {
         if check("owner block", result.errors[s], Expectation(allowed: [nil], description: "block \(u) in \(s)")) {
             model[z]!.shares[s]!.blocked.insert(u)
             model[z]!.shares[s]!.members[u] = nil
+            model[z]!.dropOrphanedLinks()
         }
     }
 
@@ -626,7 +854,7 @@ struct ModelRun {
     }
 
     mutating func randomStep() throws {
-        let roll = rng.int(100)
+        let roll = rng.int(120)
         switch roll {
         case 0..<18: try ownerSave(reparentOnly: false)
         case 18..<26: try ownerSave(reparentOnly: true)
@@ -641,6 +869,10 @@ struct ModelRun {
         case 67..<71: try ownerSetPublicPermission()
         case 71..<73: try ownerBlock()
         case 73..<75: try ownerUnblock()
+        case 75..<77: try ownerInviteOneTime()
+        case 77..<80: try userAcceptOneTime()
+        case 80..<82: try ownerSetRole()
+        case 82..<98: try participantEditsShare()
         default: try userWrite()
         }
     }
@@ -651,6 +883,7 @@ struct ModelRun {
     func checkOwner() throws -> Bool {
         var ok = true
         for z in Self.zones {
+            let m = model[z]!
             var records: [String: Record] = [:]
             var token: ServerChangeToken?
             var more = true
@@ -660,15 +893,26 @@ struct ModelRun {
                 token = page.changeToken
                 more = page.moreComing
             }
-            let m = model[z]!
             var actualRecs: [String: ModelZone.Rec] = [:]
             var actualShares: [String: ModelZone.Shr] = [:]
             for (name, r) in records {
                 if let s = Share(r) {
                     var members: [String: ModelZone.Member] = [:]
+                    var pendingOneTime = 0
                     for p in s.participants where p.role != .owner {
-                        members[p.userIdentity.userRecordName ?? "?"] = .init(
-                            permission: p.permission, status: p.acceptanceStatus, role: p.role)
+                        guard let user = p.userIdentity.userRecordName else {
+                            if p.isOneTimeURLParticipant && p.acceptanceStatus == .pending { pendingOneTime += 1 } else { pendingOneTime += 1000 }
+                            continue
+                        }
+                        if members[user] != nil {
+                            ok = false
+                            Issue.record("\(tag): \(user) is in share \(name) twice: \(s.participants)")
+                        }
+                        members[user] = .init(permission: p.permission, status: p.acceptanceStatus, role: p.role)
+                    }
+                    if pendingOneTime != m.pendingOneTime(name) {
+                        ok = false
+                        Issue.record("\(tag): share \(name) has \(pendingOneTime) unbound one-time participants, model \(m.pendingOneTime(name))")
                     }
                     actualShares[name] = .init(
                         name: name, root: s.rootRecordID?.recordName, members: members, publicPermission: s.publicPermission,
@@ -715,6 +959,29 @@ struct ModelRun {
                     let me = s.currentUserParticipant
                     shares[name] = me.map { .init(permission: $0.permission, status: $0.acceptanceStatus, role: $0.role) }
                         ?? .init(permission: .unknown, status: .unknown)
+                    // What the share record shows this participant: everyone to an administrator, else
+                    // the owner and themselves, never an invitation secret.
+                    if let modelShare = model[z]!.shares[name] {
+                        if me?.role == .administrator {
+                            let all = 1 + modelShare.members.count + model[z]!.pendingOneTime(name)
+                            if s.participants.count != all {
+                                ok = false
+                                Issue.record("\(tag): administrator \(u) sees \(s.participants.count) participants of \(name), not \(all)")
+                            }
+                        } else if !Set(s.participants.compactMap(\.userIdentity.userRecordName)).isSubset(of: [Self.owner, u])
+                            || s.participants.contains(where: { $0.userIdentity.userRecordName == nil || s.oneTimeURL(for: $0.participantID) != nil })
+                        {
+                            ok = false
+                            Issue.record("\(tag): \(u) sees more of share \(name) than the owner and themselves: \(s.participants)")
+                        }
+                        // Everyone sees the publicPermission; only administrators see the blocked identities.
+                        let blockedSeen = Set(s.blockedIdentities.map(\.userRecordName))
+                        let blockedExpected = me?.role == .administrator ? modelShare.blocked : []
+                        if s.publicPermission != modelShare.publicPermission || blockedSeen != blockedExpected {
+                            ok = false
+                            Issue.record("\(tag): \(u) (\(me?.role.rawValue ?? "-")) sees share \(name) public \(s.publicPermission) blocked \(blockedSeen.sorted()), model public \(modelShare.publicPermission) blocked \(blockedExpected.sorted())")
+                        }
+                    }
                 } else {
                     recs[name] = .init(title: r["title"]?.stringValue ?? "", parent: r.parent?.recordID.recordName)
                 }
@@ -773,7 +1040,7 @@ struct ModelBasedTests {
     static let serverRecordLeak =
         "participant save (ifServerRecordUnchanged, no tag) of an existing record outside their view answered serverRecordChanged, not permissionFailure: reveals the record exists, and its serverRecord carries its fields"
 
-    @Test("random saves, deletes, re-parents, shares, accepts, permission changes, publicPermission changes, blocks, unblocks, removals, leaves, stops and participant writes", arguments: seeds)
+    @Test("random saves, deletes, re-parents, shares, accepts, permission changes, roles, administrators' edits, one-time URLs, publicPermission changes, blocks, unblocks, removals, leaves, stops and participant writes", arguments: seeds)
     func modelBased(seed: UInt64) throws {
         var run = try ModelRun(seed: seed)
         let start = Date()
