@@ -60,7 +60,9 @@ for target in "${targets[@]}"; do
     log="$work/$target.log"
     echo "fuzz/run.sh: $target for $seconds s"
     status=0
-    SHARESYNC_FUZZ_TARGET="$target" "$binary" \
+    # SWIFT_BACKTRACE=enable=no: Swift's own crash handler would otherwise catch the trap first, and
+    # libFuzzer would not save the crashing input.
+    SWIFT_BACKTRACE=enable=no SHARESYNC_FUZZ_TARGET="$target" "$binary" \
         -max_total_time="$seconds" -print_final_stats=1 \
         -max_len="${FUZZ_MAX_LEN:-8192}" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb="${FUZZ_RSS_MB:-2048}" \
         -artifact_prefix="$work/artifacts/$target/" -detect_leaks=0 \

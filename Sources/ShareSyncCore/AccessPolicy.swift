@@ -28,7 +28,7 @@ public enum AccessPolicy {
     public static func outsideView(_ recordID: Record.ID) -> ShareSyncError {
         ShareSyncError(
             .permissionFailure, "record \(recordID.recordName) is not in a share you can write", recordID: recordID,
-            rule: "outsideView")
+            rule: .outsideView)
     }
 
     /// What a write by a participant does to a record.
@@ -52,7 +52,7 @@ public enum AccessPolicy {
             guard effectivePermission(of: p, in: share) == .readWrite else {
                 throw ShareSyncError(
                     .permissionFailure, "you have read-only permission in this share", recordID: recordID,
-                    rule: "readOnlyParticipant")
+                    rule: .readOnlyParticipant)
             }
             return p
         }
@@ -64,19 +64,19 @@ public enum AccessPolicy {
             if isRoot && parentChanged {
                 throw ShareSyncError(
                     .permissionFailure, "only the owner can move the root of a share", recordID: recordID,
-                    rule: "rootParentOwnerOnly")
+                    rule: .rootParentOwnerOnly)
             }
             guard newShare?.recordID == share?.recordID else {
                 throw ShareSyncError(
                     .permissionFailure, "a participant cannot move a record outside their share", recordID: recordID,
-                    rule: "moveOutsideShare")
+                    rule: .moveOutsideShare)
             }
         case .delete(let share, let isRoot):
             _ = try writable(share)
             if isRoot {
                 throw ShareSyncError(
                     .permissionFailure, "only the owner deletes the root of a shared hierarchy", recordID: recordID,
-                    rule: "rootDeleteOwnerOnly")
+                    rule: .rootDeleteOwnerOnly)
             }
         }
     }
@@ -89,22 +89,22 @@ public enum AccessPolicy {
     /// share's title, thumbnail and type.
     public static func checkShareEdit(old: Share, new: Share, by user: String) throws(ShareSyncError) {
         guard let p = acceptedParticipant(user, in: old) else { throw outsideView(old.recordID) }
-        func refuse(_ message: String, _ rule: String) -> ShareSyncError {
+        func refuse(_ message: String, _ rule: Rule) -> ShareSyncError {
             ShareSyncError(.permissionFailure, message, recordID: old.recordID, rule: rule)
         }
         guard p.role == .administrator else {
-            throw refuse("only the owner or an administrator can change a share", "shareEditOwnerOrAdministrator")
+            throw refuse("only the owner or an administrator can change a share", .shareEditOwnerOrAdministrator)
         }
         guard old.publicPermission == new.publicPermission else {
-            throw refuse("only the owner can change the public permission", "shareSettingsOwnerOnly")
+            throw refuse("only the owner can change the public permission", .shareSettingsOwnerOnly)
         }
         for key in [Share.SystemFieldKey.title, Share.SystemFieldKey.thumbnailImageData, Share.SystemFieldKey.shareType]
         where old.record[key] != new.record[key] {
-            throw refuse("only the owner can change the share's title, thumbnail and type (\(key))", "sharePropertiesOwnerOnly")
+            throw refuse("only the owner can change the share's title, thumbnail and type (\(key))", .sharePropertiesOwnerOnly)
         }
         let newByID = Dictionary(new.participants.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
         guard let mine = newByID[p.participantID], mine.role == p.role, mine.permission == p.permission else {
-            throw refuse("an administrator cannot change their own role or permission, or remove themselves (leave instead)", "adminSelfEdit")
+            throw refuse("an administrator cannot change their own role or permission, or remove themselves (leave instead)", .adminSelfEdit)
         }
         let protectedNames = Set(old.participants.filter { $0.role == .owner || $0.role == .administrator }
             .compactMap(\.userIdentity.userRecordName))
@@ -116,15 +116,15 @@ public enum AccessPolicy {
                 let who = q.role == .owner ? "the owner" : "another administrator"
                 throw refuse(
                     "an administrator cannot remove, block or change (role, permission, identity) \(who) (participant \(q.participantID))",
-                    "adminManagesOthersOnly")
+                    .adminManagesOthersOnly)
             }
         }
         for b in new.blockedIdentities where protectedNames.contains(b.userRecordName) {
-            throw refuse("an administrator cannot block the owner or an administrator", "adminManagesOthersOnly")
+            throw refuse("an administrator cannot block the owner or an administrator", .adminManagesOthersOnly)
         }
         let oldByID = Dictionary(old.participants.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
         for q in new.participants where q.role == .administrator && oldByID[q.participantID]?.role != .administrator {
-            throw refuse("only the owner can make someone an administrator (participant \(q.participantID))", "administratorRoleOwnerOnly")
+            throw refuse("only the owner can make someone an administrator (participant \(q.participantID))", .administratorRoleOwnerOnly)
         }
     }
 

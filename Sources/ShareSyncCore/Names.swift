@@ -9,7 +9,7 @@ public enum Names {
     /// Checks a record type name.
     public static func checkRecordType(_ name: String, limits: Limits, recordID: Record.ID? = nil) throws(ShareSyncError) {
         if name == Record.shareRecordType { return }
-        try checkIdentifier(name, what: "record type", limits: limits, rule: "recordTypeSyntax", recordID: recordID)
+        try checkIdentifier(name, what: "record type", limits: limits, rule: .recordTypeSyntax, recordID: recordID)
     }
 
     /// Checks a field key.
@@ -20,7 +20,7 @@ public enum Names {
         {
             return
         }
-        try checkIdentifier(key, what: "field key", limits: limits, rule: "fieldKeySyntax", recordID: recordID)
+        try checkIdentifier(key, what: "field key", limits: limits, rule: .fieldKeySyntax, recordID: recordID)
     }
 
     /// Checks a record name.
@@ -30,7 +30,7 @@ public enum Names {
         else {
             throw .invalid(
                 "record name \(quoted(name)) must be 1 to \(limits.maximumNameLength) printable ASCII characters without spaces, not starting with _",
-                recordID: recordID, rule: "recordNameSyntax")
+                recordID: recordID, rule: .recordNameSyntax)
         }
     }
 
@@ -42,12 +42,12 @@ public enum Names {
         else {
             throw .invalid(
                 "zone name \(quoted(name)) must be 1 to \(limits.maximumNameLength) letters, digits, _, - or ., not starting with _",
-                zoneID: RecordZone.ID(zoneName: name), rule: "zoneNameSyntax")
+                zoneID: RecordZone.ID(zoneName: name), rule: .zoneNameSyntax)
         }
     }
 
     private static func checkIdentifier(
-        _ name: String, what: String, limits: Limits, rule: String, recordID: Record.ID? = nil
+        _ name: String, what: String, limits: Limits, rule: Rule, recordID: Record.ID? = nil
     ) throws(ShareSyncError) {
         let bytes = Array(name.utf8)
         guard let first = bytes.first, isAlpha(first), bytes.count <= limits.maximumNameLength,

@@ -129,7 +129,7 @@ extension Record {
             return try encoder.encode(self)
         } catch {
             throw ShareSyncError(
-                .invalidArguments, "record cannot be encoded as JSON: \(error)", recordID: recordID, rule: "recordJSON")
+                .invalidArguments, "record cannot be encoded as JSON: \(error)", recordID: recordID, rule: .recordJSON)
         }
     }
 
@@ -148,7 +148,7 @@ extension Record {
         do {
             self = try JSONCoding.decoder().decode(Record.self, from: jsonData)
         } catch {
-            throw ShareSyncError(.invalidArguments, "malformed record JSON: \(JSONErrors.describe(error))", rule: "recordJSON")
+            throw ShareSyncError(.invalidArguments, "malformed record JSON: \(JSONErrors.describe(error))", rule: .recordJSON)
         }
     }
 }

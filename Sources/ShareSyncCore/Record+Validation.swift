@@ -24,10 +24,10 @@ extension Record {
         if let parent {
             guard parent.recordID.zoneID.isSameZone(as: recordID.zoneID) else {
                 throw .invalid(
-                    "the parent must be in the record's own zone", recordID: recordID, rule: "parentSameZone")
+                    "the parent must be in the record's own zone", recordID: recordID, rule: .parentSameZone)
             }
             guard parent.recordID.recordName != recordID.recordName else {
-                throw .invalid("a record cannot be its own parent", recordID: recordID, rule: "parentCycle")
+                throw .invalid("a record cannot be its own parent", recordID: recordID, rule: .parentCycle)
             }
         }
     }
@@ -38,27 +38,27 @@ extension Record {
             throw ShareSyncError(
                 .limitExceeded,
                 "record is \(json.count) bytes, over the limit of \(limits.maximumRecordSize) bytes",
-                recordID: recordID, rule: "recordSize")
+                recordID: recordID, rule: .recordSize)
         }
     }
 
     private func check(_ value: FieldValue, key: String) throws(ShareSyncError) {
         func finite(_ d: Double) throws(ShareSyncError) {
             guard d.isFinite else {
-                throw .invalid("field \(key): a double must be finite", recordID: recordID, rule: "finiteDouble")
+                throw .invalid("field \(key): a double must be finite", recordID: recordID, rule: .finiteDouble)
             }
         }
         func location(_ l: Location) throws(ShareSyncError) {
             guard l.latitude.isFinite, l.longitude.isFinite, abs(l.latitude) <= 90, abs(l.longitude) <= 180 else {
                 throw .invalid(
                     "field \(key): latitude must be within ±90 and longitude within ±180", recordID: recordID,
-                    rule: "locationRange")
+                    rule: .locationRange)
             }
         }
         func date(_ d: Date) throws(ShareSyncError) {
             guard d.timeIntervalSince1970.isFinite, abs(d.timeIntervalSince1970) <= Millis.maximumSeconds else {
                 throw .invalid(
-                    "field \(key): a date must be within about 3 million years of 1970", recordID: recordID, rule: "validDate")
+                    "field \(key): a date must be within about 3 million years of 1970", recordID: recordID, rule: .validDate)
             }
         }
         switch value {
@@ -73,7 +73,7 @@ extension Record {
         for reference in value.references where !reference.recordID.zoneID.isSameZone(as: recordID.zoneID) {
             throw .invalid(
                 "field \(key): a reference must point into the record's own zone", recordID: recordID,
-                rule: "referenceSameZone")
+                rule: .referenceSameZone)
         }
     }
 }

@@ -43,24 +43,24 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
     package func position(expectedDatabaseID: String) throws(ShareSyncError) -> Position {
         let parts = stringValue.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count >= 3, let version = parts.first, !version.isEmpty else {
-            throw .invalid("malformed change token", rule: "changeTokenFormat")
+            throw .invalid("malformed change token", rule: .changeTokenFormat)
         }
         guard version == "1" || version == "1s" else {
-            throw .invalid("unsupported change token version \(version)", rule: "changeTokenVersion")
+            throw .invalid("unsupported change token version \(version)", rule: .changeTokenVersion)
         }
         let scan = version == "1s"
         guard parts.count == (scan ? 4 : 3), let seq = Int64(parts[2]), seq >= 0 else {
-            throw .invalid("malformed change token", rule: "changeTokenFormat")
+            throw .invalid("malformed change token", rule: .changeTokenFormat)
         }
         var snapshot: Int64?
         if scan {
-            guard let s = Int64(parts[3]), s >= 0 else { throw .invalid("malformed change token", rule: "changeTokenFormat") }
+            guard let s = Int64(parts[3]), s >= 0 else { throw .invalid("malformed change token", rule: .changeTokenFormat) }
             snapshot = s
         }
         guard parts[1] == expectedDatabaseID else {
             throw ShareSyncError(
                 .changeTokenExpired, "the change token belongs to another database; fetch again from nil",
-                rule: "changeTokenDatabase")
+                rule: .changeTokenDatabase)
         }
         return Position(sequence: seq, scanSnapshot: snapshot)
     }

@@ -135,10 +135,10 @@ public struct Share: Sendable, Hashable {
         guard publicPermission == .none else {
             throw .invalid(
                 "participants can be added only to a private share (publicPermission none)",
-                recordID: recordID, rule: "publicAndPrivateDoNotMix")
+                recordID: recordID, rule: .publicAndPrivateDoNotMix)
         }
         guard participant.role != .owner else {
-            throw .invalid("a share has exactly one owner", recordID: recordID, rule: "oneOwner")
+            throw .invalid("a share has exactly one owner", recordID: recordID, rule: .oneOwner)
         }
         if let name = participant.addressedUserRecordName, isBlocked(name) {
             throw Self.blocked(name, recordID: recordID)
@@ -147,7 +147,7 @@ public struct Share: Sendable, Hashable {
             let index = state.participants.firstIndex(where: { $0.identityKey == key })
         {
             guard state.participants[index].role != .owner else {
-                throw .invalid("the owner is always a participant", recordID: recordID, rule: "oneOwner")
+                throw .invalid("the owner is always a participant", recordID: recordID, rule: .oneOwner)
             }
             state.participants[index].permission = participant.permission
             state.participants[index].role = participant.role
@@ -167,10 +167,10 @@ public struct Share: Sendable, Hashable {
         guard publicPermission == .none else {
             throw .invalid(
                 "participants can be removed only from a private share (publicPermission none)",
-                recordID: recordID, rule: "publicAndPrivateDoNotMix")
+                recordID: recordID, rule: .publicAndPrivateDoNotMix)
         }
         guard participant.role != .owner else {
-            throw .invalid("the owner cannot be removed from a share", recordID: recordID, rule: "oneOwner")
+            throw .invalid("the owner cannot be removed from a share", recordID: recordID, rule: .oneOwner)
         }
         state.participants.removeAll { $0.participantID == participant.participantID }
     }
@@ -183,12 +183,12 @@ public struct Share: Sendable, Hashable {
             throw ShareSyncError(.unknownItem, "no participant \(id) in this share", recordID: recordID)
         }
         guard state.participants[index].role != .owner else {
-            throw .invalid("the owner's permission cannot change", recordID: recordID, rule: "oneOwner")
+            throw .invalid("the owner's permission cannot change", recordID: recordID, rule: .oneOwner)
         }
         guard state.participants[index].role != .publicUser else {
             throw .invalid(
                 "a public user's permission is the share's publicPermission; change that instead", recordID: recordID,
-                rule: "publicUserPermission")
+                rule: .publicUserPermission)
         }
         state.participants[index].permission = permission
     }
@@ -202,15 +202,15 @@ public struct Share: Sendable, Hashable {
         }
         guard role == .administrator || role == .privateUser else {
             throw .invalid("a participant's role can be set to administrator or privateUser, not \(role.rawValue)",
-                           recordID: recordID, rule: "participantRole")
+                           recordID: recordID, rule: .participantRole)
         }
         switch state.participants[index].role {
         case .owner:
-            throw .invalid("the owner's role cannot change", recordID: recordID, rule: "oneOwner")
+            throw .invalid("the owner's role cannot change", recordID: recordID, rule: .oneOwner)
         case .publicUser, .unknown:
             throw .invalid(
                 "participant \(id) joined through the public link; only invited participants can be administrators",
-                recordID: recordID, rule: "participantRole")
+                recordID: recordID, rule: .participantRole)
         case .administrator, .privateUser:
             state.participants[index].role = role
         }
@@ -257,7 +257,7 @@ public struct Share: Sendable, Hashable {
     package static func blocked(_ userRecordName: String, recordID: Record.ID) -> ShareSyncError {
         .invalid(
             "user \(userRecordName) is blocked from this share; unblock them first (unblockIdentities, or `sharesync share unblock`)",
-            recordID: recordID, rule: "identityBlocked")
+            recordID: recordID, rule: .identityBlocked)
     }
 
     /// Approves a requester: they become a participant with the given permission. Takes effect when saved.

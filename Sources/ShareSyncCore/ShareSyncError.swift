@@ -60,7 +60,7 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
     /// For ``Code/serverRecordChanged``: the record as it is on the server now.
     public var serverRecord: Record?
     /// The rule that was broken, as a short identifier (such as `recordSize` or `readOnlyParticipant`).
-    public var rule: String?
+    public var rule: Rule?
     /// For ``Code/partialFailure``: the error of each item that failed, by record name.
     public var partialErrors: [String: ShareSyncError]?
     /// For ``Code/requestRateLimited`` and ``Code/serviceUnavailable``: how long to wait before retrying.
@@ -69,7 +69,7 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
     /// Creates an error.
     public init(
         _ code: Code, _ message: String, recordID: Record.ID? = nil, zoneID: RecordZone.ID? = nil,
-        serverRecord: Record? = nil, rule: String? = nil, partialErrors: [String: ShareSyncError]? = nil,
+        serverRecord: Record? = nil, rule: Rule? = nil, partialErrors: [String: ShareSyncError]? = nil,
         retryAfterSeconds: Double? = nil
     ) {
         self.code = code
@@ -92,7 +92,7 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
 }
 
 extension ShareSyncError {
-    static func invalid(_ message: String, recordID: Record.ID? = nil, zoneID: RecordZone.ID? = nil, rule: String)
+    static func invalid(_ message: String, recordID: Record.ID? = nil, zoneID: RecordZone.ID? = nil, rule: Rule)
         -> ShareSyncError
     {
         ShareSyncError(.invalidArguments, message, recordID: recordID, zoneID: zoneID, rule: rule)

@@ -48,7 +48,7 @@ extension PrivateDatabase {
             if token != nil, since.oldestNeeded < created {
                 throw ShareSyncError(
                     .changeTokenExpired, "zone \(zoneID.zoneName) was deleted and created again since this token; fetch it from nil",
-                    zoneID: zoneID, rule: "changeTokenExpired")
+                    zoneID: zoneID, rule: .changeTokenExpired)
             }
             let (page, moreComing, _) = try feedPage(
                 db.cachedStatement(sql: """
@@ -140,13 +140,13 @@ extension PrivateDatabase {
                 .changeTokenExpired,
                 "the change token is ahead of this database's history (position \(position.sequence), the database is at "
                     + "\(current)); fetch again from nil",
-                rule: "changeTokenExpired")
+                rule: .changeTokenExpired)
         }
         guard position.oldestNeeded >= horizon else {
             throw ShareSyncError(
                 .changeTokenExpired,
                 "the change token is older than the history this database keeps; fetch again from nil",
-                rule: "changeTokenExpired")
+                rule: .changeTokenExpired)
         }
         return position
     }

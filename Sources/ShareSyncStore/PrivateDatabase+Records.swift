@@ -76,7 +76,7 @@ extension PrivateDatabase {
             throw ShareSyncError(
                 .limitExceeded,
                 "a request may save and delete at most \(itemLimit) items; this one has \(count)",
-                rule: "itemsPerRequest")
+                rule: .itemsPerRequest)
         }
         var saveOutcomes: [Record.ID: Result<Record, ShareSyncError>] = [:]
         var deleteOutcomes: [Record.ID: Result<Void, ShareSyncError>] = [:]
@@ -113,7 +113,7 @@ extension PrivateDatabase {
                     guard seen.insert(record.recordID).inserted else {
                         saveOutcomes[record.recordID] = .failure(ShareSyncError(
                             .invalidArguments, "record \(record.recordID.recordName) appears twice in one request",
-                            recordID: record.recordID, rule: "duplicateItem"))
+                            recordID: record.recordID, rule: .duplicateItem))
                         continue
                     }
                     var saved: Record?
@@ -130,7 +130,7 @@ extension PrivateDatabase {
                     guard seen.insert(id).inserted else {
                         deleteOutcomes[id] = .failure(ShareSyncError(
                             .invalidArguments, "record \(id.recordName) appears twice in one request", recordID: id,
-                            rule: "duplicateItem"))
+                            rule: .duplicateItem))
                         continue
                     }
                     if let error = try attempt({ ctx in
@@ -257,7 +257,7 @@ extension WriteContext {
             } catch {
                 throw ShareSyncError(
                     .invalidArguments, "a reference must point into the record's own zone, not \(reference.recordID.zoneID)",
-                    recordID: id, rule: reference == record.parent ? "parentSameZone" : "referenceSameZone")
+                    recordID: id, rule: reference == record.parent ? .parentSameZone : .referenceSameZone)
             }
         }
         let existing = try loadExisting(zone: zone, name: id.recordName)
@@ -292,7 +292,7 @@ extension WriteContext {
                 throw ShareSyncError.init(
                     .invalidArguments,
                     "record \(id.recordName) is a \(existing.recordType); a record's type cannot change to \(record.recordType)",
-                    recordID: id, rule: "recordTypeImmutable")
+                    recordID: id, rule: .recordTypeImmutable)
             }
         }
         let stored = Record(
@@ -308,7 +308,7 @@ extension WriteContext {
         if let parent = stored.parent?.recordID.recordName, try wouldCycle(zone: zone, name: id.recordName, parent: parent) {
             throw ShareSyncError(
                 .invalidArguments, "making \(parent) the parent of \(id.recordName) would close a cycle", recordID: id,
-                rule: "parentCycle")
+                rule: .parentCycle)
         }
         try willSave(stored, existing: existing)
         return try store(stored)

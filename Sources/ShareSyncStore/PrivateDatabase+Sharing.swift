@@ -137,7 +137,7 @@ extension PrivateDatabase {
                 {
                     if state.participants[i].acceptanceStatus == .removed {
                         failure = ShareSyncError(
-                            .permissionFailure, "you left this share; the owner must invite you again", rule: "leftShare")
+                            .permissionFailure, "you left this share; the owner must invite you again", rule: .leftShare)
                         return
                     }
                     state.participants[i].userIdentity.userRecordName = caller.userRecordName
@@ -156,7 +156,7 @@ extension PrivateDatabase {
                 } else if state.publicPermission != .none {
                     guard state.participants.count < limit else {
                         failure = ShareSyncError(
-                            .tooManyParticipants, "the share already has \(limit) participants", rule: "maximumParticipants")
+                            .tooManyParticipants, "the share already has \(limit) participants", rule: .maximumParticipants)
                         return
                     }
                     state.participants.append(Participant(
@@ -198,7 +198,7 @@ extension PrivateDatabase {
         ShareSyncError(
             .participantMayNeedVerification,
             "there is no share at this URL that you are invited to; ask the owner to invite you (or use your invitation link)",
-            rule: "notInvited")
+            rule: .notInvited)
     }
 
     /// The shares of a zone (the zone-wide one and hierarchy shares), by record name: read from the
@@ -221,7 +221,7 @@ extension PrivateDatabase {
 
     private func resolve(_ url: String, _ db: Database) throws -> (ShareURL, String, Share) {
         guard let parsed = ShareURL(string: url) else {
-            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: "shareURLSyntax")
+            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: .shareURLSyntax)
         }
         guard let row = try Row.fetchOne(db, sql: "SELECT zone, name FROM share WHERE token = ?", arguments: [parsed.token]),
             let json = try Data.fetchOne(
@@ -260,7 +260,7 @@ extension PrivateDatabase {
         return ShareSyncError(
             .participantMayNeedVerification,
             "this invitation link was already used by someone else: it admits only the first person who used it; ask the owner for a new one",
-            rule: "invitationSpent")
+            rule: .invitationSpent)
     }
 
     private func isBlocked(_ caller: Caller, _ share: Share) -> Bool {

@@ -58,7 +58,7 @@ extension PrivateDatabase {
     public func deleteZone(_ zoneID: RecordZone.ID) throws(ShareSyncError) {
         try checkOwner(zoneID)
         guard !zoneID.isDefaultZone else {
-            throw .init(.invalidArguments, "the default zone cannot be deleted", zoneID: zoneID, rule: "defaultZone")
+            throw .init(.invalidArguments, "the default zone cannot be deleted", zoneID: zoneID, rule: .defaultZone)
         }
         try write { db in
             var ctx = try WriteContext(db: db, database: self, actor: ownerName)

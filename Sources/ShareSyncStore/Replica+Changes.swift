@@ -124,7 +124,7 @@ extension SharedDatabaseReplica {
         guard zoneID.ownerName == owner else {
             throw ShareSyncError(
                 .invalidArguments, "zone \(zoneID.zoneName) belongs to owner \(zoneID.ownerName), not to \(owner)",
-                zoneID: zoneID, rule: "replicaOwnerMismatch")
+                zoneID: zoneID, rule: .replicaOwnerMismatch)
         }
     }
 
@@ -132,7 +132,7 @@ extension SharedDatabaseReplica {
         guard recordID.zoneID == zoneID else {
             throw ShareSyncError(
                 .invalidArguments, "record \(recordID.recordName) is in zone \(recordID.zoneID), not in \(zoneID)",
-                recordID: recordID, rule: "replicaZoneMismatch")
+                recordID: recordID, rule: .replicaZoneMismatch)
         }
     }
 }

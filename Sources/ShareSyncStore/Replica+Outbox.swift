@@ -136,7 +136,7 @@ extension SharedDatabaseReplica {
         init(_ error: ShareSyncError) {
             code = error.code
             message = error.message
-            rule = error.rule
+            rule = error.rule?.rawValue
             recordName = error.recordID?.recordName
         }
 
@@ -144,7 +144,7 @@ extension SharedDatabaseReplica {
             let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: owner)
             return ShareSyncError(
                 code, message, recordID: recordName.map { ShareSyncCore.Record.ID(recordName: $0, zoneID: zoneID) },
-                zoneID: zoneID, rule: rule)
+                zoneID: zoneID, rule: rule.map(Rule.init(rawValue:)))
         }
     }
 
@@ -152,7 +152,7 @@ extension SharedDatabaseReplica {
         do {
             return try JSONCoding.encoder(includingChangedKeys: true).encode(value)
         } catch {
-            throw ShareSyncError(.invalidArguments, "the operation cannot be encoded as JSON: \(error)", rule: "recordJSON")
+            throw ShareSyncError(.invalidArguments, "the operation cannot be encoded as JSON: \(error)", rule: .recordJSON)
         }
     }
 

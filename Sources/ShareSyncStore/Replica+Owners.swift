@@ -20,7 +20,7 @@ extension SharedDatabaseReplica {
     /// tokens and outbox).
     public func setOwner(_ info: OwnerInfo) throws(ShareSyncError) {
         guard !info.ownerName.isEmpty else {
-            throw ShareSyncError(.invalidArguments, "an owner needs a user record name", rule: "replicaOwnerName")
+            throw ShareSyncError(.invalidArguments, "an owner needs a user record name", rule: .replicaOwnerName)
         }
         try write { db in
             try db.execute(

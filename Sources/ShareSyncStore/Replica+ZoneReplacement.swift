@@ -17,7 +17,7 @@ extension SharedDatabaseReplica {
         guard let last = pages.last, !last.moreComing else {
             throw ShareSyncError(
                 .invalidArguments, "a zone replacement needs every page of the refetch, up to one without moreComing",
-                zoneID: zoneID, rule: "replicaIncompleteReplacement")
+                zoneID: zoneID, rule: .replicaIncompleteReplacement)
         }
         try write { db in
             try requireOwner(db, owner)
@@ -49,7 +49,7 @@ extension SharedDatabaseReplica {
             ) == true else {
                 throw ShareSyncError(
                     .invalidArguments, "no replacement of zone \(zoneID.zoneName) was begun", zoneID: zoneID,
-                    rule: "replicaReplacementNotBegun")
+                    rule: .replicaReplacementNotBegun)
             }
             try applyRecordChanges(db, page, table: "replicaStagedRecord", owner: owner)
             try db.execute(
@@ -69,7 +69,7 @@ extension SharedDatabaseReplica {
             guard let row, let token = row["token"] as String?, row["complete"] as Bool == true else {
                 throw ShareSyncError(
                     .invalidArguments, "the replacement of zone \(zoneName) is not complete: stage every page first",
-                    zoneID: zoneID, rule: "replicaIncompleteReplacement")
+                    zoneID: zoneID, rule: .replicaIncompleteReplacement)
             }
             if try isLeaving(db, owner: owner, zoneName: zoneName) {  // left locally meanwhile: stays out
                 try db.execute(sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
@@ -99,7 +99,7 @@ extension SharedDatabaseReplica {
         guard page.zoneID == zoneID else {
             throw ShareSyncError(
                 .invalidArguments, "a page of zone \(page.zoneID) cannot replace zone \(zoneID)", zoneID: zoneID,
-                rule: "replicaZoneMismatch")
+                rule: .replicaZoneMismatch)
         }
     }
 }

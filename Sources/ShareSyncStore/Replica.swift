@@ -90,7 +90,7 @@ public final class SharedDatabaseReplica: Sendable {
     func requireOwner(_ db: Database, _ owner: String) throws {
         guard try Bool.fetchOne(db, sql: "SELECT 1 FROM replicaOwner WHERE owner = ?", arguments: [owner]) == true else {
             throw ShareSyncError(
-                .unknownItem, "owner \(owner) is not in this replica; add it with setOwner first", rule: "replicaUnknownOwner")
+                .unknownItem, "owner \(owner) is not in this replica; add it with setOwner first", rule: .replicaUnknownOwner)
         }
     }
 }

@@ -78,7 +78,7 @@ public struct SharedDatabaseView: Sendable {
             if token != nil, since.oldestNeeded < entered {
                 throw ShareSyncError(
                     .changeTokenExpired, "zone \(zoneID.zoneName) was shared with you again since this token; fetch it from nil",
-                    zoneID: zoneID, rule: "changeTokenExpired")
+                    zoneID: zoneID, rule: .changeTokenExpired)
             }
             let (page, moreComing, bytes) = try database.feedPage(
                 db.cachedStatement(sql: """
@@ -129,7 +129,7 @@ public struct SharedDatabaseView: Sendable {
                     .limitExceeded,
                     "the \(recordIDs.count) records asked for come to about \(total) bytes; one answer carries at most \(budget) "
                         + "bytes (fetch fewer records at a time)",
-                    rule: "maximumResponseSize")
+                    rule: .maximumResponseSize)
             }
             var results: [Record.ID: Result<Record, ShareSyncError>] = [:]
             for id in recordIDs {

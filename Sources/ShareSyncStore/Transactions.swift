@@ -47,7 +47,7 @@ extension ShareSyncError {
             .quotaExceeded,
             "the disk holding \(path) is full: the \(what) was rolled back and nothing of it was saved; free some space "
                 + "and it is retried (SQLite: \(detail))",
-            rule: "diskFull")
+            rule: .diskFull)
     }
 }
 

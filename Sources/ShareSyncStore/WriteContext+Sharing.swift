@@ -111,7 +111,7 @@ extension WriteContext {
             for d in try descendants(zone: zone, of: name) where try shareRooted(zone: zone, at: d) != nil {
                 throw ShareSyncError(
                     .alreadyShared, "record \(d) under \(name) is the root of another share; it cannot join share \(target)",
-                    recordID: record.recordID, rule: "oneSharePerRecord")
+                    recordID: record.recordID, rule: .oneSharePerRecord)
             }
         }
         if isRoot, parentChanged, let parent = newParent, try zoneShareName(zone) == nil,
@@ -119,7 +119,7 @@ extension WriteContext {
         {
             throw ShareSyncError(
                 .alreadyShared, "record \(name) is the root of a share; it cannot move into share \(enclosing)",
-                recordID: record.recordID, rule: "oneSharePerRecord")
+                recordID: record.recordID, rule: .oneSharePerRecord)
         }
 
         if parentChanged { membershipDirty[zone, default: []].insert(name) }
@@ -159,18 +159,18 @@ extension WriteContext {
         let id = record.recordID
         let zone = id.zoneID.zoneName
         guard var share = Share(record) else {
-            throw ShareSyncError(.invalidArguments, "a cloudkit.share record must carry share properties", recordID: id, rule: "shareRecord")
+            throw ShareSyncError(.invalidArguments, "a cloudkit.share record must carry share properties", recordID: id, rule: .shareRecord)
         }
         guard !id.zoneID.isDefaultZone else {
-            throw ShareSyncError(.invalidArguments, "only custom zones can be shared, not the default zone", recordID: id, rule: "defaultZoneNotShareable")
+            throw ShareSyncError(.invalidArguments, "only custom zones can be shared, not the default zone", recordID: id, rule: .defaultZoneNotShareable)
         }
         for key in share.record.fields.keys where !key.hasPrefix("cloudkit.") {
-            throw ShareSyncError(.invalidArguments, "a share holds only its system fields, not \(key)", recordID: id, rule: "shareFields")
+            throw ShareSyncError(.invalidArguments, "a share holds only its system fields, not \(key)", recordID: id, rule: .shareFields)
         }
         try checkShareProperties(share)
         let existingRecord = try loadRecord(zone: zone, name: id.recordName)
         if let existingRecord, existingRecord.recordType != Record.shareRecordType {
-            throw ShareSyncError(.invalidArguments, "record \(id.recordName) is not a share", recordID: id, rule: "recordTypeImmutable")
+            throw ShareSyncError(.invalidArguments, "record \(id.recordName) is not a share", recordID: id, rule: .recordTypeImmutable)
         }
         let existing = existingRecord.flatMap(Share.init)
         if let existing {
@@ -180,12 +180,12 @@ extension WriteContext {
                     serverRecord: present(existing.record, zoneID: id.zoneID))
             }
             guard existing.rootRecordID?.recordName == share.rootRecordID?.recordName else {
-                throw ShareSyncError(.invalidArguments, "a share's root cannot change", recordID: id, rule: "shareRootImmutable")
+                throw ShareSyncError(.invalidArguments, "a share's root cannot change", recordID: id, rule: .shareRootImmutable)
             }
             if !isOwner { try AccessPolicy.checkShareEdit(old: existing, new: share, by: actor) }
         } else {
             guard isOwner else {
-                throw ShareSyncError(.permissionFailure, "only the owner can share records", recordID: id, rule: "shareCreateOwnerOnly")
+                throw ShareSyncError(.permissionFailure, "only the owner can share records", recordID: id, rule: .shareCreateOwnerOnly)
             }
             try checkNewShare(share, zone: zone)
         }
@@ -234,26 +234,26 @@ extension WriteContext {
             case (keys.title, _), (keys.shareType, _), (keys.thumbnailImageData, _):
                 throw ShareSyncError(
                     .invalidArguments, "\(key) must be \(key == keys.thumbnailImageData ? "bytes" : "a string")", recordID: id,
-                    rule: "shareFields")
+                    rule: .shareFields)
             default:
                 throw ShareSyncError(
                     .invalidArguments,
                     "a share's system fields are \(keys.title), \(keys.thumbnailImageData) and \(keys.shareType), not \(key)",
-                    recordID: id, rule: "shareFields")
+                    recordID: id, rule: .shareFields)
             }
         }
         if let data = share.thumbnailImageData, data.count > Share.maximumThumbnailSize {
             throw ShareSyncError(
                 .limitExceeded,
                 "the share's thumbnail is \(data.count) bytes; at most \(Share.maximumThumbnailSize) are allowed",
-                recordID: id, rule: "thumbnailSize")
+                recordID: id, rule: .thumbnailSize)
         }
         if let type = share.shareType {
             guard Self.isUniformTypeIdentifier(type) else {
                 throw ShareSyncError(
                     .invalidArguments,
                     "share type \(type.prefix(80).debugDescription) is not a uniform type identifier (like public.image or com.example.list: letters, digits, - and ., at most 255 bytes)",
-                    recordID: id, rule: "shareTypeSyntax")
+                    recordID: id, rule: .shareTypeSyntax)
             }
         }
     }
@@ -278,34 +278,34 @@ extension WriteContext {
         let id = share.recordID
         if let root = share.rootRecordID {
             guard root.zoneID.zoneName == zone else {
-                throw ShareSyncError(.invalidArguments, "a share lives in its root's zone", recordID: id, rule: "shareRootZone")
+                throw ShareSyncError(.invalidArguments, "a share lives in its root's zone", recordID: id, rule: .shareRootZone)
             }
             guard try loadRecord(zone: zone, name: root.recordName) != nil else {
                 throw ShareSyncError(
                     .invalidArguments, "the root record \(root.recordName) must exist or be saved in the same request as its share",
-                    recordID: id, rule: "shareRootExists")
+                    recordID: id, rule: .shareRootExists)
             }
             if try zoneShareName(zone) != nil {
-                throw ShareSyncError(.alreadyShared, "zone \(zone) is already shared as a whole", recordID: id, rule: "oneSharePerRecord")
+                throw ShareSyncError(.alreadyShared, "zone \(zone) is already shared as a whole", recordID: id, rule: .oneSharePerRecord)
             }
             if let other = try membership(zone: zone, name: root.recordName) {
                 throw ShareSyncError(
-                    .alreadyShared, "record \(root.recordName) is already part of share \(other)", recordID: root, rule: "oneSharePerRecord")
+                    .alreadyShared, "record \(root.recordName) is already part of share \(other)", recordID: root, rule: .oneSharePerRecord)
             }
             for d in try descendants(zone: zone, of: root.recordName) where try shareRooted(zone: zone, at: d) != nil {
                 throw ShareSyncError(
                     .alreadyShared, "record \(d) under \(root.recordName) is the root of another share", recordID: root,
-                    rule: "oneSharePerRecord")
+                    rule: .oneSharePerRecord)
             }
         } else {
             guard id.recordName == Share.zoneShareRecordName else {
                 throw ShareSyncError(
-                    .invalidArguments, "a zone-wide share's record name is \(Share.zoneShareRecordName)", recordID: id, rule: "zoneShareName")
+                    .invalidArguments, "a zone-wide share's record name is \(Share.zoneShareRecordName)", recordID: id, rule: .zoneShareName)
             }
             if try zoneHasShares(zone) {
                 throw ShareSyncError(
                     .alreadyShared, "zone \(zone) already has a share; a zone-wide share cannot overlap it", recordID: id,
-                    rule: "oneSharePerRecord")
+                    rule: .oneSharePerRecord)
             }
         }
     }
@@ -331,7 +331,7 @@ extension WriteContext {
         if share.publicPermission != .none, existing != nil, privateIDs(old) != privateIDs(share.participants) {
             throw ShareSyncError(
                 .invalidArguments, "participants can be added or removed only while publicPermission is none", recordID: id,
-                rule: "publicAndPrivateDoNotMix")
+                rule: .publicAndPrivateDoNotMix)
         }
         // A change of publicPermission removes the pending participants; a change to none, everyone but
         // the owner (participants added in the same save stay: they are new invitations).
@@ -356,12 +356,12 @@ extension WriteContext {
                 if p.userIdentity.lookupInfo?.isEmpty ?? true, !p.isOneTimeURLParticipant, p.userIdentity.userRecordName == nil {
                     throw ShareSyncError(
                         .invalidArguments, "a participant needs an email address, a phone number or a user record name",
-                        recordID: id, rule: "participantLookupInfo")
+                        recordID: id, rule: .participantLookupInfo)
                 }
                 guard p.role != .publicUser else {
                     throw ShareSyncError(
                         .invalidArguments, "public participants join through the URL; they cannot be added", recordID: id,
-                        rule: "publicUserJoinsByURL")
+                        rule: .publicUserJoinsByURL)
                 }
                 if p.userIdentity.userRecordName == ownerName { continue }
                 if let name = p.addressedUserRecordName, blocked.contains(name) {
@@ -390,7 +390,7 @@ extension WriteContext {
             throw ShareSyncError(
                 .tooManyParticipants,
                 "a share may have at most \(database.limits.maximumParticipants) participants, the owner included",
-                recordID: id, rule: "maximumParticipants")
+                recordID: id, rule: .maximumParticipants)
         }
         let oldRequesters = Set((existing?.requesters ?? []).map(\.userRecordName))
         let keptRequesters = share.requesters.filter { oldRequesters.contains($0.userRecordName) && !blocked.contains($0.userRecordName) }

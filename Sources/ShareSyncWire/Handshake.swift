@@ -99,10 +99,12 @@ public enum Handshake {
 
         /// Parses either a `SHARESYNC ...` or a `SHARESYNC-ERROR ...` line.
         public init(parsing line: Substring) throws(FrameError) {
-            let line = Handshake.trimmed(line)
-            if line.hasPrefix(Handshake.errorMagic + " ") {
-                self = .refused(Handshake.parseErrorLine(line))
+            let trimmed = Handshake.trimmed(line)
+            if trimmed.hasPrefix(Handshake.errorMagic + " ") {
+                self = .refused(Handshake.parseErrorLine(trimmed))
             } else {
+                // The untrimmed line: ServerHello tolerates one trailing `\r` itself, and trimming here
+                // too let `\r\r` through (found by the handshake fuzz target).
                 self = .accepted(try ServerHello(parsing: line))
             }
         }

@@ -16,7 +16,7 @@ public struct NodeIdentity: Sendable {
         do {
             _ = try Curve25519.Signing.PrivateKey(rawRepresentation: rawPrivateKey)
         } catch {
-            throw ShareSyncError(.invalidArguments, "not an Ed25519 private key: \(error)", rule: "identityKey")
+            throw ShareSyncError(.invalidArguments, "not an Ed25519 private key: \(error)", rule: .identityKey)
         }
         self.rawPrivateKey = rawPrivateKey
     }
@@ -60,10 +60,10 @@ public struct NodeIdentity: Sendable {
     /// Reads a key file: the standard base64 of the 32 raw private-key bytes, and a newline.
     public static func load(path: String) throws(ShareSyncError) -> NodeIdentity {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ShareSyncError(.invalidArguments, "cannot read the key file \(path)", rule: "identityKey")
+            throw ShareSyncError(.invalidArguments, "cannot read the key file \(path)", rule: .identityKey)
         }
         guard let raw = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)), raw.count == 32 else {
-            throw ShareSyncError(.invalidArguments, "the key file \(path) does not hold a base64 Ed25519 key", rule: "identityKey")
+            throw ShareSyncError(.invalidArguments, "the key file \(path) does not hold a base64 Ed25519 key", rule: .identityKey)
         }
         return try NodeIdentity(rawPrivateKey: raw)
     }
@@ -79,14 +79,14 @@ public struct NodeIdentity: Sendable {
             let path = (home as NSString).appendingPathComponent(Self.keyFileName)
             let tmp = path + ".tmp"
             guard fm.createFile(atPath: tmp, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-                throw ShareSyncError(.internalError, "cannot create \(tmp)", rule: "identityKey")
+                throw ShareSyncError(.internalError, "cannot create \(tmp)", rule: .identityKey)
             }
             try Data((rawPrivateKey.base64EncodedString() + "\n").utf8).write(to: URL(fileURLWithPath: tmp))
             try fm.setAttributes([.posixPermissions: 0o600], ofItemAtPath: tmp)
             if fm.fileExists(atPath: path) { try fm.removeItem(atPath: path) }
             try fm.moveItem(atPath: tmp, toPath: path)
         } catch {
-            throw ShareSyncError(.internalError, "cannot write the key file in \(home): \(error)", rule: "identityKey")
+            throw ShareSyncError(.internalError, "cannot write the key file in \(home): \(error)", rule: .identityKey)
         }
     }
 }

@@ -33,7 +33,7 @@ public struct WireError: Codable, Sendable, Hashable {
     public init(_ error: ShareSyncError) {
         self.init(
             code: error.code.rawValue, message: error.message, recordName: error.recordID?.recordName,
-            zoneName: error.zoneID?.zoneName, rule: error.rule, serverRecord: error.serverRecord,
+            zoneName: error.zoneID?.zoneName, rule: error.rule?.rawValue, serverRecord: error.serverRecord,
             partialErrors: error.partialErrors?.mapValues { WireError($0) }, retryAfterSeconds: error.retryAfterSeconds)
     }
 
@@ -44,7 +44,7 @@ public struct WireError: Codable, Sendable, Hashable {
         let recordID = recordName.map { Record.ID(recordName: $0, zoneID: zoneID ?? .default) }
         return ShareSyncError(
             known ?? .internalError, known == nil ? "\(code): \(message)" : message, recordID: recordID,
-            zoneID: zoneID, serverRecord: serverRecord, rule: rule,
+            zoneID: zoneID, serverRecord: serverRecord, rule: rule.map(Rule.init(rawValue:)),
             partialErrors: partialErrors?.mapValues { $0.shareSyncError(ownerName: ownerName) },
             retryAfterSeconds: retryAfterSeconds)
     }
@@ -83,6 +83,6 @@ extension FrameError {
             case .tlsRequired, .alpnMismatch: .notAuthenticated
             default: .invalidArguments
             }
-        return ShareSyncError(code, message, rule: self.code.rawValue)
+        return ShareSyncError(code, message, rule: Rule(rawValue: self.code.rawValue))
     }
 }

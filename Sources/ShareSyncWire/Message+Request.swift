@@ -149,7 +149,7 @@ public struct Response<Result: Codable & Sendable>: Codable, Sendable {
     public func result(ownerName: String) throws(ShareSyncError) -> Result {
         if let error { throw error.shareSyncError(ownerName: ownerName) }
         guard let ok else {
-            throw ShareSyncError(.invalidArguments, "response has neither ok nor error", rule: "malformedRequest")
+            throw ShareSyncError(.invalidArguments, "response has neither ok nor error", rule: .malformedRequest)
         }
         return ok
     }

@@ -30,7 +30,7 @@ public struct ShareMetadataResult: Codable, Sendable {
     /// The metadata, with the root record ID in the share's zone.
     public func metadata() throws(ShareSyncError) -> ShareMetadata {
         guard let share = Share(share) else {
-            throw ShareSyncError(.invalidArguments, "the share in the metadata is not a share record", rule: "malformedRequest")
+            throw ShareSyncError(.invalidArguments, "the share in the metadata is not a share record", rule: .malformedRequest)
         }
         return ShareMetadata(
             share: share, containerIdentifier: containerIdentifier, ownerIdentity: ownerIdentity,
@@ -114,7 +114,7 @@ public struct ZoneChangesResult: Codable, Sendable, Hashable {
             order.allSatisfy({ $0 == "c" || $0 == "d" }),
             order.filter({ $0 == "c" }).count == changed.count
         else {
-            throw ShareSyncError(.invalidArguments, "order does not match changed and deleted", rule: "malformedRequest")
+            throw ShareSyncError(.invalidArguments, "order does not match changed and deleted", rule: .malformedRequest)
         }
         var c = changed.makeIterator()
         var d = deleted.makeIterator()

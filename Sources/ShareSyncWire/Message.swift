@@ -33,7 +33,7 @@ public enum MessageCoding {
         } catch let error as ShareSyncError {
             throw error
         } catch {
-            throw ShareSyncError(.internalError, "message cannot be encoded as JSON: \(error)", rule: "messageJSON")
+            throw ShareSyncError(.internalError, "message cannot be encoded as JSON: \(error)", rule: .messageJSON)
         }
     }
 
@@ -56,9 +56,9 @@ public enum MessageCoding {
         do {
             return try JSONCoding.decoder().decode(type, from: data)
         } catch let error as ShareSyncError {
-            throw ShareSyncError(error.code, error.message, rule: "malformedRequest")
+            throw ShareSyncError(error.code, error.message, rule: .malformedRequest)
         } catch {
-            throw ShareSyncError(.invalidArguments, "malformed message: \(describe(error))", rule: "malformedRequest")
+            throw ShareSyncError(.invalidArguments, "malformed message: \(describe(error))", rule: .malformedRequest)
         }
     }
 

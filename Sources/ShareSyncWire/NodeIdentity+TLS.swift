@@ -53,7 +53,7 @@ extension NodeIdentity {
                 privateKey: try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem),
                 certificatePEM: certificatePEM, privateKeyPEM: keyPEM)
         } catch {
-            throw ShareSyncError(.internalError, "cannot make the TLS certificate of \(userRecordName): \(error)", rule: "tlsCertificate")
+            throw ShareSyncError(.internalError, "cannot make the TLS certificate of \(userRecordName): \(error)", rule: .tlsCertificate)
         }
     }
 }

@@ -117,7 +117,7 @@ public final class TLSPeerHandler: ChannelInboundHandler {
         switch TransportSecurity.peerPublicKey(chain) {
         case .failure(let problem):
             verificationFailure = ShareSyncError(
-                .notAuthenticated, "the peer's TLS certificate is not acceptable: \(problem)", rule: "badCertificate")
+                .notAuthenticated, "the peer's TLS certificate is not acceptable: \(problem)", rule: .badCertificate)
             return .failed
         case .success(let key):
             if case .client(let expected?) = role {
@@ -126,7 +126,7 @@ public final class TLSPeerHandler: ChannelInboundHandler {
                     verificationFailure = ShareSyncError(
                         .notAuthenticated,
                         "the owner's TLS certificate has key \(fingerprint), but the share URL names \(expected); not talking to it",
-                        rule: "ownerFingerprintMismatch")
+                        rule: .ownerFingerprintMismatch)
                     return .failed
                 }
             }
@@ -154,7 +154,7 @@ public final class TLSPeerHandler: ChannelInboundHandler {
         }
         let certificate = try? context.pipeline.syncOperations.nioSSL_peerCertificate()
         guard let certificate, case .success(let key) = TransportSecurity.peerPublicKey(certificate) else {
-            return refuse(ShareSyncError(.notAuthenticated, "the peer presented no usable TLS certificate", rule: "badCertificate"), context: context)
+            return refuse(ShareSyncError(.notAuthenticated, "the peer presented no usable TLS certificate", rule: .badCertificate), context: context)
         }
         context.fireUserInboundEventTriggered(event)
         context.fireUserInboundEventTriggered(ConnectionSecurity.tls(peerPublicKey: key))
@@ -176,7 +176,7 @@ public final class TLSPeerHandler: ChannelInboundHandler {
                 .notAuthenticated,
                 "the TLS handshake with the owner failed (\(error)); the owner must speak TLS 1.3 with ALPN "
                     + "\(TransportSecurity.applicationProtocol) and accept this node's certificate",
-                rule: "tlsHandshakeFailed"))
+                rule: .tlsHandshakeFailed))
     }
 
     private func refuse(_ error: FrameError, context: ChannelHandlerContext) {

@@ -87,7 +87,7 @@ public enum TransportSecurity {
         do {
             return try NIOSSLContext(configuration: configuration)
         } catch {
-            throw ShareSyncError(.internalError, "cannot set up TLS: \(error)", rule: "tlsConfiguration")
+            throw ShareSyncError(.internalError, "cannot set up TLS: \(error)", rule: .tlsConfiguration)
         }
     }
 

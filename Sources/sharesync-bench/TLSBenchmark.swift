@@ -10,7 +10,12 @@ import ShareSyncWire
 // in-process owner server (127.0.0.1, cleartext allowed, so both modes reach the same code):
 // connection setup (TCP + TLS + framing handshake + Ed25519 challenge-response, until `welcome`),
 // p50/p99 over BENCH_CONNECTIONS connections (default 300), and the initial fetch of a zone of
-// BENCH_RECORDS Topic/Note records (default 50,000) in pages of 400, records/s (best of 3).
+// BENCH_RECORDS Topic/Note records (default 50,000) in pages of 400, records/s (best of 3); change
+// latency, the owner's save of one record until a subscribed participant holds its push, p50/p99
+// over BENCH_CHANGES saves (default 500); and fan-out, BENCH_FANOUT_IDENTITIES identities (default
+// 50) with two subscribed connections each: the owner saves one record at a time (BENCH_FANOUT_CHANGES,
+// default 1,000) and waits until every connection holds it, p50/p99 of that wait.
+// The last line is TLS's cost on each, in percent.
 func runTLSBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let connections = Int(environment["BENCH_CONNECTIONS"] ?? "") ?? 300
@@ -33,9 +38,12 @@ func runTLSBenchmark() async throws {
     database.setShareURLBase(ShareURLBase(host: "127.0.0.1", port: server.port, ownerFingerprint: owner.fingerprint))
     let url = try require(Share(try database.fetchRecord(share.recordID))?.url)
 
-    print("| transport | connect + authenticate p50 ms | p99 ms | initial fetch of \(total) records, records/s |")
-    print("| --- | ---: | ---: | ---: |")
+    let latencySamples = Int(environment["BENCH_CHANGES"] ?? "") ?? 500
+    let fanOutIdentities = Int(environment["BENCH_FANOUT_IDENTITIES"] ?? "") ?? 50
+    let fanOutChanges = Int(environment["BENCH_FANOUT_CHANGES"] ?? "") ?? 1_000
+    var rows: [TransportFigures] = []
     for (label, mode) in [("TLS 1.3", TransportSecurity.Mode.tls), ("cleartext (loopback debug mode)", .cleartextOnLoopback)] {
+        var figures = TransportFigures(label: label)
         let participant = NodeIdentity.generate()
         var samples: [Double] = []
         for i in 0..<(connections + 20) {
@@ -44,9 +52,10 @@ func runTLSBenchmark() async throws {
             if i >= 20 { samples.append((now() - start) * 1000) }
             await connection.close()
         }
+        figures.connectP50 = percentile(samples, 50)
+        figures.connectP99 = percentile(samples, 99)
         let connection = try await OwnerConnection.connect(url: url, identity: participant, security: mode)
-        try await connection.acceptShare(url: url)
-        var best = 0.0
+        _ = try await connection.acceptShare(url: url)
         for _ in 0..<3 {
             let start = now()
             var token: ServerChangeToken?
@@ -57,10 +66,92 @@ func runTLSBenchmark() async throws {
                 token = page.changeToken
                 if !page.moreComing { break }
             } while true
-            best = max(best, Double(count) / (now() - start))
+            figures.initialFetch = max(figures.initialFetch, Double(count) / (now() - start))
         }
+
+        progress(String(format: "%@: connect p50 %.2f ms, initial fetch %.0f records/s", label, figures.connectP50, figures.initialFetch))
+        // Change latency: the owner saves one record, the subscribed participant holds the push.
+        var pushes = try await connection.subscribe().makeAsyncIterator()
+        var latencies: [Double] = []
+        for i in 0..<(latencySamples + 20) {
+            let record = note(named: "latency-\(label.prefix(3))-\(i)", index: total + i, zone: zone)
+            let start = now()
+            _ = try database.modifyRecords(saving: [record], savePolicy: .allKeys).get()
+            while let push = await pushes.next() {
+                // By name: the push's IDs carry the owner's name, the owner's own write the default owner.
+                let name = record.recordID.recordName
+                if push.zoneChanges.contains(where: { $0.changedRecords.contains { $0.recordID.recordName == name } }) { break }
+            }
+            if i >= 20 { latencies.append((now() - start) * 1000) }
+        }
+        figures.latencyP50 = percentile(latencies, 50)
+        progress(String(format: "%@: change latency p50 %.3f ms", label, figures.latencyP50))
+        figures.latencyP99 = percentile(latencies, 99)
         await connection.close()
-        print(String(format: "| %@ | %.2f | %.2f | %.0f |", label, percentile(samples, 50), percentile(samples, 99), best))
+
+        // Fan-out, as the suite measures it: 2 subscribed connections for each of N identities; the
+        // owner saves one record at a time and waits until every connection holds it (the time of the
+        // last arrival, p50/p99 over M saves).
+        let (arrivals, arrived) = AsyncStream<(String, Double)>.makeStream()
+        var subscribers: [OwnerConnection] = []
+        var readers: [Task<Void, Never>] = []
+        let prefix = "fan-\(label.prefix(3))-"
+        for _ in 0..<fanOutIdentities {
+            let identity = NodeIdentity.generate()
+            for _ in 0..<2 {
+                let subscriber = try await OwnerConnection.connect(url: url, identity: identity, security: mode)
+                _ = try await subscriber.acceptShare(url: url)
+                let stream = try await subscriber.subscribe()
+                subscribers.append(subscriber)
+                readers.append(Task {
+                    for await push in stream {
+                        let time = now()
+                        for zoneChanges in push.zoneChanges {
+                            for record in zoneChanges.changedRecords where record.recordID.recordName.hasPrefix(prefix) {
+                                arrived.yield((record.recordID.recordName, time))
+                            }
+                        }
+                    }
+                })
+            }
+        }
+        var arrivalIterator = arrivals.makeAsyncIterator()
+        var lastArrival: [Double] = []
+        for i in 0..<(fanOutChanges + 10) {
+            let record = note(named: "\(prefix)\(i)", index: total + i, zone: zone)
+            let start = now()
+            _ = try database.modifyRecords(saving: [record], savePolicy: .allKeys).get()
+            var count = 0
+            var last = start
+            while count < subscribers.count, let (name, time) = await arrivalIterator.next() {
+                guard name == record.recordID.recordName else { continue }
+                count += 1
+                last = max(last, time)
+            }
+            if i >= 10 { lastArrival.append((last - start) * 1000) }
+        }
+        figures.fanOutP50 = percentile(lastArrival, 50)
+        figures.fanOutP99 = percentile(lastArrival, 99)
+        progress(String(format: "%@: fan-out p50 %.3f ms", label, figures.fanOutP50))
+        for subscriber in subscribers { await subscriber.close() }
+        for reader in readers { await reader.value }
+        arrived.finish()
+        rows.append(figures)
+    }
+    print("| transport | connect + authenticate p50 ms | p99 ms | initial fetch of \(total) records, records/s | change latency p50 ms | p99 ms | fan-out to \(fanOutIdentities * 2) connections, until the last holds a change, p50 ms | p99 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows {
+        print(String(
+            format: "| %@ | %.2f | %.2f | %.0f | %.3f | %.3f | %.3f | %.3f |", row.label, row.connectP50, row.connectP99,
+            row.initialFetch, row.latencyP50, row.latencyP99, row.fanOutP50, row.fanOutP99))
+    }
+    if rows.count == 2 {
+        let (tls, clear) = (rows[0], rows[1])
+        print(String(
+            format: "TLS's cost: initial fetch %+.1f %%, change latency p50 %+.1f %% (p99 %+.1f %%), fan-out p50 %+.1f %% (p99 %+.1f %%) (positive = TLS slower)",
+            (clear.initialFetch / tls.initialFetch - 1) * 100, (tls.latencyP50 / clear.latencyP50 - 1) * 100,
+            (tls.latencyP99 / clear.latencyP99 - 1) * 100, (tls.fanOutP50 / clear.fanOutP50 - 1) * 100,
+            (tls.fanOutP99 / clear.fanOutP99 - 1) * 100))
     }
     try await server.shutdown()
     var setup: [Double] = []
@@ -73,6 +164,24 @@ func runTLSBenchmark() async throws {
 }
 
 private struct MissingShareURL: Error {}
+
+/// A Note of the data set under another name.
+private func note(named name: String, index: Int, zone: RecordZone.ID) -> Record {
+    let template = DataSet.note(index, topic: 0, zone: zone)
+    var record = Record(recordType: template.recordType, recordID: .init(recordName: name, zoneID: zone))
+    for (key, value) in template.fields { record[key] = value }
+    record.parent = template.parent
+    return record
+}
+
+/// One transport's row of the `tls` table.
+private struct TransportFigures {
+    var label: String
+    var connectP50 = 0.0, connectP99 = 0.0
+    var initialFetch = 0.0
+    var latencyP50 = 0.0, latencyP99 = 0.0
+    var fanOutP50 = 0.0, fanOutP99 = 0.0
+}
 
 private func require<T>(_ value: T?) throws -> T {
     guard let value else { throw MissingShareURL() }

@@ -73,9 +73,9 @@ struct InitCommand: AsyncParsableCommand {
         do {
             home = try NodeHome.create(at: options.homePath, settings: settings)
         } catch {
-            let exit = error.rule == "homeExists" ? Exit.cannotCreate : Exit.software
+            let exit = error.rule == .homeExists ? Exit.cannotCreate : Exit.software
             if Output.jsonErrors {
-                Output.emitJSONError(code: error.code.rawValue, message: error.message, exit: exit, rule: error.rule)
+                Output.emitJSONError(code: error.code.rawValue, message: error.message, exit: exit, rule: error.rule?.rawValue)
             } else {
                 Output.error(error.description)
             }
@@ -147,7 +147,7 @@ struct RunCommand: AsyncParsableCommand {
                     .invalidArguments,
                     "--cleartext-loopback needs a loopback listen address, but this node listens on \(listen); "
                         + "set one with `sharesync init --listen 127.0.0.1:PORT`, or run without --cleartext-loopback (TLS)",
-                    rule: "cleartextNotLoopback"))
+                    rule: .cleartextNotLoopback))
         }
         // --sync-page-size (hidden): smaller fetch pages, so tests can interrupt an initial sync midway.
         let node = NodeService(

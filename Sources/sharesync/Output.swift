@@ -74,12 +74,12 @@ enum Output {
             switch error {
             case let error as ControlError:
                 emitJSONError(
-                    code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule,
+                    code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule?.rawValue,
                     recordName: error.recordName, zoneName: error.zoneName, serverRecord: error.serverRecord)
                 return Exit.refused
             case let error as ShareSyncError:
                 emitJSONError(
-                    code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule,
+                    code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule?.rawValue,
                     recordName: error.recordID?.recordName, zoneName: error.zoneID?.zoneName,
                     serverRecord: error.serverRecord)
                 return Exit.refused

@@ -53,7 +53,7 @@ func readThumbnail(_ path: String) throws -> Data {
     guard size <= Share.maximumThumbnailSize else {
         throw Output.fail(ShareSyncError(
             .limitExceeded, "thumbnail \(path) is \(size) bytes; a share's thumbnail is at most \(Share.maximumThumbnailSize) bytes",
-            rule: "thumbnailSize"))
+            rule: .thumbnailSize))
     }
     do {
         return try Data(contentsOf: url)

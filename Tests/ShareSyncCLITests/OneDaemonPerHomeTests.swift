@@ -64,7 +64,7 @@ struct OneDaemonPerHomeTests {
             Issue.record("a second lock was granted")
         } catch {
             #expect(error.code == .serviceUnavailable)
-            #expect(error.rule == "oneDaemonPerHome")
+            #expect(error.rule == .oneDaemonPerHome)
         }
         lock.release()
         try home.lockForDaemon().release()

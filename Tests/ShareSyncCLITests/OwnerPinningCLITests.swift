@@ -32,7 +32,7 @@ struct OwnerPinningCLITests {
             Issue.record("shareMetadata accepted a URL without owner=")
         } catch let error as ControlError {
             #expect(error.code == .invalidArguments)
-            #expect(error.rule == "ownerFingerprintMissing")
+            #expect(error.rule == .ownerFingerprintMissing)
         }
         await client.close()
         #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)

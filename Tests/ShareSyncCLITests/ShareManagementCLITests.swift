@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ShareSyncCore
 
 /// The participants of a share as `share participants` prints them (`--shared`: as this node sees the share it accepted).
 private func participants(_ node: E2ENode, zone: String = "Topics", shared: Bool = false) throws -> [[String: Any]] {
@@ -24,12 +25,12 @@ private func invite(
 
 @discardableResult
 private func refused(
-    _ node: E2ENode, _ arguments: [String], code: String, rule: String?, sourceLocation: SourceLocation = #_sourceLocation
+    _ node: E2ENode, _ arguments: [String], code: String, rule: Rule?, sourceLocation: SourceLocation = #_sourceLocation
 ) throws -> String {
     let outcome = try node.run(arguments)
     #expect(outcome.status == 65, "\(arguments): \(outcome.status) \(outcome.stdout) \(outcome.stderr)", sourceLocation: sourceLocation)
     #expect(outcome.stderr.contains(code), "\(arguments): \(outcome.stderr)", sourceLocation: sourceLocation)
-    if let rule { #expect(outcome.stderr.contains(rule), "\(arguments): \(outcome.stderr)", sourceLocation: sourceLocation) }
+    if let rule { #expect(outcome.stderr.contains(rule.rawValue), "\(arguments): \(outcome.stderr)", sourceLocation: sourceLocation) }
     return outcome.stderr
 }
 
@@ -62,7 +63,7 @@ struct ShareManagementCLITests {
             ["share", "remove", "--zone", "Topics", "--shared", "--participant", cID],
             ["share", "permission", "--zone", "Topics", "--shared", "--participant", cID, "--permission", "readWrite"],
         ] {
-            try refused(c, command, code: "permissionFailure", rule: "shareEditOwnerOrAdministrator")
+            try refused(c, command, code: "permissionFailure", rule: .shareEditOwnerOrAdministrator)
         }
         // ...and sees only the owner and themselves.
         let cView = try participants(c, shared: true)
@@ -83,12 +84,12 @@ struct ShareManagementCLITests {
 
         // What an administrator may not do: the owner refuses it and nothing changes.
         try refused(b, ["share", "role", "--zone", "Topics", "--shared", "--participant", bID, "privateUser"],
-                    code: "permissionFailure", rule: "adminSelfEdit")
+                    code: "permissionFailure", rule: .adminSelfEdit)
         try refused(b, ["share", "role", "--zone", "Topics", "--shared", "--participant", cID, "administrator"],
-                    code: "permissionFailure", rule: "administratorRoleOwnerOnly")
+                    code: "permissionFailure", rule: .administratorRoleOwnerOnly)
         try refused(b, ["share", "invite", "--zone", "Topics", "--shared", "--user", "_0123456789abcdef", "--permission", "readOnly",
-                        "--role", "administrator"], code: "permissionFailure", rule: "administratorRoleOwnerOnly")
-        try refused(b, ["share", "remove", "--zone", "Topics", "--shared", "--participant", ownerID], code: "invalidArguments", rule: "oneOwner")
+                        "--role", "administrator"], code: "permissionFailure", rule: .administratorRoleOwnerOnly)
+        try refused(b, ["share", "remove", "--zone", "Topics", "--shared", "--participant", ownerID], code: "invalidArguments", rule: .oneOwner)
         #expect(try b.run(["share", "public", "--zone", "Topics", "--shared", "--permission", "readOnly"]).status == 64)
         let afterRefusals = try participants(a)
         #expect(afterRefusals.count == 4)
@@ -113,7 +114,7 @@ struct ShareManagementCLITests {
         // The owner demotes Bob: from then on the owner refuses his changes, and he no longer sees Carol.
         try a.ok(["share", "role", "--zone", "Topics", "--participant", bID, "privateUser"])
         try refused(b, ["share", "invite", "--zone", "Topics", "--shared", "--one-time", "--permission", "readOnly"],
-                    code: "permissionFailure", rule: "shareEditOwnerOrAdministrator")
+                    code: "permissionFailure", rule: .shareEditOwnerOrAdministrator)
         #expect(eventually { (try? participants(b, shared: true).count) == 2 })
         #expect(try participants(a).count == 4)
     }
@@ -165,7 +166,7 @@ struct ShareManagementCLITests {
         #expect(bound?["userRecordName"] as? String == b.userRecordName)
         #expect(bound?["acceptanceStatus"] as? String == "accepted")
         for command in [["accept", link], ["share", "info", link]] {
-            let stderr = try refused(c, command, code: "participantMayNeedVerification", rule: "invitationSpent")
+            let stderr = try refused(c, command, code: "participantMayNeedVerification", rule: .invitationSpent)
             #expect(stderr.contains("already used"), "\(stderr)")
         }
         #expect(try #require(try c.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
@@ -222,8 +223,8 @@ struct ShareManagementCLITests {
         // Bad input: a clear error, and nothing changes.
         let big = a.folder.path + "/big.png"
         try Data(count: 256 * 1024 + 1).write(to: URL(fileURLWithPath: big))
-        try refused(a, ["share", "set", "--zone", "Topics", "--thumbnail", big], code: "limitExceeded", rule: "thumbnailSize")
-        try refused(a, ["share", "set", "--zone", "Topics", "--type", "not a type"], code: "invalidArguments", rule: "shareTypeSyntax")
+        try refused(a, ["share", "set", "--zone", "Topics", "--thumbnail", big], code: "limitExceeded", rule: .thumbnailSize)
+        try refused(a, ["share", "set", "--zone", "Topics", "--type", "not a type"], code: "invalidArguments", rule: .shareTypeSyntax)
         let missing = try a.run(["share", "set", "--zone", "Topics"])
         #expect(missing.status == 64, "\(missing.stderr)")
         let after = try #require(try a.ok(["share", "show", "--zone", "Topics"]) as? [String: Any])

@@ -20,7 +20,7 @@ struct NamesTests {
     func invalidRecordType(name: String) throws {
         let error = try #require(#expect(throws: ShareSyncError.self) { try Names.checkRecordType(name, limits: limits) })
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == "recordTypeSyntax")
+        #expect(error.rule == .recordTypeSyntax)
         #expect(error.message.contains("record type \"\(name.prefix(40))"), "\(error.message)")
         #expect(error.message.contains("must start with a letter"), "\(error.message)")
     }
@@ -43,7 +43,7 @@ struct NamesTests {
             try Names.checkFieldKey(key, limits: limits, recordID: recordID)
         })
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == "fieldKeySyntax")
+        #expect(error.rule == .fieldKeySyntax)
         #expect(error.recordID == recordID)
         #expect(error.message.contains("field key"), "\(error.message)")
     }
@@ -66,7 +66,7 @@ struct NamesTests {
             try Names.checkRecordName(name, limits: limits, recordID: recordID)
         })
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == "recordNameSyntax")
+        #expect(error.rule == .recordNameSyntax)
         #expect(error.recordID == recordID)
         #expect(error.message.contains("1 to 255 printable ASCII characters without spaces, not starting with _"), "\(error.message)")
     }
@@ -104,7 +104,7 @@ struct NamesTests {
     func invalidZoneName(name: String) throws {
         let error = try #require(#expect(throws: ShareSyncError.self) { try Names.checkZoneName(name, limits: limits) })
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == "zoneNameSyntax")
+        #expect(error.rule == .zoneNameSyntax)
         #expect(error.zoneID == RecordZone.ID(zoneName: name))
         #expect(error.message.contains("letters, digits, _, - or ., not starting with _"), "\(error.message)")
     }

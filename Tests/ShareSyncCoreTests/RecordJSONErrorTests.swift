@@ -13,7 +13,7 @@ struct RecordJSONErrorTests {
         #expect(error.code == .invalidArguments)
         #expect(error.message.contains("COLOUR"), "\(error.message)")
         #expect(error.message.contains("colour"), "\(error.message)")
-        #expect(error.rule == "recordJSON")
+        #expect(error.rule == .recordJSON)
     }
 
     @Test("a missing recordName is rejected, naming recordName")

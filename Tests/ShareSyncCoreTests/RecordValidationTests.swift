@@ -34,7 +34,7 @@ struct RecordValidationTests {
     func badNames(recordID: Record.ID, recordType: String, rule: String) throws {
         let error = try #require(validationError(Record(recordType: recordType, recordID: recordID)))
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == rule)
+        #expect(error.rule?.rawValue == rule)
     }
 
     @Test("a bad field key fails with rule fieldKeySyntax, naming the record")
@@ -42,7 +42,7 @@ struct RecordValidationTests {
         var record = note()
         record["bad key"] = "x"
         let error = try #require(validationError(record))
-        #expect(error.rule == "fieldKeySyntax")
+        #expect(error.rule == .fieldKeySyntax)
         #expect(error.recordID == record.recordID)
     }
 
@@ -53,7 +53,7 @@ struct RecordValidationTests {
         var record = note()
         record["x"] = value
         let error = try #require(validationError(record))
-        #expect(error.rule == "finiteDouble")
+        #expect(error.rule == .finiteDouble)
         #expect(error.message.contains("field x"), "\(error.message)")
     }
 
@@ -66,7 +66,7 @@ struct RecordValidationTests {
         var record = note()
         record["where"] = value
         let error = try #require(validationError(record))
-        #expect(error.rule == "locationRange")
+        #expect(error.rule == .locationRange)
     }
 
     @Test("a location at the edges of the range is valid")
@@ -84,17 +84,17 @@ struct RecordValidationTests {
         var record = note()
         record["topic"] = value
         let error = try #require(validationError(record))
-        #expect(error.rule == "referenceSameZone")
+        #expect(error.rule == .referenceSameZone)
     }
 
     @Test("a parent in another zone fails with parentSameZone; a record as its own parent with parentCycle")
     func parentRules() throws {
         var other = note()
         other.setParent(Record.ID(recordName: "topic-1"))
-        #expect(validationError(other)?.rule == "parentSameZone")
+        #expect(validationError(other)?.rule == .parentSameZone)
         var own = note()
         own.setParent(own.recordID)
-        #expect(validationError(own)?.rule == "parentCycle")
+        #expect(validationError(own)?.rule == .parentCycle)
     }
 
     @Test("a record larger than maximumRecordSize fails with limitExceeded and rule recordSize, naming both sizes")
@@ -105,7 +105,7 @@ struct RecordValidationTests {
         record["body"] = .string(String(repeating: "x", count: 300))
         let error = try #require(validationError(record, limits: small))
         #expect(error.code == .limitExceeded)
-        #expect(error.rule == "recordSize")
+        #expect(error.rule == .recordSize)
         #expect(error.message.contains("over the limit of 200 bytes"), "\(error.message)")
         record["body"] = "short"
         _ = try record.validate(limits: small)
@@ -117,7 +117,7 @@ struct RecordValidationTests {
         var record = note()
         record["at"] = .date(Date(timeIntervalSince1970: 1e17))
         let error = try #require(validationError(record))
-        #expect(error.rule == "validDate")
+        #expect(error.rule == .validDate)
     }
 }
 

@@ -39,7 +39,7 @@ struct ServerChangeTokenTests {
             try ServerChangeToken(stringValue: text).decode(expectedDatabaseID: "db1")
         })
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == "changeTokenFormat")
+        #expect(error.rule == .changeTokenFormat)
         #expect(error.message.contains("malformed change token"))
     }
 
@@ -48,7 +48,7 @@ struct ServerChangeTokenTests {
         let token = ServerChangeToken(databaseID: "db1", sequence: 42)
         let error = try #require(#expect(throws: ShareSyncError.self) { try token.decode(expectedDatabaseID: "db2") })
         #expect(error.code == .changeTokenExpired)
-        #expect(error.rule == "changeTokenDatabase")
+        #expect(error.rule == .changeTokenDatabase)
         #expect(error.message.contains("another database"))
         #expect(error.message.contains("from nil"))
     }
@@ -59,7 +59,7 @@ struct ServerChangeTokenTests {
             try ServerChangeToken(stringValue: "2.db1.42").decode(expectedDatabaseID: "db1")
         })
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == "changeTokenVersion")
+        #expect(error.rule == .changeTokenVersion)
         #expect(error.message.contains("version 2"), "\(error.message)")
     }
 

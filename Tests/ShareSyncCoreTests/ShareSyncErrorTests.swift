@@ -8,7 +8,7 @@ struct ShareSyncErrorTests {
     @Test("the description names the code, the message, the record, the zone and the rule")
     func descriptionHasContext() {
         let recordID = Record.ID(recordName: "note-1", zoneID: topicsZone)
-        let error = ShareSyncError(.serverRecordChanged, "the record changed on the server", recordID: recordID, rule: "changeTag")
+        let error = ShareSyncError(.serverRecordChanged, "the record changed on the server", recordID: recordID, rule: Rule(rawValue: "changeTag"))
         let text = error.description
         #expect(text.contains("serverRecordChanged"))
         #expect(text.contains("the record changed on the server"))

@@ -57,7 +57,7 @@ struct ShareTests {
             try share.addParticipant(Participant(lookupInfo: .init(emailAddress: "bob@example.com")))
         })
         #expect(error.code == .invalidArguments)
-        #expect(error.rule == "publicAndPrivateDoNotMix")
+        #expect(error.rule == .publicAndPrivateDoNotMix)
         #expect(error.recordID == share.recordID)
         #expect(share.participants.isEmpty)
     }
@@ -69,7 +69,7 @@ struct ShareTests {
         try share.addParticipant(bob)
         share.publicPermission = .readWrite
         let error = try #require(#expect(throws: ShareSyncError.self) { try share.removeParticipant(bob) })
-        #expect(error.rule == "publicAndPrivateDoNotMix")
+        #expect(error.rule == .publicAndPrivateDoNotMix)
         #expect(share.participants.count == 1)
     }
 
@@ -123,11 +123,11 @@ struct ShareTests {
         let asOwner = try #require(#expect(throws: ShareSyncError.self) {
             try share.addParticipant(Participant(lookupInfo: .init(emailAddress: "x@example.com"), role: .owner))
         })
-        #expect(asOwner.rule == "oneOwner")
+        #expect(asOwner.rule == .oneOwner)
         let ownersIdentity = try #require(#expect(throws: ShareSyncError.self) {
             try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_owner"), permission: .readOnly))
         })
-        #expect(ownersIdentity.rule == "oneOwner")
+        #expect(ownersIdentity.rule == .oneOwner)
         #expect(share.participants == [Self.owner])
         #expect(share.owner == Self.owner)
     }
@@ -143,7 +143,7 @@ struct ShareTests {
         try share.removeParticipant(bob)
         #expect(share.participants.map(\.participantID) == [Self.owner.participantID, carol.participantID])
         let error = try #require(#expect(throws: ShareSyncError.self) { try share.removeParticipant(Self.owner) })
-        #expect(error.rule == "oneOwner")
+        #expect(error.rule == .oneOwner)
         #expect(share.participants.count == 2)
     }
 
@@ -232,7 +232,7 @@ struct ShareTests {
         let bob = Self.requester("_bob")
         share.updateState { $0.requesters = [bob] }
         let error = try #require(#expect(throws: ShareSyncError.self) { try share.approveRequester(bob, permission: .readOnly) })
-        #expect(error.rule == "publicAndPrivateDoNotMix")
+        #expect(error.rule == .publicAndPrivateDoNotMix)
         #expect(share.requesters == [bob])
     }
 

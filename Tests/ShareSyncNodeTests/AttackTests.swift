@@ -110,7 +110,7 @@ struct AttackTests {
         ).absoluteString
         let error = await expectShareSyncError { _ = try await OwnerConnection.connect(url: impostorURL, identity: NodeIdentity.generate()) }
         #expect(error?.code == .notAuthenticated)
-        #expect(error?.rule == "ownerFingerprintMismatch")
+        #expect(error?.rule == .ownerFingerprintMismatch)
         try await owner.stop()
     }
 

@@ -41,7 +41,7 @@ struct DiskFullTests {
             Issue.record("the write should fail")
         } catch {
             #expect(error.code == .quotaExceeded)
-            #expect(error.rule == "diskFull")
+            #expect(error.rule == .diskFull)
             #expect(error.message.contains(b.replicaPath))
         }
         #expect(try replica.recordCount(owner: "_owner", zoneName: "Topics") == 0)
@@ -72,7 +72,7 @@ struct DiskFullTests {
             Issue.record("accept should fail on a full disk")
         } catch {
             #expect(error.code == .quotaExceeded, "\(error)")
-            #expect(error.rule == "diskFull")
+            #expect(error.rule == .diskFull)
             #expect(error.message.contains(b.replicaPath), "\(error.message)")
         }
         // Space again: the engine, still running, completes the sync from its tokens.

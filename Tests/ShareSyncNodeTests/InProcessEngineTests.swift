@@ -124,11 +124,11 @@ struct InProcessEngineTests {
         try fixture.saveNotes("n", count: 15)
         let url = try fixture.share(with: p.identity)
         let log = EventLog(sync)
-        fixture.owner.fail(.fetchZoneChanges, with: ShareSyncError(.limitExceeded, "injected", rule: "maximumResponseSize"))
+        fixture.owner.fail(.fetchZoneChanges, with: ShareSyncError(.limitExceeded, "injected", rule: .maximumResponseSize))
         try sync.start()
         // The caller waiting for the sync is told at once, with the owner's error, not a timeout...
         let error = await expectShareSyncError { try await sync.accept(url: url, timeout: .seconds(120)) }
-        #expect(error?.code == .limitExceeded && error?.rule == "maximumResponseSize", "\(String(describing: error))")
+        #expect(error?.code == .limitExceeded && error?.rule == .maximumResponseSize, "\(String(describing: error))")
         // ...the share stays accepted, and the engine's next attempt completes the sync.
         try await expectConverged(sync, fixture)
         let reported = log.count {
@@ -178,6 +178,6 @@ struct InProcessEngineTests {
                 host: "owner.invalid", port: 7420, identity: NodeIdentity.generate(),
                 expectedOwnerFingerprint: NodeIdentity.generate().fingerprint, displayName: nil)
         }
-        #expect(error?.rule == "ownerFingerprintMismatch")
+        #expect(error?.rule == .ownerFingerprintMismatch)
     }
 }

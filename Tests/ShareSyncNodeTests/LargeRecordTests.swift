@@ -116,7 +116,7 @@ struct LargeRecordTests {
                 expecting: ModifyRecordsWireResult.self)
         }
         #expect(error?.code == .limitExceeded)
-        #expect(error?.rule == "maximumResponseSize")
+        #expect(error?.rule == .maximumResponseSize)
         #expect(error?.message.contains("\(64 * 1024)") == true)
         #expect(try owner.db.fetchRecords(notes.map { owner.id($0.recordID.recordName) }).values.allSatisfy { (try? $0.get()) == nil })
         await connection.close()
@@ -157,7 +157,7 @@ struct LargeRecordTests {
             _ = try await connection.send(.fetchRecords(zoneName: "Topics", recordNames: names), expecting: FetchRecordsResult.self)
         }
         #expect(error?.code == .limitExceeded)
-        #expect(error?.rule == "maximumResponseSize")
+        #expect(error?.rule == .maximumResponseSize)
         let fetched = try await withTimeout(20) { try await connection.fetchRecords(zoneName: "Topics", recordNames: names) }
         #expect(fetched.count == 24)
         #expect(fetched.values.allSatisfy { (try? $0.get())?["body"] != nil })
@@ -194,6 +194,6 @@ struct LargeRecordTests {
         configuration.transport.limits.maximumFrameSize = 4 * 1024 * 1024
         let error = await expectShareSyncError { _ = try await TestOwner.start(configuration) }
         #expect(error?.code == .invalidArguments)
-        #expect(error?.rule == "maximumResponseSize")
+        #expect(error?.rule == .maximumResponseSize)
     }
 }

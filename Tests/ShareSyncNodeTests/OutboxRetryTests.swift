@@ -41,7 +41,7 @@ struct OutboxRetryTests {
             saveResults: [:],
             deleteResults: [
                 id: .failure(ShareSyncError(.unknownItem, "record n1 does not exist", recordID: id)),
-                other: .failure(ShareSyncError(.permissionFailure, "read-only", recordID: other, rule: "readOnlyParticipant")),
+                other: .failure(ShareSyncError(.permissionFailure, "read-only", recordID: other, rule: .readOnlyParticipant)),
             ])
         let result = ParticipantOwnerLink.landedAlready(operation, answer)
         #expect(result.errors["n1"] == nil)

@@ -49,7 +49,7 @@ struct OwnerPinningTests {
         let url = "sharesync://127.0.0.1:\(port)/share/some-token"
         let error = await expectShareSyncError { _ = try await OwnerConnection.connect(url: url, identity: NodeIdentity.generate()) }
         #expect(error?.code == .invalidArguments)
-        #expect(error?.rule == "ownerFingerprintMissing")
+        #expect(error?.rule == .ownerFingerprintMissing)
         #expect(error?.message.contains("owner's key fingerprint") == true)
         #expect(error?.message.contains("verify whom it talks to") == true)
         try await Task.sleep(for: .milliseconds(100))
@@ -68,10 +68,10 @@ struct OwnerPinningTests {
 
         let accept = await expectShareSyncError { try await sync.accept(url: bare, timeout: .seconds(10)) }
         #expect(accept?.code == .invalidArguments)
-        #expect(accept?.rule == "ownerFingerprintMissing")
+        #expect(accept?.rule == .ownerFingerprintMissing)
         let metadata = await expectShareSyncError { _ = try await sync.fetchShareMetadata(url: bare) }
         #expect(metadata?.code == .invalidArguments)
-        #expect(metadata?.rule == "ownerFingerprintMissing")
+        #expect(metadata?.rule == .ownerFingerprintMissing)
         #expect(try sync.replica.owners().isEmpty)
         // The owner never saw the participant accept.
         let share = try #require(Share(try owner.db.fetchRecord(owner.id(shareName))))

@@ -83,7 +83,7 @@ struct TLSTests {
         let impostorURL = ShareURL(host: parsed.host, port: parsed.port, token: parsed.token, ownerFingerprint: other).absoluteString
         let error = await expectShareSyncError { _ = try await OwnerConnection.connect(url: impostorURL, identity: .generate()) }
         #expect(error?.code == .notAuthenticated)
-        #expect(error?.rule == "ownerFingerprintMismatch")
+        #expect(error?.rule == .ownerFingerprintMismatch)
         #expect(error?.message.contains("TLS certificate has key \(owner.identity.fingerprint)") == true, "\(error?.message ?? "")")
         #expect(error?.message.contains(other) == true)
         try await owner.stop()
@@ -98,7 +98,7 @@ struct TLSTests {
                 host: "127.0.0.1", port: fake.port, identity: .generate(), expectedOwnerFingerprint: certified.fingerprint)
         }
         #expect(error?.code == .notAuthenticated)
-        #expect(error?.rule == "tlsKeyMismatch")
+        #expect(error?.rule == .tlsKeyMismatch)
         await fake.stop()
     }
 
@@ -112,7 +112,7 @@ struct TLSTests {
             _ = try await OwnerConnection.connect(host: "127.0.0.1", port: cleartextOnly.port, identity: .generate(), expectedOwnerFingerprint: NodeIdentity.generate().fingerprint)
         }
         #expect(notTLS?.code == .notAuthenticated)
-        #expect(notTLS?.rule == "tlsHandshakeFailed")
+        #expect(notTLS?.rule == .tlsHandshakeFailed)
         await cleartextOnly.stop()
 
         // A TLS 1.3 server with the owner's certificate that does not agree to ALPN sharesync/1.
@@ -133,7 +133,7 @@ struct TLSTests {
                 host: "127.0.0.1", port: otherProtocol.port, identity: .generate(), expectedOwnerFingerprint: owner.fingerprint)
         }
         #expect(alpn?.code == .notAuthenticated)
-        #expect(alpn?.rule == "alpnMismatch")
+        #expect(alpn?.rule == .alpnMismatch)
         await otherProtocol.stop()
     }
 
@@ -152,7 +152,7 @@ struct TLSTests {
             _ = try await OwnerConnection.connect(url: try owner.shareTopic().url, identity: .generate(), security: .cleartextOnLoopback)
         }
         #expect(error?.code == .notAuthenticated)
-        #expect(error?.rule == "tlsRequired")
+        #expect(error?.rule == .tlsRequired)
         try await owner.stop()
     }
 
@@ -166,14 +166,14 @@ struct TLSTests {
                 try await server.shutdown()
             }
             #expect(error?.code == .invalidArguments)
-            #expect(error?.rule == "cleartextNotLoopback")
+            #expect(error?.rule == .cleartextNotLoopback)
             #expect(error?.message.contains(host) == true)
         }
         let client = await expectShareSyncError {
             _ = try await OwnerConnection.connect(
                 host: "192.0.2.1", port: 7420, identity: .generate(), expectedOwnerFingerprint: "00", security: .cleartextOnLoopback)
         }
-        #expect(client?.rule == "cleartextNotLoopback")
+        #expect(client?.rule == .cleartextNotLoopback)
         for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"] {
             #expect(TransportSecurity.isLoopback(host: host), "\(host)")
         }

@@ -17,7 +17,7 @@ struct AtomicityTests {
             try seeded(replica)
             let bobsPage = page(zone(of: bob), saving: [try fetchedRecord("x", in: zone(of: bob))], token: token(2))
             let error = try expectRejected(.invalidArguments, in: replica) { try replica.apply(bobsPage, owner: alice.ownerName) }
-            #expect(error?.rule == "replicaOwnerMismatch")
+            #expect(error?.rule == .replicaOwnerMismatch)
         }
     }
 
@@ -36,7 +36,7 @@ struct AtomicityTests {
                 ],
                 changeToken: token(2), moreComing: false)
             let error = try expectRejected(.invalidArguments, in: replica) { try replica.apply(changes, owner: alice.ownerName) }
-            #expect(error?.rule == "replicaZoneMismatch")
+            #expect(error?.rule == .replicaZoneMismatch)
             #expect(error?.recordID == stray.recordID)
             #expect(try replica.zoneChangeToken(owner: alice.ownerName, zoneName: "Topics") == token(1))
             #expect(try replica.fetchRecord(Record.ID(recordName: "milk", zoneID: zone())) != nil)
@@ -76,7 +76,7 @@ struct AtomicityTests {
             let error = try expectRejected(.unknownItem, in: replica) {
                 try replica.apply(page(carol, saving: [try fetchedRecord("x", in: carol)], token: token(1)), owner: "_c3")
             }
-            #expect(error?.rule == "replicaUnknownOwner")
+            #expect(error?.rule == .replicaUnknownOwner)
 
             try seeded(replica)
             try replica.removeOwner(alice.ownerName)

@@ -103,7 +103,7 @@ struct OutboxStateTests {
             try replica.updateOperation(conflict)
             var refused = try #require(try replica.outboxOperation(id: ids[1])?.operation)
             refused.state = .refused
-            refused.error = ShareSyncError(.permissionFailure, "read-only", rule: "readOnlyParticipant")
+            refused.error = ShareSyncError(.permissionFailure, "read-only", rule: .readOnlyParticipant)
             try replica.updateOperation(refused)
         }
         let replica = try SharedDatabaseReplica(path: path)
@@ -119,7 +119,7 @@ struct OutboxStateTests {
         #expect(conflict.saving.first?["title"] == "mine")
         #expect(conflict.saving.first?.changedKeys == ["title"])
         #expect(all[1].operation.error?.code == .permissionFailure)
-        #expect(all[1].operation.error?.rule == "readOnlyParticipant")
+        #expect(all[1].operation.error?.rule == .readOnlyParticipant)
         #expect(all[2].operation.error == nil && all[2].operation.serverRecords.isEmpty)
         #expect(try replica.pendingOperations(owner: alice.ownerName).map(\.id) == [ids[2]])
         #expect(try replica.outboxCounts() == [.pending: 1, .conflict: 1, .refused: 1])

@@ -116,7 +116,7 @@ struct RulesAdministratorsTests {
         for (what, rule, body) in cases {
             let error = try edit(w, share, as: "_a", body)
             #expect(error?.code == .permissionFailure, "\(what): \(String(describing: error))")
-            #expect(error?.rule == rule, "\(what): \(String(describing: error))")
+            #expect(error?.rule?.rawValue == rule, "\(what): \(String(describing: error))")
         }
         let after = try w.currentShare(share.recordID)
         #expect(after.participants == before.participants)
@@ -135,7 +135,7 @@ struct RulesAdministratorsTests {
                 state.participants[i].userIdentity.lookupInfo = .init(userRecordName: "_evil")
             }
         }
-        #expect(error?.code == .permissionFailure && error?.rule == "adminManagesOthersOnly", "\(String(describing: error))")
+        #expect(error?.code == .permissionFailure && error?.rule == .adminManagesOthersOnly, "\(String(describing: error))")
         #expect(failure { try w.db.acceptShare(url: s.url!, as: Caller(userRecordName: "_evil")) }?.code == .participantMayNeedVerification)
     }
 
@@ -152,7 +152,7 @@ struct RulesAdministratorsTests {
             // `_b` sees only the owner and themselves: edits start from that view, as their node's would.
             let error = try edit(w, share, as: "_b", body)
             #expect(error?.code == .permissionFailure, "edit \(i): \(String(describing: error))")
-            #expect(error?.rule == "shareEditOwnerOrAdministrator", "edit \(i): \(String(describing: error))")
+            #expect(error?.rule == .shareEditOwnerOrAdministrator, "edit \(i): \(String(describing: error))")
         }
         #expect(try w.currentShare(share.recordID).participants.count == 5)
     }
@@ -169,10 +169,10 @@ struct RulesAdministratorsTests {
         s = try w.currentShare(share.recordID)
         try s.setRole(.privateUser, forParticipantID: try participant(s, "_b").participantID)
         s = try w.saveShare(s)
-        #expect(try edit(w, s, as: "_b") { $0.allowsAccessRequests = false }?.rule == "shareEditOwnerOrAdministrator")
+        #expect(try edit(w, s, as: "_b") { $0.allowsAccessRequests = false }?.rule == .shareEditOwnerOrAdministrator)
         let owner = try participant(s, "_owner")
-        #expect(failure { try s.setRole(.privateUser, forParticipantID: owner.participantID) }?.rule == "oneOwner")
-        #expect(failure { try s.setRole(.publicUser, forParticipantID: try participant(s, "_b").participantID) }?.rule == "participantRole")
+        #expect(failure { try s.setRole(.privateUser, forParticipantID: owner.participantID) }?.rule == .oneOwner)
+        #expect(failure { try s.setRole(.publicUser, forParticipantID: try participant(s, "_b").participantID) }?.rule == .participantRole)
     }
 
     @Test("a one-time URL admits exactly one identity, which becomes the participant; anyone else is refused")
@@ -202,7 +202,7 @@ struct RulesAdministratorsTests {
             failure { _ = try w.db.fetchShareMetadata(url: link, for: Caller(userRecordName: "_c")) },
         ] {
             #expect(attempt?.code == .participantMayNeedVerification)
-            #expect(attempt?.rule == "invitationSpent", "\(String(describing: attempt))")
+            #expect(attempt?.rule == .invitationSpent, "\(String(describing: attempt))")
         }
         #expect(try w.visible("_c", ["topic"]).isEmpty)
         #expect(try w.currentShare(saved.recordID).participants.count == 2)
@@ -226,14 +226,14 @@ struct RulesAdministratorsTests {
         var big = s
         big.thumbnailImageData = Data(repeating: 1, count: Share.maximumThumbnailSize + 1)
         let tooBig = try w.db.modifyRecords(saving: [big.record]).error(s.recordID.recordName)
-        #expect(tooBig?.code == .limitExceeded && tooBig?.rule == "thumbnailSize", "\(String(describing: tooBig))")
+        #expect(tooBig?.code == .limitExceeded && tooBig?.rule == .thumbnailSize, "\(String(describing: tooBig))")
         var badType = s
         badType.shareType = "not a uti!"
         let bad = try w.db.modifyRecords(saving: [badType.record]).error(s.recordID.recordName)
-        #expect(bad?.code == .invalidArguments && bad?.rule == "shareTypeSyntax", "\(String(describing: bad))")
+        #expect(bad?.code == .invalidArguments && bad?.rule == .shareTypeSyntax, "\(String(describing: bad))")
         var wrongKind = s.record
         wrongKind[Share.SystemFieldKey.title] = .int64(3)
-        #expect(try w.db.modifyRecords(saving: [wrongKind]).error(s.recordID.recordName)?.rule == "shareFields")
+        #expect(try w.db.modifyRecords(saving: [wrongKind]).error(s.recordID.recordName)?.rule == .shareFields)
         let after = try w.currentShare(s.recordID)
         #expect(after.thumbnailImageData?.count == 1000 && after.shareType == "com.example.list")
         #expect(after.recordChangeTag == s.recordChangeTag)

@@ -31,7 +31,7 @@ struct RulesInvitationTests {
         let uninvited = failure { try w.db.acceptShare(url: saved.url!, as: stranger) }
         let withLink = failure { try w.db.acceptShare(url: link, as: stranger) }
         #expect(withLink?.code == .participantMayNeedVerification)
-        #expect(withLink?.rule == "notInvited")
+        #expect(withLink?.rule == .notInvited)
         #expect(withLink?.message == uninvited?.message)
         let metadata = failure { _ = try w.db.fetchShareMetadata(url: link, for: stranger) }
         #expect(metadata?.code == .participantMayNeedVerification)

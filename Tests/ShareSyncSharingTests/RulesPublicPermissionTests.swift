@@ -38,7 +38,7 @@ struct RulesPublicPermissionTests {
         #expect(after.participants.first { $0.userIdentity.userRecordName == "_p" }?.permission == .readOnly)
         let refused = try write(w, "_p", "n2")
         #expect(refused?.code == .permissionFailure)
-        #expect(refused?.rule == "readOnlyParticipant")
+        #expect(refused?.rule == .readOnlyParticipant)
         #expect(try w.db.fetchShareMetadata(url: saved.url!, for: Caller(userRecordName: "_p")).participantPermission == .readOnly)
         var replica = Replica("_p")
         try replica.sync(w.db)
@@ -52,7 +52,7 @@ struct RulesPublicPermissionTests {
         let w = try topicWorld()
         let saved = try w.share(root: "topic", publicPermission: .readOnly)
         #expect(try w.accept(saved, "_p").participantPermission == .readOnly)
-        #expect(try write(w, "_p", "n1")?.rule == "readOnlyParticipant")
+        #expect(try write(w, "_p", "n1")?.rule == .readOnlyParticipant)
         _ = try setPublic(w, saved.recordID, .readWrite)
         #expect(try write(w, "_p", "n1") == nil)
         #expect(try w.db.fetchRecord(w.id("n1")).lastModifiedUserRecordID?.recordName == "_p")
@@ -67,7 +67,7 @@ struct RulesPublicPermissionTests {
         let p = try #require(share.participants.first { $0.role == .publicUser })
         let error = failure { try share.setPermission(.readWrite, forParticipantID: p.participantID) }
         #expect(error?.code == .invalidArguments)
-        #expect(error?.rule == "publicUserPermission")
+        #expect(error?.rule == .publicUserPermission)
         // A client that edits the stored state directly gets the share's permission anyway.
         share.updateState { state in
             for i in state.participants.indices where state.participants[i].role == .publicUser {
@@ -76,7 +76,7 @@ struct RulesPublicPermissionTests {
         }
         let stored = try w.saveShare(share)
         #expect(stored.participants.first { $0.role == .publicUser }?.permission == .readOnly)
-        #expect(try write(w, "_p", "n1")?.rule == "readOnlyParticipant")
+        #expect(try write(w, "_p", "n1")?.rule == .readOnlyParticipant)
     }
 
     @Test("making a share public removes its pending invitees; accepted ones stay; a former invitee joins as a public user")
@@ -101,7 +101,7 @@ struct RulesPublicPermissionTests {
         #expect(now.participants.first { $0.userIdentity.userRecordName == "_c" }?.role == .publicUser)
         // The accepted private participant keeps their own permission.
         #expect(try write(w, "_b", "n1") == nil)
-        #expect(try write(w, "_c", "n2")?.rule == "readOnlyParticipant")
+        #expect(try write(w, "_c", "n2")?.rule == .readOnlyParticipant)
     }
 
     @Test("changing between readOnly and readWrite also removes pending invitees, keeps accepted ones")
@@ -167,7 +167,7 @@ struct RulesPublicPermissionTests {
         // Client side.
         let clientSide = failure { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_b"))) }
         #expect(clientSide?.code == .invalidArguments)
-        #expect(clientSide?.rule == "identityBlocked")
+        #expect(clientSide?.rule == .identityBlocked)
         #expect(clientSide?.message.contains("_b") == true)
         #expect(clientSide?.message.contains("unblock") == true)
         // Server side: a client that puts the participant in anyway.
@@ -175,7 +175,7 @@ struct RulesPublicPermissionTests {
         forced.updateState { $0.participants.append(Participant(lookupInfo: .init(userRecordName: "_b"), permission: .readWrite)) }
         let serverSide = try w.db.modifyRecords(saving: [forced.record]).error(share.recordID.recordName)
         #expect(serverSide?.code == .invalidArguments)
-        #expect(serverSide?.rule == "identityBlocked")
+        #expect(serverSide?.rule == .identityBlocked)
         let unchanged = try w.currentShare(share.recordID)
         #expect(unchanged.participants.map(\.role) == [.owner])
         #expect(unchanged.recordChangeTag == share.recordChangeTag)

@@ -93,7 +93,7 @@ struct ParticipantReferenceTests {
         var foreign = Record(recordType: "Note", recordID: Record.ID(recordName: "n3", zoneID: sharedZone))
         foreign.setParent(Record.ID(recordName: "topic", zoneID: sharedZone))
         foreign["topic"] = .reference(Record.Reference(recordID: Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: "_mallory"))))
-        #expect(try view.modifyRecords(saving: [foreign]).errors["n3"]?.rule == "referenceSameZone")
+        #expect(try view.modifyRecords(saving: [foreign]).errors["n3"]?.rule == .referenceSameZone)
     }
 }
 

@@ -17,7 +17,7 @@ struct AtomicBatchTests {
             }
             let own = failure(result.saveResults[recordID("bad")])
             #expect(own?.code == .invalidArguments)
-            #expect(own?.rule == "finiteDouble")
+            #expect(own?.rule == .finiteDouble)
             for id in [recordID("a"), recordID("c")] {
                 let error = failure(result.saveResults[id])
                 #expect(error?.code == .batchRequestFailed)
@@ -61,7 +61,7 @@ struct AtomicBatchTests {
             let result = try db.modifyRecords(saving: batch, deleting: [recordID("toDelete")], atomically: false)
             #expect(try result.saveResults[recordID("a")]?.get()["n"] == 1)
             #expect(try result.saveResults[recordID("c")]?.get()["n"] == 3)
-            #expect(failure(result.saveResults[recordID("bad")])?.rule == "finiteDouble")
+            #expect(failure(result.saveResults[recordID("bad")])?.rule == .finiteDouble)
             #expect(failure(result.saveResults[recordID("conflict")])?.code == .serverRecordChanged)
             #expect(try result.deleteResults[recordID("toDelete")]?.get() != nil)
             #expect(Set(result.errors.keys) == ["bad", "conflict"])

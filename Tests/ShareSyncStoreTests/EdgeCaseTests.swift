@@ -50,7 +50,7 @@ struct EdgeCaseTests {
             var changed = a
             changed["n"] = 2
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [changed], deleting: [a.recordID]) }
-            #expect(failure(result.deleteResults[a.recordID])?.rule == "duplicateItem")
+            #expect(failure(result.deleteResults[a.recordID])?.rule == .duplicateItem)
         }
     }
 
@@ -77,7 +77,7 @@ struct EdgeCaseTests {
             try db.saveZone(RecordZone(zoneName: "Zone567890"))
             let zone = RecordZone.ID(zoneName: "Zone567890")
             try expectNothingChanges(in: db) {
-                expectError(.invalidArguments, rule: "zoneNameSyntax") { try db.saveZone(RecordZone(zoneName: "Zone5678901")) }
+                expectError(.invalidArguments, rule: .zoneNameSyntax) { try db.saveZone(RecordZone(zoneName: "Zone5678901")) }
             }
             try db.save(makeRecord("name567890", type: "Type567890", in: zone, ["key4567890": 1]))
             let bad = [
@@ -87,7 +87,7 @@ struct EdgeCaseTests {
             ]
             for (rule, record) in bad {
                 let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [record]) }
-                #expect(failure(result.saveResults[record.recordID])?.rule == rule)
+                #expect(failure(result.saveResults[record.recordID])?.rule?.rawValue == rule)
             }
         }
     }

@@ -133,7 +133,7 @@ struct ModifyRecordsTests {
             let result = try expectNothingChanges(in: db) {
                 try db.modifyRecords(saving: [makeRecord("a", ["n": 1]), makeRecord("a", ["n": 2])])
             }
-            #expect(failure(result.saveResults[recordID("a")])?.rule == "duplicateItem")
+            #expect(failure(result.saveResults[recordID("a")])?.rule == .duplicateItem)
         }
     }
 }

@@ -7,52 +7,52 @@ import ShareSyncCore
 /// A record that breaks one rule of the data model, and the rule it breaks.
 struct BadRecordCase: Sendable, CustomTestStringConvertible {
     var testDescription: String
-    var rule: String
+    var rule: Rule
     var record: @Sendable () -> Record
 
     static let all: [BadRecordCase] = [
-        BadRecordCase(testDescription: "record type 1Note", rule: "recordTypeSyntax") {
+        BadRecordCase(testDescription: "record type 1Note", rule: .recordTypeSyntax) {
             makeRecord("n1", type: "1Note", ["title": "Milk"])
         },
-        BadRecordCase(testDescription: "field key 'has space'", rule: "fieldKeySyntax") {
+        BadRecordCase(testDescription: "field key 'has space'", rule: .fieldKeySyntax) {
             makeRecord("n1", ["has space": "Milk"])
         },
-        BadRecordCase(testDescription: "field key of the database's own", rule: "fieldKeySyntax") {
+        BadRecordCase(testDescription: "field key of the database's own", rule: .fieldKeySyntax) {
             makeRecord("n1", ["cloudkit.mine": "Milk"])
         },
-        BadRecordCase(testDescription: "record name _private", rule: "recordNameSyntax") {
+        BadRecordCase(testDescription: "record name _private", rule: .recordNameSyntax) {
             makeRecord("_private", ["title": "Milk"])
         },
-        BadRecordCase(testDescription: "record name with a space", rule: "recordNameSyntax") {
+        BadRecordCase(testDescription: "record name with a space", rule: .recordNameSyntax) {
             makeRecord("my note", ["title": "Milk"])
         },
-        BadRecordCase(testDescription: "NaN double", rule: "finiteDouble") {
+        BadRecordCase(testDescription: "NaN double", rule: .finiteDouble) {
             makeRecord("n1", ["weight": .double(.nan)])
         },
-        BadRecordCase(testDescription: "infinite double in a list", rule: "finiteDouble") {
+        BadRecordCase(testDescription: "infinite double in a list", rule: .finiteDouble) {
             makeRecord("n1", ["weights": .list(.double([1, -.infinity]))])
         },
-        BadRecordCase(testDescription: "latitude out of range", rule: "locationRange") {
+        BadRecordCase(testDescription: "latitude out of range", rule: .locationRange) {
             makeRecord("n1", ["where": .location(Location(latitude: 91, longitude: 0))])
         },
-        BadRecordCase(testDescription: "reference into another zone", rule: "referenceSameZone") {
+        BadRecordCase(testDescription: "reference into another zone", rule: .referenceSameZone) {
             makeRecord("n1", ["link": .reference(Record.Reference(recordID: recordID("x", in: .default)))])
         },
-        BadRecordCase(testDescription: "deleteSelf reference list into another zone", rule: "referenceSameZone") {
+        BadRecordCase(testDescription: "deleteSelf reference list into another zone", rule: .referenceSameZone) {
             makeRecord("n1", ["links": .list(.reference([Record.Reference(recordID: recordID("x", in: .default), action: .deleteSelf)]))])
         },
-        BadRecordCase(testDescription: "record name longer than 255 bytes", rule: "recordNameSyntax") {
+        BadRecordCase(testDescription: "record name longer than 255 bytes", rule: .recordNameSyntax) {
             makeRecord(String(repeating: "n", count: 256))
         },
-        BadRecordCase(testDescription: "empty record type", rule: "recordTypeSyntax") {
+        BadRecordCase(testDescription: "empty record type", rule: .recordTypeSyntax) {
             makeRecord("n1", type: "")
         },
-        BadRecordCase(testDescription: "parent in another zone", rule: "parentSameZone") {
+        BadRecordCase(testDescription: "parent in another zone", rule: .parentSameZone) {
             var record = makeRecord("n1")
             record.setParent(recordID("x", in: .default))
             return record
         },
-        BadRecordCase(testDescription: "record is its own parent", rule: "parentCycle") {
+        BadRecordCase(testDescription: "record is its own parent", rule: .parentCycle) {
             var record = makeRecord("n1")
             record.setParent(recordID("n1"))
             return record
@@ -75,7 +75,7 @@ struct ValidationTests {
                 let error = failure(result.saveResults[record.recordID])
                 #expect(error?.code == .invalidArguments, "\(String(describing: error))")
                 #expect(error?.rule == bad.rule, "\(String(describing: error))")
-                if bad.rule != "recordTypeSyntax" { #expect(error?.recordID == record.recordID) }
+                if bad.rule != .recordTypeSyntax { #expect(error?.recordID == record.recordID) }
             }
         }
     }
@@ -89,7 +89,7 @@ struct ValidationTests {
             let record = makeRecord("n1", type: "1Note")
             let result = try db.modifyRecords(saving: [record])
             let error = failure(result.saveResults[record.recordID])
-            #expect(error?.rule == "recordTypeSyntax")
+            #expect(error?.rule == .recordTypeSyntax)
             #expect(error?.recordID == record.recordID)
             #expect(error?.zoneID == topics)
         }
@@ -109,7 +109,7 @@ struct ValidationTests {
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [a]) }
             let error = failure(result.saveResults[a.recordID])
             #expect(error?.code == .invalidArguments)
-            #expect(error?.rule == "parentCycle")
+            #expect(error?.rule == .parentCycle)
             saved["a"] = try db.fetchRecord(recordID("a"))
             #expect(saved["a"]?.parent == nil)
         }
@@ -125,7 +125,7 @@ struct ValidationTests {
             }
             let error = failure(result.saveResults[recordID("n1")])
             #expect(error?.code == .invalidArguments)
-            #expect(error?.rule == "recordTypeImmutable")
+            #expect(error?.rule == .recordTypeImmutable)
             #expect(try db.fetchRecord(recordID("n1")).recordType == "Note")
         }
     }
@@ -141,14 +141,14 @@ struct ValidationTests {
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [big]) }
             let error = failure(result.saveResults[big.recordID])
             #expect(error?.code == .limitExceeded)
-            #expect(error?.rule == "recordSize")
+            #expect(error?.rule == .recordSize)
             #expect(try !db.exists(big.recordID))
 
             // Growing an existing record past the limit fails too, and keeps the stored version.
             var small = try db.fetchRecord(recordID("small"))
             small["body"] = .string(String(repeating: "b", count: 1_500))
             let grown = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [small]) }
-            #expect(failure(grown.saveResults[small.recordID])?.rule == "recordSize")
+            #expect(failure(grown.saveResults[small.recordID])?.rule == .recordSize)
         }
     }
 
@@ -164,7 +164,7 @@ struct ValidationTests {
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [big]) }
             let error = failure(result.saveResults[big.recordID])
             #expect(error?.code == .limitExceeded)
-            #expect(error?.rule == "recordSize")
+            #expect(error?.rule == .recordSize)
         }
     }
 
@@ -177,12 +177,12 @@ struct ValidationTests {
             #expect(limit == 400)
             let records = (0...limit).map { makeRecord("n\($0)") }
             try expectNothingChanges(in: db) {
-                expectError(.limitExceeded, rule: "itemsPerRequest") { try db.modifyRecords(saving: records) }
-                expectError(.limitExceeded, rule: "itemsPerRequest") {
+                expectError(.limitExceeded, rule: .itemsPerRequest) { try db.modifyRecords(saving: records) }
+                expectError(.limitExceeded, rule: .itemsPerRequest) {
                     try db.modifyRecords(saving: records, atomically: false)
                 }
                 // Saves and deletions count together.
-                expectError(.limitExceeded, rule: "itemsPerRequest") {
+                expectError(.limitExceeded, rule: .itemsPerRequest) {
                     try db.modifyRecords(
                         saving: Array(records.prefix(limit)), deleting: [recordID("existing")], atomically: false)
                 }
@@ -199,7 +199,7 @@ struct ValidationTests {
         try withDatabase(storage, limits: limits) { db in
             try db.saveZone(RecordZone(zoneID: topics))
             try expectNothingChanges(in: db) {
-                expectError(.limitExceeded, rule: "itemsPerRequest") {
+                expectError(.limitExceeded, rule: .itemsPerRequest) {
                     try db.modifyRecords(deleting: (1...4).map { recordID("n\($0)") })
                 }
             }
@@ -234,7 +234,7 @@ struct ValidationTests {
                  "fields":{"has space":{"value":"Milk","type":"STRING"}}}
                 """#.utf8))
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [badKey]) }
-            #expect(failure(result.saveResults[badKey.recordID])?.rule == "fieldKeySyntax")
+            #expect(failure(result.saveResults[badKey.recordID])?.rule == .fieldKeySyntax)
         }
     }
 }
@@ -255,7 +255,7 @@ struct ForeignOwnerReferenceTests {
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [record]) }
             let error = failure(result.saveResults[record.recordID])
             #expect(error?.code == .invalidArguments)
-            #expect(error?.rule == "referenceSameZone")
+            #expect(error?.rule == .referenceSameZone)
         }
     }
 
@@ -270,7 +270,7 @@ struct ForeignOwnerReferenceTests {
             let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [record]) }
             let error = failure(result.saveResults[record.recordID])
             #expect(error?.code == .invalidArguments)
-            #expect(error?.rule == "parentSameZone")
+            #expect(error?.rule == .parentSameZone)
         }
     }
 }

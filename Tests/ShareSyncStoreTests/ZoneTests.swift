@@ -58,7 +58,7 @@ struct ZoneTests {
         try withDatabase(storage) { db in
             try db.save(makeRecord("n1", in: .default, ["title": "Milk"]))
             try expectNothingChanges(in: db) {
-                let error = expectError(.invalidArguments, rule: "defaultZone") { try db.deleteZone(.default) }
+                let error = expectError(.invalidArguments, rule: .defaultZone) { try db.deleteZone(.default) }
                 #expect(error?.zoneID == .default)
             }
             #expect(try db.exists(recordID("n1", in: .default)))
@@ -102,10 +102,10 @@ struct ZoneTests {
         try withDatabase(storage) { db in
             try expectNothingChanges(in: db) {
                 for name in ["bad zone", "_private", "", "zone/1"] {
-                    expectError(.invalidArguments, rule: "zoneNameSyntax") { try db.saveZone(RecordZone(zoneName: name)) }
+                    expectError(.invalidArguments, rule: .zoneNameSyntax) { try db.saveZone(RecordZone(zoneName: name)) }
                 }
                 // One bad zone in a request keeps the good ones from being created.
-                expectError(.invalidArguments, rule: "zoneNameSyntax") {
+                expectError(.invalidArguments, rule: .zoneNameSyntax) {
                     try db.saveZones([RecordZone(zoneName: "Good"), RecordZone(zoneName: "bad zone")])
                 }
             }

@@ -23,6 +23,15 @@ import Testing
         #expect(try Handshake.ServerReply(parsing: "SHARESYNC version=1 encoding=deflate-base64") == .accepted(answer))
     }
 
+    @Test("one trailing CR is tolerated, two are malformed, whichever parser reads the server's line (found by fuzzing)")
+    func serverLineTrailingCarriageReturns() throws {
+        let answer = Handshake.ServerHello(version: 1, encoding: .deflate)
+        #expect(try Handshake.ServerHello(parsing: "SHARESYNC version=1 encoding=deflate\r") == answer)
+        #expect(try Handshake.ServerReply(parsing: "SHARESYNC version=1 encoding=deflate\r") == .accepted(answer))
+        #expect(throws: FrameError.self) { try Handshake.ServerHello(parsing: "SHARESYNC version=1 encoding=deflate\r\r") }
+        #expect(throws: FrameError.self) { try Handshake.ServerReply(parsing: "SHARESYNC version=1 encoding=deflate\r\r") }
+    }
+
     @Test func refusalLineRendersAndParses() throws {
         let error = FrameError(.unsupportedVersion, "no common protocol version\n(client offered 7)")
         let line = Handshake.renderError(error)

@@ -125,7 +125,7 @@ struct MessageTests {
         let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
         let conflict = ShareSyncError(
             .serverRecordChanged, "changed", recordID: Record.ID(recordName: "note-1", zoneID: zone), serverRecord: note,
-            rule: "recordChangeTag")
+            rule: Rule(rawValue: "recordChangeTag"))
         let error = ShareSyncError(
             .partialFailure, "1 failed", partialErrors: ["note-1": conflict], retryAfterSeconds: 2.5)
         let wire = try roundTrip(ErrorResponse(id: 4, error))
@@ -135,7 +135,7 @@ struct MessageTests {
         #expect(back.partialErrors?["note-1"]?.serverRecord == note)
         #expect(back.partialErrors?["note-1"]?.zoneID == zone)
 
-        let dict = try json(ErrorResponse(id: nil, ShareSyncError(.notAuthenticated, "no", rule: "badSignature")))
+        let dict = try json(ErrorResponse(id: nil, ShareSyncError(.notAuthenticated, "no", rule: .badSignature)))
         #expect(dict["id"] is NSNull)
         #expect((dict["error"] as? [String: Any])?["code"] as? String == "notAuthenticated")
 
@@ -150,7 +150,7 @@ struct MessageTests {
     @Test("frame errors become message-layer errors naming the rule")
     func frameErrors() {
         #expect(FrameError(.lineTooLong, "x").shareSyncError.code == .limitExceeded)
-        #expect(FrameError(.inflateFailed, "x").shareSyncError.rule == "inflateFailed")
+        #expect(FrameError(.inflateFailed, "x").shareSyncError.rule == .inflateFailed)
         #expect(FrameError(.idleTimeout, "x").shareSyncError.code == .networkFailure)
     }
 
@@ -169,7 +169,7 @@ struct MessageTests {
             Issue.record("decoded \(line)")
         } catch {
             #expect(error.code == .invalidArguments)
-            #expect(error.rule == "malformedRequest")
+            #expect(error.rule == .malformedRequest)
         }
     }
 

@@ -97,6 +97,6 @@ public struct FieldAssignment: Sendable, Hashable, Codable {
     }
 
     static func invalid(_ message: String) -> ShareSyncError {
-        ShareSyncError(.invalidArguments, message, rule: "fieldSyntax")
+        ShareSyncError(.invalidArguments, message, rule: .fieldSyntax)
     }
 }

@@ -115,7 +115,7 @@ extension ControlHandler {
                 } else {
                     throw ShareSyncError(
                         .unknownItem, "record \(name) is not in shared zone \(zone); give its --type to create it",
-                        recordID: id, rule: "typeNeeded")
+                        recordID: id, rule: .typeNeeded)
                 }
             }
             if let ifTag { record.recordChangeTag = ifTag }
@@ -125,7 +125,7 @@ extension ControlHandler {
                 throw ShareSyncError(
                     .invalidArguments,
                     "record \(name) is a \(record.recordType); a record's type cannot change to \(type)", recordID: id,
-                    rule: "recordTypeImmutable")
+                    rule: .recordTypeImmutable)
             }
             let outcome = try await participant.modifyRecords(
                 owner: zoneID.ownerName, zoneName: zone, saving: [record], savePolicy: policy ?? .ifServerRecordUnchanged)
@@ -228,7 +228,7 @@ extension ControlHandler {
             throw ShareSyncError(
                 .invalidArguments,
                 "\(text.debugDescription) names several owners: \(candidates.joined(separator: "; ")); give --owner their user record name",
-                rule: "ambiguousOwner")
+                rule: .ambiguousOwner)
         }
     }
 
@@ -248,7 +248,7 @@ extension ControlHandler {
             let owners = matches.map(\.ownerName).joined(separator: ", ")
             throw ShareSyncError(
                 .invalidArguments, "several owners share a zone \(zone) (\(owners)); name one with --owner",
-                rule: "ambiguousOwner")
+                rule: .ambiguousOwner)
         }
     }
 
@@ -266,7 +266,7 @@ extension ControlHandler {
             throw ShareSyncError(
                 .invalidArguments,
                 "shared zone \(zoneID.zoneName) holds \(shares.count) shares (\(shares.map(\.recordID.recordName).joined(separator: ", "))); name one with --share",
-                zoneID: zoneID, rule: "ambiguousShare")
+                zoneID: zoneID, rule: .ambiguousShare)
         }
     }
 

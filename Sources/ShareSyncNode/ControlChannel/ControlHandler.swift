@@ -41,7 +41,7 @@ public struct ControlHandler: Sendable {
             request = try ControlRequest.fastDecode(line) ?? JSONDecoder().decode(ControlRequest.self, from: line)
         } catch {
             return Self.encode(ControlResponse<Done>(error: ControlError(ShareSyncError(
-                .invalidArguments, "not a control request: \(error)", rule: "controlSyntax"))))
+                .invalidArguments, "not a control request: \(error)", rule: .controlSyntax))))
         }
         do throws(ShareSyncError) {
             let response = try await handle(request)
@@ -107,7 +107,7 @@ public struct ControlHandler: Sendable {
             guard !host.isEmpty, (1...65535).contains(port) else {
                 throw ShareSyncError(
                     .invalidArguments, "\(HostAndPort(host: host, port: port)) is not an address participants can reach (port 1-65535)",
-                    rule: "advertisedAddress")
+                    rule: .advertisedAddress)
             }
             return ok(try advertise(HostAndPort(host: host, port: port), listen))
         case .ownerAddress(let owner, let host, let port):
@@ -126,7 +126,7 @@ public struct ControlHandler: Sendable {
             guard !zoneID.isDefaultZone else {
                 throw ShareSyncError(
                     .invalidArguments, "\(name) is the default zone: it always exists and cannot be created",
-                    zoneID: zoneID, rule: "defaultZone")
+                    zoneID: zoneID, rule: .defaultZone)
             }
             let existed = try database.fetchAllZones().contains { $0.zoneID.zoneName == name }
             let zone = try database.saveZone(RecordZone(zoneID: zoneID))
@@ -168,14 +168,14 @@ public struct ControlHandler: Sendable {
             if lookup.userRecordName == database.ownerName {
                 throw ShareSyncError(
                     .invalidArguments, "\(database.ownerName) is you, the owner: always a participant, never invited",
-                    recordID: share.recordID, rule: "oneOwner")
+                    recordID: share.recordID, rule: .oneOwner)
             }
             var participant: Participant
             if oneTime == true {
                 guard lookup.isEmpty else {
                     throw ShareSyncError(
                         .invalidArguments, "a one-time URL participant has no email, phone or user: whoever uses the link first becomes them",
-                        rule: "oneTimeURLParticipant")
+                        rule: .oneTimeURLParticipant)
                 }
                 participant = Participant.oneTimeURLParticipant(permission: permission)
                 participant.role = role ?? .privateUser
@@ -185,7 +185,7 @@ public struct ControlHandler: Sendable {
             guard participant.role == .privateUser || participant.role == .administrator else {
                 throw ShareSyncError(
                     .invalidArguments, "an invited participant's role is privateUser or administrator, not \(participant.role.rawValue)",
-                    rule: "participantRole")
+                    rule: .participantRole)
             }
             try share.addParticipant(participant)
             let saved = try save(share)
@@ -209,7 +209,7 @@ public struct ControlHandler: Sendable {
                 default:
                     throw ShareSyncError(
                         .invalidArguments, "cannot clear \(key.prefix(40).debugDescription): the properties are title, thumbnail and type",
-                        rule: "shareProperty")
+                        rule: .shareProperty)
                 }
             }
             if let title { share.title = title }
@@ -295,7 +295,7 @@ public struct ControlHandler: Sendable {
         guard let type = type ?? existing?.recordType else {
             throw ShareSyncError(
                 .unknownItem, "record \(name) does not exist in zone \(zone); give its --type to create it", recordID: id,
-                rule: "typeNeeded")
+                rule: .typeNeeded)
         }
         var record: Record
         if policy == .ifServerRecordUnchanged, let existing, existing.recordType == type {
@@ -320,12 +320,12 @@ public struct ControlHandler: Sendable {
     static func checkTag(_ ifTag: String?, policy: SavePolicy?, recordID: Record.ID) throws(ShareSyncError) {
         guard let ifTag else { return }
         if ifTag.isEmpty {
-            throw ShareSyncError(.invalidArguments, "the change tag must not be empty", recordID: recordID, rule: "ifTagSyntax")
+            throw ShareSyncError(.invalidArguments, "the change tag must not be empty", recordID: recordID, rule: .ifTagSyntax)
         }
         if let policy, policy != .ifServerRecordUnchanged {
             throw ShareSyncError(
                 .invalidArguments, "a change tag goes with the policy ifServerRecordUnchanged, not \(policy.rawValue)",
-                recordID: recordID, rule: "ifTagPolicy")
+                recordID: recordID, rule: .ifTagPolicy)
         }
     }
 
@@ -363,7 +363,7 @@ public struct ControlHandler: Sendable {
                 throw ShareSyncError(
                     .invalidArguments, "record \(name) is a \(record.recordType), neither a share nor a shared root record",
                     recordID: record.recordID,
-                    rule: "notAShare")
+                    rule: .notAShare)
             }
             return share
         }
@@ -377,7 +377,7 @@ public struct ControlHandler: Sendable {
             let names = shares.map(\.recordID.recordName).joined(separator: ", ")
             throw ShareSyncError(
                 .invalidArguments, "zone \(zone) has \(shares.count) shares (\(names)); name one with --share", zoneID: zoneID,
-                rule: "ambiguousShare")
+                rule: .ambiguousShare)
         }
     }
 

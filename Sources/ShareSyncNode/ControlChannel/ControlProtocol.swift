@@ -287,7 +287,7 @@ public struct ControlResponse<Result: Codable & Sendable>: Codable, Sendable {
 public struct ControlError: Codable, Sendable, Hashable, Error, CustomStringConvertible {
     public var code: ShareSyncError.Code
     public var message: String
-    public var rule: String?
+    public var rule: Rule?
     public var recordName: String?
     public var zoneName: String?
     /// For `serverRecordChanged`: the owner's version of the record.

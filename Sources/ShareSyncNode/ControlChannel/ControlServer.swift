@@ -40,7 +40,7 @@ public final class ControlServer: Sendable {
         if FileManager.default.fileExists(atPath: path) {
             if await ControlClient.isServing(path: path) {
                 throw ShareSyncError(
-                    .serviceUnavailable, "a daemon is already running on \(path)", rule: "oneDaemonPerHome")
+                    .serviceUnavailable, "a daemon is already running on \(path)", rule: .oneDaemonPerHome)
             }
             try? FileManager.default.removeItem(atPath: path)
         }

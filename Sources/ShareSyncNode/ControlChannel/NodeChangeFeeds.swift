@@ -61,15 +61,15 @@ public final class NodeChangeFeeds: Sendable {
         shared: Bool, since token: String?, wait: Duration?, zone: String? = nil, owner: String? = nil, limit: Int? = nil
     ) async throws(ShareSyncError) -> ChangesPage {
         if let limit, limit < 1 {
-            throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: "limitRange")
+            throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: .limitRange)
         }
         if owner != nil, !shared || zone == nil {
-            throw ShareSyncError(.invalidArguments, "an owner goes with a shared zone", rule: "ownerWithSharedZone")
+            throw ShareSyncError(.invalidArguments, "an owner goes with a shared zone", rule: .ownerWithSharedZone)
         }
         if limit != nil, !shared, zone == nil {
             throw ShareSyncError(
                 .invalidArguments, "in the private database a limit goes with one zone or the database view",
-                rule: "limitNeedsView")
+                rule: .limitNeedsView)
         }
         let deadline = ContinuousClock.now + (wait ?? .zero)
         let wakeup = ParticipantWakeup()
@@ -96,7 +96,7 @@ public final class NodeChangeFeeds: Sendable {
         -> DatabaseChangesPage
     {
         if let limit, limit < 1 {
-            throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: "limitRange")
+            throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: .limitRange)
         }
         if shared { return try sharedDatabaseChanges(since: token, limit: limit) }
         let since = try privateToken(token)
@@ -217,19 +217,19 @@ public final class NodeChangeFeeds: Sendable {
             throw ShareSyncError(
                 .changeTokenExpired,
                 "this token is from another replica (the replica was made afresh since); read the changes again without --since",
-                rule: "changeTokenExpired")
+                rule: .changeTokenExpired)
         }
         guard after <= position.sequence else {
             throw ShareSyncError(
                 .changeTokenExpired,
                 "the change token is ahead of this replica's history (position \(after), the replica is at \(position.sequence)); "
                     + "read the changes again without --since",
-                rule: "changeTokenExpired")
+                rule: .changeTokenExpired)
         }
         if after > 0, after < position.expiredBelow {
             throw ShareSyncError(
                 .changeTokenExpired, "this token is older than the changes the replica keeps; read again without --since",
-                rule: "changeTokenExpired")
+                rule: .changeTokenExpired)
         }
         return after
     }
@@ -246,7 +246,7 @@ public final class NodeChangeFeeds: Sendable {
             if owners.count > 1 {
                 throw ShareSyncError(
                     .invalidArguments, "several owners share a zone \(zone) (\(owners.sorted().joined(separator: ", "))); name one with --owner",
-                    rule: "ambiguousOwner")
+                    rule: .ambiguousOwner)
             }
             ownerName = owners.first
             if ownerName == nil, token == nil {
@@ -330,6 +330,6 @@ public final class NodeChangeFeeds: Sendable {
     static func foreignToken(_ token: String, expected: String) -> ShareSyncError {
         ShareSyncError(
             .invalidArguments, "\(token.prefix(80).debugDescription) is not a change token of the \(expected)",
-            rule: "changeTokenSyntax")
+            rule: .changeTokenSyntax)
     }
 }

@@ -33,7 +33,7 @@ extension NodeHome {
             if reason == EWOULDBLOCK {
                 throw ShareSyncError(
                     .serviceUnavailable, "a daemon is already running on \(path); stop it before starting another",
-                    rule: "oneDaemonPerHome")
+                    rule: .oneDaemonPerHome)
             }
             throw ShareSyncError(.internalError, "cannot lock \(lockPath): \(String(cString: strerror(reason)))")
         }

@@ -108,7 +108,7 @@ public struct NodeHome: Sendable {
         for file in [NodeIdentity.keyFileName, settingsFileName] where fm.fileExists(atPath: join(path, file)) {
             throw ShareSyncError(
                 .invalidArguments, "\(path) is already a node home (it has \(file)); choose another --home",
-                rule: "homeExists")
+                rule: .homeExists)
         }
         let identity = NodeIdentity.generate()
         try identity.save(home: path)
@@ -127,18 +127,18 @@ public struct NodeHome: Sendable {
         guard fm.fileExists(atPath: keyPath) else {
             throw ShareSyncError(
                 .invalidArguments, "\(path) is not a node home (no \(NodeIdentity.keyFileName)); create it with `sharesync init`",
-                rule: "noHome")
+                rule: .noHome)
         }
         let identity = try NodeIdentity.load(path: keyPath)
         let settingsPath = join(path, settingsFileName)
         guard let data = fm.contents(atPath: settingsPath) else {
-            throw ShareSyncError(.invalidArguments, "cannot read \(settingsPath)", rule: "noHome")
+            throw ShareSyncError(.invalidArguments, "cannot read \(settingsPath)", rule: .noHome)
         }
         do {
             let settings = try JSONDecoder().decode(NodeSettings.self, from: data)
             return NodeHome(path: path, identity: identity, settings: settings)
         } catch {
-            throw ShareSyncError(.invalidArguments, "\(settingsPath) is not valid: \(error)", rule: "settings")
+            throw ShareSyncError(.invalidArguments, "\(settingsPath) is not valid: \(error)", rule: .settings)
         }
     }
 

@@ -56,7 +56,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             maximumUnauthenticated: context.configuration.maximumUnauthenticatedConnections)
         {
             context.logger.notice("refusing a connection", metadata: ["reason": "\(refusal)"])
-            throw ShareSyncError(.requestRateLimited, refusal, rule: "maximumConnections")
+            throw ShareSyncError(.requestRateLimited, refusal, rule: .maximumConnections)
         }
         let handler = ServerConnectionHandler(server: context, connectionID: context.registry.nextConnectionID())
         let pipeline = channel.pipeline.syncOperations
@@ -83,7 +83,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 if case .closed = handler.state { return }
                 guard !handler.isAuthenticated else { return }
                 handler.close(
-                    with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: "authenticationTimeout"),
+                    with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: .authenticationTimeout),
                     context: context)
             }
         }
@@ -144,10 +144,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     private func receiveHello(_ frame: ByteBuffer, context: ChannelHandlerContext) {
         guard let hello = try? MessageCoding.decode(HelloMessage.self, from: frame), hello.op == "hello" else {
-            return refuse("the first message must be a hello", rule: "helloExpected", context: context)
+            return refuse("the first message must be a hello", rule: .helloExpected, context: context)
         }
         guard AuthTranscript.isBase64Of32Bytes(hello.publicKey), AuthTranscript.isBase64Of32Bytes(hello.nonce) else {
-            return refuse("the hello's publicKey and nonce must each be 32 bytes in base64", rule: "malformedHello", context: context)
+            return refuse("the hello's publicKey and nonce must each be 32 bytes in base64", rule: .malformedHello, context: context)
         }
         switch security {
         case .tls(let certificateKey):
@@ -156,12 +156,12 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 return refuse(
                     "the hello's publicKey is not the key of this connection's TLS client certificate "
                         + "(\(Fingerprint.of(rawPublicKey: certificateKey)))",
-                    rule: "tlsKeyMismatch", context: context)
+                    rule: .tlsKeyMismatch, context: context)
             }
         case .cleartext:
             break
         case nil:
-            return refuse("the connection's transport security is not established", rule: "tlsKeyMismatch", context: context)
+            return refuse("the connection's transport security is not established", rule: .tlsKeyMismatch, context: context)
         }
         let serverNonce = AuthTranscript.makeNonce()
         let signature = server.identity.signBase64(
@@ -173,19 +173,19 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     private func receiveAuthenticate(_ frame: ByteBuffer, hello: HelloMessage, serverNonce: String, context: ChannelHandlerContext) {
         guard let message = try? MessageCoding.decode(AuthenticateMessage.self, from: frame), message.op == "authenticate" else {
-            return refuse("expected an authenticate message", rule: "authenticateExpected", context: context)
+            return refuse("expected an authenticate message", rule: .authenticateExpected, context: context)
         }
         let transcript = AuthTranscript.client(
             serverNonce: serverNonce, clientNonce: hello.nonce, serverKey: server.identity.publicKeyBase64)
         guard AuthTranscript.verify(signature: message.signature, publicKey: hello.publicKey, data: transcript) else {
             logger.notice("authentication failed: bad signature")
-            return refuse("the signature does not prove the key of the hello on this connection", rule: "badSignature", context: context)
+            return refuse("the signature does not prove the key of the hello on this connection", rule: .badSignature, context: context)
         }
         let name = "_" + Fingerprint.of(publicKeyBase64: hello.publicKey)!
         guard server.registry.admit(name, limit: server.configuration.maximumConnectionsPerIdentity) else {
             let error = ShareSyncError(
                 .requestRateLimited, "this identity already has \(server.configuration.maximumConnectionsPerIdentity) connections",
-                rule: "maximumConnectionsPerIdentity", retryAfterSeconds: 5)
+                rule: .maximumConnectionsPerIdentity, retryAfterSeconds: 5)
             return close(with: error, context: context)
         }
         admittedName = name
@@ -207,7 +207,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             context: context)
     }
 
-    private func refuse(_ message: String, rule: String, context: ChannelHandlerContext) {
+    private func refuse(_ message: String, rule: Rule, context: ChannelHandlerContext) {
         close(with: ShareSyncError(.notAuthenticated, message, rule: rule), context: context)
     }
 
@@ -247,13 +247,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 .limitExceeded,
                 "this modifyRecords request is \(frame.readableBytes) bytes; at most \(server.database.limits.maximumResponseSize) "
                     + "bytes are allowed in one (split it into several requests)",
-                rule: "maximumResponseSize")
+                rule: .maximumResponseSize)
             return self.send(ErrorResponse(id: request.id, error), context: context)
         }
         guard inFlight < server.configuration.maximumRequestsInFlight else {
             let error = ShareSyncError(
                 .requestRateLimited, "more than \(server.configuration.maximumRequestsInFlight) requests in flight",
-                rule: "maximumRequestsInFlight", retryAfterSeconds: 0.1)
+                rule: .maximumRequestsInFlight, retryAfterSeconds: 0.1)
             return self.send(ErrorResponse(id: request.id, error), context: context)
         }
         inFlight += 1
@@ -302,7 +302,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 id: id,
                 ShareSyncError(
                     .limitExceeded, "the answer is \(size) bytes, more than one frame may carry (\(frameError.message))",
-                    rule: "maximumResponseSize"))
+                    rule: .maximumResponseSize))
             return channel.writeAndFlush(replacement)
         }.flatMapErrorThrowing { error in
             if channel.isActive {

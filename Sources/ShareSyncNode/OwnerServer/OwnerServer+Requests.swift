@@ -70,7 +70,7 @@ struct RequestExecutor: Sendable {
                 throw ShareSyncError(
                     .invalidArguments,
                     "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone) named by the request",
-                    recordID: record.recordID, rule: "zoneMismatch")
+                    recordID: record.recordID, rule: .zoneMismatch)
             }
             let result = try view.modifyRecords(
                 saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: policy,
@@ -91,7 +91,7 @@ struct RequestExecutor: Sendable {
         guard n <= limit else {
             throw ShareSyncError(
                 .limitExceeded, "\(n) items in one request; at most \(limit) are allowed (split the request)",
-                rule: "maximumItemsPerRequest")
+                rule: .maximumItemsPerRequest)
         }
     }
 

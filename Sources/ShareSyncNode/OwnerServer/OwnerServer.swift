@@ -119,14 +119,14 @@ public final class OwnerServer: Sendable {
                 .invalidArguments,
                 "the response size (\(limits.maximumResponseSize) bytes) must be at least the record size limit "
                     + "(\(limits.maximumRecordSize)) and at least 64 KiB under the frame limit (\(frameSize))",
-                rule: "maximumResponseSize")
+                rule: .maximumResponseSize)
         }
         if configuration.allowCleartext, !TransportSecurity.isLoopback(host: configuration.host) {
             throw ShareSyncError(
                 .invalidArguments,
                 "cleartext connections may only be allowed on a loopback address (127.0.0.1, ::1, localhost), "
                     + "not on \(configuration.host); without the cleartext option every connection uses TLS",
-                rule: "cleartextNotLoopback")
+                rule: .cleartextNotLoopback)
         }
         let tls = try TransportSecurity.serverContext(try identity.tlsCredentials())
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))

@@ -84,7 +84,7 @@ public final class InProcessOwner: OwnerDatabaseConnector, Sendable {
         guard database.ownerName == "_" + expectedOwnerFingerprint.lowercased() else {
             throw ShareSyncError(
                 .notAuthenticated, "the owner proved key \(database.ownerName.dropFirst()), but the share URL names \(expectedOwnerFingerprint)",
-                rule: "ownerFingerprintMismatch")
+                rule: .ownerFingerprintMismatch)
         }
         let connection = InProcessConnection(
             owner: self, executor: RequestExecutor(
@@ -207,7 +207,7 @@ final class InProcessConnection: OwnerDatabase {
         for record in saving where record.recordID.zoneID != zone {
             throw ShareSyncError(
                 .invalidArguments, "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone)",
-                recordID: record.recordID, rule: "zoneMismatch")
+                recordID: record.recordID, rule: .zoneMismatch)
         }
         return try executor.view.modifyRecords(
             saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: savePolicy,

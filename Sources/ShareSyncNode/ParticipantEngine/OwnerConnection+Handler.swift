@@ -82,7 +82,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             if let error = error as? ShareSyncError {
                 lastError = error
             } else if let error = error as? FrameError, error.code == .tlsRequired || error.code == .alpnMismatch {
-                lastError = ShareSyncError(.notAuthenticated, "the owner refused the connection: \(error.message)", rule: error.code.rawValue)
+                lastError = ShareSyncError(.notAuthenticated, "the owner refused the connection: \(error.message)", rule: Rule(rawValue: error.code.rawValue))
             } else {
                 lastError = ShareSyncError(.networkFailure, "the connection to the owner failed: \(error)")
             }
@@ -152,20 +152,20 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .awaitingChallenge(let clientNonce):
             if let error = head.error { return refuse(error.shareSyncError(), context: context) }
             guard let challenge = try? MessageCoding.decode(ChallengeMessage.self, from: frame), challenge.op == "challenge" else {
-                return refuse(ShareSyncError(.notAuthenticated, "expected a challenge from the owner", rule: "challengeExpected"), context: context)
+                return refuse(ShareSyncError(.notAuthenticated, "expected a challenge from the owner", rule: .challengeExpected), context: context)
             }
             let transcript = AuthTranscript.server(clientNonce: clientNonce, serverNonce: challenge.nonce, clientKey: hello.publicKey)
             guard AuthTranscript.isBase64Of32Bytes(challenge.nonce),
                 AuthTranscript.verify(signature: challenge.signature, publicKey: challenge.publicKey, data: transcript)
             else {
-                return refuse(ShareSyncError(.notAuthenticated, "the owner's signature does not verify", rule: "badSignature"), context: context)
+                return refuse(ShareSyncError(.notAuthenticated, "the owner's signature does not verify", rule: .badSignature), context: context)
             }
             if requiresTLS {
                 guard case .tls(let certificateKey) = security, Data(base64Encoded: challenge.publicKey) == certificateKey else {
                     return refuse(
                         ShareSyncError(
                             .notAuthenticated, "the owner's challenge proves a key other than its TLS certificate's; not talking to it",
-                            rule: "tlsKeyMismatch"),
+                            rule: .tlsKeyMismatch),
                         context: context)
                 }
             }
@@ -175,7 +175,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                     ShareSyncError(
                         .notAuthenticated,
                         "the owner proved key \(fingerprint ?? "?"), but the share URL names \(expectedOwnerFingerprint); not talking to it",
-                        rule: "ownerFingerprintMismatch"),
+                        rule: .ownerFingerprintMismatch),
                     context: context)
             }
             state = .awaitingWelcome
@@ -185,7 +185,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         case .awaitingWelcome:
             if let error = head.error { return refuse(error.shareSyncError(), context: context) }
             guard let welcome = try? MessageCoding.decode(WelcomeMessage.self, from: frame), welcome.op == "welcome" else {
-                return refuse(ShareSyncError(.notAuthenticated, "expected a welcome from the owner", rule: "welcomeExpected"), context: context)
+                return refuse(ShareSyncError(.notAuthenticated, "expected a welcome from the owner", rule: .welcomeExpected), context: context)
             }
             state = .ready(welcome)
             if let address = welcome.address { announcements.announce(address) }

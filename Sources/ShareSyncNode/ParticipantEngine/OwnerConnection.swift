@@ -113,7 +113,7 @@ public final class OwnerConnection: Sendable {
             guard TransportSecurity.isLoopback(host: host) else {
                 throw ShareSyncError(
                     .invalidArguments, "cleartext is only for loopback hosts; \(host) must be reached over TLS",
-                    rule: "cleartextNotLoopback")
+                    rule: .cleartextNotLoopback)
             }
             tls = nil
         }
@@ -285,7 +285,7 @@ public final class OwnerConnection: Sendable {
         let page: FetchRecordsResult
         do {
             page = try await send(.fetchRecords(zoneName: zoneName, recordNames: names), expecting: FetchRecordsResult.self)
-        } catch where error.code == .limitExceeded && error.rule == "maximumResponseSize" && names.count > 1 {
+        } catch where error.code == .limitExceeded && error.rule == .maximumResponseSize && names.count > 1 {
             let half = names.count / 2
             try await fetchRecords(zoneName: zoneName, Array(names[..<half]), into: &results)
             try await fetchRecords(zoneName: zoneName, Array(names[half...]), into: &results)
@@ -333,7 +333,7 @@ public final class OwnerConnection: Sendable {
             page = try await send(
                 .modifyRecords(zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically),
                 expecting: ModifyRecordsWireResult.self)
-        } catch where error.code == .limitExceeded && error.rule == "maximumResponseSize" && chunk.count > 1 {
+        } catch where error.code == .limitExceeded && error.rule == .maximumResponseSize && chunk.count > 1 {
             // The owner counted more bytes than this side did: ask in two halves.
             let half = chunk.count / 2
             try await modifyRecords(zoneName: zoneName, Array(chunk[..<half]), savePolicy: savePolicy, atomically: atomically, into: &result)

@@ -175,7 +175,7 @@ final class ParticipantOwnerLink: Sendable {
         guard connection.ownerName == ownerName else {
             throw ShareSyncError(
                 .notAuthenticated, "the node at this address is owner \(connection.ownerName), not \(ownerName)",
-                rule: "ownerMismatch")
+                rule: .ownerMismatch)
         }
         hub.emit(.connected(owner: ownerName))
         // The owner says where it is reached: remembered, and followed when it changes (it moved).

@@ -58,7 +58,7 @@ extension ParticipantSync {
                 .invalidArguments,
                 "write \(id) is \(operation.state.rawValue), not in conflict; "
                     + (operation.state == .refused ? "discard it" : "it is sent when the owner is connected"),
-                rule: "notAConflict")
+                rule: .notAConflict)
         }
         switch choice {
         case .theirs:

@@ -29,7 +29,7 @@ extension ParticipantSync {
             guard var share = Share(record) else {
                 throw ShareSyncError(
                     .invalidArguments, "record \(shareRecordName) is a \(record.recordType), not a share", recordID: id,
-                    rule: "notAShare")
+                    rule: .notAShare)
             }
             try edit(&share)
             let result = try await connection.modifyRecords(

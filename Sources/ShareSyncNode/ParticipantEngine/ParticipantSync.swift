@@ -235,12 +235,12 @@ public final class ParticipantSync: Sendable {
         guard !host.isEmpty, (1...65535).contains(port) else {
             throw ShareSyncError(
                 .invalidArguments, "\(host.isEmpty ? "an empty host" : "port \(port)") is not an address an owner can be reached at",
-                rule: "ownerAddress")
+                rule: .ownerAddress)
         }
         guard var info = try replica.owner(named: owner) else {
             throw ShareSyncError(
                 .unknownItem, "no owner \(owner) shares anything with this node (see the owners of `zone list --shared`)",
-                rule: "ownerUnknown")
+                rule: .ownerUnknown)
         }
         info.host = host
         info.port = port

@@ -9,14 +9,14 @@ extension ShareURL {
     /// `ownerFingerprintMissing` (no `owner=`).
     static func pinned(_ string: String) throws(ShareSyncError) -> (url: ShareURL, ownerFingerprint: String) {
         guard let url = ShareURL(string: string) else {
-            throw ShareSyncError(.invalidArguments, "not a share URL: \(string.prefix(200))", rule: "shareURLSyntax")
+            throw ShareSyncError(.invalidArguments, "not a share URL: \(string.prefix(200))", rule: .shareURLSyntax)
         }
         guard let fingerprint = url.ownerFingerprint?.lowercased(), !fingerprint.isEmpty else {
             throw ShareSyncError(
                 .invalidArguments,
                 "the share URL has no owner= part: it must carry the owner's key fingerprint so this node can verify "
                     + "whom it talks to; ask the owner for the full URL",
-                rule: "ownerFingerprintMissing")
+                rule: .ownerFingerprintMissing)
         }
         return (url, fingerprint)
     }

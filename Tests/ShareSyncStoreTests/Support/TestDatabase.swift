@@ -185,7 +185,7 @@ func expectNothingChanges<T>(
 /// Expects `body` to throw a ``ShareSyncError`` with this code (and rule, if given); returns it.
 @discardableResult
 func expectError<T>(
-    _ code: ShareSyncError.Code, rule: String? = nil, sourceLocation: SourceLocation = #_sourceLocation,
+    _ code: ShareSyncError.Code, rule: Rule? = nil, sourceLocation: SourceLocation = #_sourceLocation,
     _ body: () throws -> T
 ) -> ShareSyncError? {
     let error = #expect(throws: ShareSyncError.self, sourceLocation: sourceLocation) { _ = try body() }
