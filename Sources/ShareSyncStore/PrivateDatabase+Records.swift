@@ -78,137 +78,16 @@ extension PrivateDatabase {
                 "a request may save and delete at most \(itemLimit) items; this one has \(count)",
                 rule: .itemsPerRequest)
         }
-        var saveOutcomes: [Record.ID: Result<Record, ShareSyncError>] = [:]
-        var deleteOutcomes: [Record.ID: Result<Void, ShareSyncError>] = [:]
-        // Shares are applied after ordinary records, so a share can be saved in the same batch as its root.
-        let ordered = recordsToSave.filter { $0.recordType != Record.shareRecordType }
-            + recordsToSave.filter { $0.recordType == Record.shareRecordType }
-        var seen: Set<Record.ID> = []
         return try write { db in
-            var ctx = try WriteContext(db: db, database: self, actor: actor)
-            // Each item runs in its own savepoint, so a failing item leaves no trace and the others
-            // go on, except on an atomic request's first try (see below), where an error ends the try.
-            var perItem = true
-            func attempt(_ body: (inout WriteContext) throws -> Void) throws -> ShareSyncError? {
-                guard perItem else {
-                    try body(&ctx)
-                    return nil
-                }
-                var failure: ShareSyncError?
-                let before = ctx
-                try db.inSavepoint {
-                    do {
-                        try body(&ctx)
-                        return .commit
-                    } catch let error as ShareSyncError {
-                        failure = error
-                        return .rollback
-                    }
-                }
-                if failure != nil { ctx.rollBack(to: before) }
-                return failure
+            var batch = ItemBatch(
+                ctx: try WriteContext(db: db, database: self, actor: actor), saving: recordsToSave, deleting: recordIDsToDelete,
+                savePolicy: savePolicy)
+            let strategy: any BatchStrategy.Type = atomically ? AtomicBatch.self : IndependentBatch.self
+            guard try strategy.apply(&batch, in: db, authorize: authorize) else {
+                return ModifyRecordsResult(saveResults: batch.saveOutcomes, deleteResults: batch.deleteOutcomes)
             }
-            func run() throws {
-                for record in ordered {
-                    guard seen.insert(record.recordID).inserted else {
-                        saveOutcomes[record.recordID] = .failure(ShareSyncError(
-                            .invalidArguments, "record \(record.recordID.recordName) appears twice in one request",
-                            recordID: record.recordID, rule: .duplicateItem))
-                        continue
-                    }
-                    var saved: Record?
-                    if let error = try attempt({ ctx in
-                        try authorize(&ctx)
-                        saved = try ctx.save(record, policy: savePolicy)
-                    }) {
-                        saveOutcomes[record.recordID] = .failure(error)
-                    } else {
-                        saveOutcomes[record.recordID] = .success(saved!)
-                    }
-                }
-                for id in recordIDsToDelete {
-                    guard seen.insert(id).inserted else {
-                        deleteOutcomes[id] = .failure(ShareSyncError(
-                            .invalidArguments, "record \(id.recordName) appears twice in one request", recordID: id,
-                            rule: .duplicateItem))
-                        continue
-                    }
-                    if let error = try attempt({ ctx in
-                        try authorize(&ctx)
-                        try ctx.deleteRecord(id)
-                    }) {
-                        deleteOutcomes[id] = .failure(error)
-                    } else {
-                        deleteOutcomes[id] = .success(())
-                    }
-                }
-            }
-            if atomically {
-                // First try: everything in one savepoint, no savepoint per item. Almost every request
-                // succeeds this way. If anything fails, that try is rolled back and the request runs again
-                // item by item, to give each failing item its own error (and then rolls back too).
-                perItem = false
-                let start = ctx
-                var firstTryFailed = false
-                try db.inSavepoint {
-                    do {
-                        try run()
-                        if saveOutcomes.values.contains(where: { if case .failure = $0 { true } else { false } })
-                            || deleteOutcomes.values.contains(where: { if case .failure = $0 { true } else { false } })
-                        {
-                            firstTryFailed = true
-                            return .rollback
-                        }
-                        try ctx.settleSharing()
-                        return .commit
-                    } catch is ShareSyncError {
-                        firstTryFailed = true
-                        return .rollback
-                    }
-                }
-                if firstTryFailed {
-                    ctx.rollBack(to: start)
-                    saveOutcomes = [:]
-                    deleteOutcomes = [:]
-                    seen = []
-                    perItem = true
-                }
-            }
-            if atomically && perItem {
-                var failed = false
-                try db.inSavepoint {
-                    try run()
-                    failed = saveOutcomes.values.contains { if case .failure = $0 { true } else { false } }
-                        || deleteOutcomes.values.contains { if case .failure = $0 { true } else { false } }
-                    if !failed { try ctx.settleSharing() }
-                    return failed ? .rollback : .commit
-                }
-                if failed {
-                    let batchFailed = { (id: Record.ID) in
-                        ShareSyncError(
-                            .batchRequestFailed, "not saved: another item of this atomic request failed", recordID: id)
-                    }
-                    for (id, outcome) in saveOutcomes { if case .success = outcome { saveOutcomes[id] = .failure(batchFailed(id)) } }
-                    for (id, outcome) in deleteOutcomes { if case .success = outcome { deleteOutcomes[id] = .failure(batchFailed(id)) } }
-                    return ModifyRecordsResult(saveResults: saveOutcomes, deleteResults: deleteOutcomes)
-                }
-            } else if !atomically {
-                try run()
-                try ctx.settleSharing()
-            }
-            try ctx.finish()
-            // Saved records are returned as stored after every change of the batch: a share saved in the
-            // same request changes its root's `share` field, so then they are read back.
-            let sharesSaved = ordered.contains { $0.recordType == Record.shareRecordType }
-            for (id, outcome) in saveOutcomes {
-                guard case .success(let saved) = outcome else { continue }
-                if sharesSaved, let stored = try ctx.loadRecord(zone: id.zoneID.zoneName, name: id.recordName) {
-                    saveOutcomes[id] = .success(ctx.present(stored, zoneID: id.zoneID))
-                } else {
-                    saveOutcomes[id] = .success(ctx.present(saved, zoneID: id.zoneID))
-                }
-            }
-            return ModifyRecordsResult(saveResults: saveOutcomes, deleteResults: deleteOutcomes)
+            try batch.ctx.finish()
+            return try batch.presentedOutcomes()
         }
     }
 }
@@ -320,7 +199,7 @@ extension WriteContext {
         let zone = id.zoneID.zoneName
         guard let existing = try loadRecord(zone: zone, name: id.recordName) else {
             // Deleted earlier in this request (a deleteSelf cascade): done.
-            if touched[zone]?.contains(id.recordName) == true { return }
+            if delta[zone].touched.contains(id.recordName) { return }
             // Not there: unknownItem, as CloudKit answers, to the owner and to a participant who saw it;
             // anyone else learns nothing (the answer for a record outside their view).
             if !isOwner, try !hasSeen(zone: zone, name: id.recordName) { throw AccessPolicy.outsideView(id) }

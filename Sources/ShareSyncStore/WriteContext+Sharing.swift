@@ -102,7 +102,7 @@ extension WriteContext {
         let parentChanged = existing == nil || existing?.parent?.recordID.recordName != newParent
         let isRoot = try shareRooted(zone: zone, at: name) != nil
         guard try zoneHasShares(zone) else {
-            membershipDirty[zone, default: []].insert(name)
+            delta.markMembershipDirty(zone: zone, name)
             return
         }
         let newShare: String? = isRoot ? try shareRooted(zone: zone, at: name) : try membership(zone: zone, parent: newParent)
@@ -122,7 +122,7 @@ extension WriteContext {
                 recordID: record.recordID, rule: .oneSharePerRecord)
         }
 
-        if parentChanged { membershipDirty[zone, default: []].insert(name) }
+        if parentChanged { delta.markMembershipDirty(zone: zone, name) }
     }
 
     /// Checks a record delete against the sharing rules and (for a participant) the access policy.
@@ -146,7 +146,7 @@ extension WriteContext {
                 try removeShare(zone: zone, name: shareName)
             }
             for child in try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ? AND parent = ?"), arguments: [zone, name]) {
-                membershipDirty[zone, default: []].insert(child)
+                delta.markMembershipDirty(zone: zone, child)
             }
         }
     }
@@ -210,15 +210,15 @@ extension WriteContext {
             if let root = share.rootRecordID?.recordName, var rootRecord = try loadRecord(zone: zone, name: root) {
                 rootRecord.share = Record.Reference(recordID: Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: zone)))
                 _ = try store(rootRecord)
-                membershipDirty[zone, default: []].insert(root)
+                delta.markMembershipDirty(zone: zone, root)
             } else if share.rootRecordID == nil {
                 for name in try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ? AND parent IS NULL"), arguments: [zone]) {
-                    membershipDirty[zone, default: []].insert(name)
+                    delta.markMembershipDirty(zone: zone, name)
                 }
-                membershipDirty[zone, default: []].formUnion(try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
+                delta.markMembershipDirty(zone: zone, try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
             }
         }
-        sharesChanged[zone, default: []].insert(id.recordName)
+        delta.markShareChanged(zone: zone, id.recordName)
         return saved
     }
 
@@ -434,11 +434,11 @@ extension WriteContext {
         cache.forgetShare(zone: zone, name: name)
         _ = try delete(zone: zone, name: name)
         if let root {
-            membershipDirty[zone, default: []].insert(root)
+            delta.markMembershipDirty(zone: zone, root)
         } else {
-            membershipDirty[zone, default: []].formUnion(try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
+            delta.markMembershipDirty(zone: zone, try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
         }
-        sharesChanged[zone, default: []].insert(name)
+        delta.markShareChanged(zone: zone, name)
     }
 
     /// Stores a share's new state as the server decided it (acceptance, leaving, requests).
@@ -450,7 +450,7 @@ extension WriteContext {
         record.modificationDate = now
         record.lastModifiedUserRecordID = Record.ID(recordName: actor)
         let saved = try store(record)
-        sharesChanged[zone, default: []].insert(share.recordID.recordName)
+        delta.markShareChanged(zone: zone, share.recordID.recordName)
         return saved
     }
 

@@ -11,29 +11,28 @@ extension WriteContext {
     /// Recomputes share membership for what this transaction touched, syncs the member lists of
     /// changed shares, and updates every affected viewer's feed. Call once, after all items.
     mutating func settleSharing() throws {
-        let zones = Set(touched.keys).union(membershipDirty.keys).union(sharesChanged.keys)
-        for zone in zones.sorted() {
+        for zone in delta.zonesToSettle.sorted() {
             let hasShares = try zoneHasShares(zone)
             let hadViewers = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM member WHERE zone = ? LIMIT 1"), arguments: [zone]) ?? false
-            if !hasShares && !hadViewers && (sharesChanged[zone]?.isEmpty ?? true) {
+            if !hasShares && !hadViewers && delta[zone].sharesChanged.isEmpty {
                 // Nothing shared here: clear any stale membership and move on.
                 try db.cachedStatement(sql: "UPDATE record SET shareName = NULL WHERE zone = ? AND shareName IS NOT NULL").execute(arguments: [zone])
                 continue
             }
             let (moved, rows) = try recomputeMembership(zone: zone)
             let memberChanges = try syncMembers(zone: zone)
-            try updateViews(zone: zone, records: (touched[zone] ?? []).union(moved), rows: rows, memberChanges: memberChanges)
+            try updateViews(zone: zone, records: delta[zone].touched.union(moved), rows: rows, memberChanges: memberChanges)
         }
     }
 
     /// Recomputes the share of touched records, and of dirty records with all their descendants.
     /// Returns the records whose share changed, and the type and share of every live record it looked at.
     private mutating func recomputeMembership(zone: String) throws -> (moved: Set<String>, rows: [String: RecordShare]) {
-        var names = touched[zone] ?? []
+        var names = delta[zone].touched
         // Under a zone-wide share every record belongs to it whatever its parent (all of them were
         // marked when it was created), so a moved record's descendants cannot change share.
         let parentsMatter = try zoneShareName(zone) == nil
-        for name in membershipDirty[zone] ?? [] {
+        for name in delta[zone].membershipDirty {
             names.insert(name)
             if parentsMatter { names.formUnion(try descendants(zone: zone, of: name)) }
         }
@@ -66,7 +65,7 @@ extension WriteContext {
     /// Returns, per viewer, whether they gained or lost shares in this zone.
     private mutating func syncMembers(zone: String) throws -> [String: (added: Set<String>, removed: Set<String>)] {
         var changes: [String: (added: Set<String>, removed: Set<String>)] = [:]
-        for name in sharesChanged[zone] ?? [] {
+        for name in delta[zone].sharesChanged {
             let before = Set(try members(zone: zone, share: name))
             let after = try share(zone: zone, name: name).map(AccessPolicy.viewers(of:)) ?? []
             cache.members[zone]?[name] = nil
@@ -126,7 +125,7 @@ extension WriteContext {
                 db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]
             ).map { RecordShare(type: $0["type"], shareName: $0["shareName"]) }
             let now: String? = row?.shareName
-            let before: String? = shareBefore[zone]?[name] ?? now
+            let before: String? = delta[zone].shareBefore[name].map(\.name) ?? now  // as noted when first changed
             var type: String = row?.type ?? ""
             if row == nil {
                 type = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM recordTombstone WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? ""

@@ -13,14 +13,8 @@ struct WriteContext {
     let actor: String
     let now: Date
     private(set) var seq: Int64
-    /// Records saved or deleted in this transaction, by zone.
-    var touched: [String: Set<String>] = [:]
-    /// The share each record belonged to before this transaction first changed it, by zone and name.
-    var shareBefore: [String: [String: String?]] = [:]
-    /// Records whose share membership (and their descendants') must be recomputed, by zone.
-    var membershipDirty: [String: Set<String>] = [:]
-    /// Shares saved or deleted in this transaction, by zone.
-    var sharesChanged: [String: Set<String>] = [:]
+    /// What this transaction changed that sharing depends on, zone by zone (read by `settleSharing`).
+    var delta = SharingDelta()
     /// The last change of each zone in this transaction; ``finish()`` writes them to `zone.seq` once.
     private(set) var zoneSeqs: [String: Int64] = [:]
     /// What this transaction already read of the zone, share and member tables. Only this context
@@ -94,10 +88,10 @@ struct WriteContext {
         guard let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT json, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
         else {
-            rememberShareBefore(zone: zone, name: name, nil)
+            delta.noteShareBefore(zone: zone, name: name, nil)
             return nil
         }
-        rememberShareBefore(zone: zone, name: name, row["shareName"])
+        delta.noteShareBefore(zone: zone, name: name, row["shareName"])
         return try Record(jsonData: row["json"] as Data)
     }
 
@@ -133,20 +127,14 @@ struct WriteContext {
         }
         zoneSeqs[zone] = seq
         if isShare { cache.forgetShare(zone: zone, name: name) }
-        touched[zone, default: []].insert(name)
+        delta.touch(zone: zone, name: name)
         return record
     }
 
     /// Remembers the share a record belongs to before this transaction changes it.
     mutating func noteShareBefore(zone: String, name: String) throws {
-        guard shareBefore[zone]?[name] == nil else { return }
-        rememberShareBefore(zone: zone, name: name, try storedShareName(zone: zone, name: name))
-    }
-
-    /// Keeps `share` as the record's share before this transaction, unless one is already noted.
-    private mutating func rememberShareBefore(zone: String, name: String, _ share: String?) {
-        guard shareBefore[zone]?[name] == nil else { return }
-        shareBefore[zone, default: [:]][name] = .some(share)
+        guard !delta.hasShareBefore(zone: zone, name: name) else { return }
+        delta.noteShareBefore(zone: zone, name: name, try storedShareName(zone: zone, name: name))
     }
 
     /// Deletes a record and, transitively, the records whose `deleteSelf` references point at it.
@@ -167,7 +155,7 @@ struct WriteContext {
             zoneSeqs[zone] = seq
             if record.recordType == Record.shareRecordType { cache.forgetShare(zone: zone, name: next) }
             work += try String.fetchAll(db.cachedStatement(sql: "SELECT source FROM deleteSelfReference WHERE zone = ? AND target = ?"), arguments: [zone, next])
-            touched[zone, default: []].insert(next)
+            delta.touch(zone: zone, name: next)
             deleted.append(record)
         }
         return deleted

@@ -14,7 +14,7 @@ import ShareSyncWire
 // latency, the owner's save of one record until a subscribed participant holds its push, p50/p99
 // over BENCH_CHANGES saves (default 500); and fan-out, BENCH_FANOUT_IDENTITIES identities (default
 // 50) with two subscribed connections each: the owner saves one record at a time (BENCH_FANOUT_CHANGES,
-// default 1,000) and waits until every connection holds it, p50/p99 of that wait.
+// default 500) and waits until every connection holds it, p50/p99 of that wait.
 // The last line is TLS's cost on each, in percent.
 func runTLSBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
@@ -40,11 +40,19 @@ func runTLSBenchmark() async throws {
 
     let latencySamples = Int(environment["BENCH_CHANGES"] ?? "") ?? 500
     let fanOutIdentities = Int(environment["BENCH_FANOUT_IDENTITIES"] ?? "") ?? 50
-    let fanOutChanges = Int(environment["BENCH_FANOUT_CHANGES"] ?? "") ?? 1_000
+    let fanOutChanges = Int(environment["BENCH_FANOUT_CHANGES"] ?? "") ?? 500
+    // The same identities in both transports, all members of the share before anything is measured:
+    // every save costs the owner a view-log row per member, so both runs must see the same members.
+    let participant = NodeIdentity.generate()
+    let fanOutMembers = (0..<fanOutIdentities).map { _ in NodeIdentity.generate() }
+    for identity in [participant] + fanOutMembers {
+        let connection = try await OwnerConnection.connect(url: url, identity: identity)
+        _ = try await connection.acceptShare(url: url)
+        await connection.close()
+    }
     var rows: [TransportFigures] = []
     for (label, mode) in [("TLS 1.3", TransportSecurity.Mode.tls), ("cleartext (loopback debug mode)", .cleartextOnLoopback)] {
         var figures = TransportFigures(label: label)
-        let participant = NodeIdentity.generate()
         var samples: [Double] = []
         for i in 0..<(connections + 20) {
             let start = now()
@@ -55,7 +63,6 @@ func runTLSBenchmark() async throws {
         figures.connectP50 = percentile(samples, 50)
         figures.connectP99 = percentile(samples, 99)
         let connection = try await OwnerConnection.connect(url: url, identity: participant, security: mode)
-        _ = try await connection.acceptShare(url: url)
         for _ in 0..<3 {
             let start = now()
             var token: ServerChangeToken?
@@ -96,11 +103,9 @@ func runTLSBenchmark() async throws {
         var subscribers: [OwnerConnection] = []
         var readers: [Task<Void, Never>] = []
         let prefix = "fan-\(label.prefix(3))-"
-        for _ in 0..<fanOutIdentities {
-            let identity = NodeIdentity.generate()
+        for identity in fanOutMembers {
             for _ in 0..<2 {
                 let subscriber = try await OwnerConnection.connect(url: url, identity: identity, security: mode)
-                _ = try await subscriber.acceptShare(url: url)
                 let stream = try await subscriber.subscribe()
                 subscribers.append(subscriber)
                 readers.append(Task {
