@@ -47,6 +47,9 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
         case quotaExceeded
         /// A bug or an unexpected failure inside ShareSync.
         case internalError
+        /// The caller stopped waiting (its task was cancelled): reported on this side only, never
+        /// sent. A write may still have reached the owner; fetch before retrying it.
+        case operationCancelled
     }
 
     /// The error's code.

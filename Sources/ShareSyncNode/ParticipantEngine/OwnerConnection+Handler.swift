@@ -207,8 +207,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 }
             } else if let id = head.id, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(frame)
-            } else if let error = head.error {
+            } else if head.id == nil, let error = head.error {
                 // An error about the connection itself (no request id): remember it for what follows.
+                // (An answer to a request nobody waits for any more, an abandoned one, is dropped.)
                 let failure = error.shareSyncError(ownerName: welcome.ownerName)
                 lastError = failure
                 if failure.code == .changeTokenExpired { pushes?.finish(); pushes = nil }
@@ -232,6 +233,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     func cancel(id: Int) {
         waiting.removeValue(forKey: id)?.fail(ShareSyncError(.networkFailure, "the request failed to send"))
+    }
+
+    /// Stops waiting for a request whose caller gave up: its answer, when it comes, is dropped.
+    func abandon(id: Int) {
+        waiting.removeValue(forKey: id)?.fail(ShareSyncError(.operationCancelled, "the request was cancelled before its answer came"))
     }
 
     func setPushes(_ continuation: AsyncStream<ChangesPush>.Continuation?) {

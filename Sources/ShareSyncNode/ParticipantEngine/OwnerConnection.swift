@@ -191,15 +191,21 @@ public final class OwnerConnection: Sendable {
     /// they were started; each response finds its request by id, whatever order the responses come in.
     struct PendingResponse<T: Codable & Sendable>: Sendable {
         fileprivate let frame: EventLoopFuture<ByteBuffer>
+        /// Stops waiting for the response (it is dropped when it comes).
+        fileprivate let abandon: @Sendable () -> Void
         let ownerName: String
 
-        /// Waits for the response and decodes it; the owner's error, or `networkFailure` if the
-        /// connection closed first.
+        /// Waits for the response and decodes it; the owner's error, `networkFailure` if the
+        /// connection closed first, or `operationCancelled` as soon as the waiting task is cancelled.
         var value: T {
             get async throws(ShareSyncError) {
                 let frame: ByteBuffer
                 do {
-                    frame = try await self.frame.get()
+                    frame = try await withTaskCancellationHandler {
+                        try await self.frame.get()
+                    } onCancel: {
+                        abandon()
+                    }
                 } catch {
                     throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "\(error)")
                 }
@@ -220,7 +226,15 @@ public final class OwnerConnection: Sendable {
             guard handler.value.register(id: id, promise: promise) else { return }
             channel.writeAndFlush(payload).whenFailure { _ in handler.value.cancel(id: id) }
         }
-        return PendingResponse(frame: promise.futureResult, ownerName: ownerName)
+        let abandon: @Sendable () -> Void = {
+            eventLoop.execute {
+                handler.value.abandon(id: id)
+                // If the request was never registered (the connection had closed), its promise is
+                // already failed; failing a completed promise again changes nothing.
+                promise.fail(ShareSyncError(.operationCancelled, "the request was cancelled before its answer came"))
+            }
+        }
+        return PendingResponse(frame: promise.futureResult, abandon: abandon, ownerName: ownerName)
     }
 
     /// Sends a request and waits for its response.

@@ -1,0 +1,127 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncWire
+import Testing
+
+/// A request whose caller gives up stops waiting at once (issue 15: "waiting requests are
+/// cancellable"), and its answer, when it comes late, is dropped without disturbing the connection.
+/// The owner here is a stand-in on loopback (cleartext) that authenticates, answers `ping` and
+/// `subscribe` at once, and answers every other request only after a delay, with an error.
+@Suite struct CancellableRequestTests {
+    /// The stand-in owner's side of one connection.
+    final class SlowOwnerHandler: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        struct Head: Decodable {
+            var id: Int?
+            var op: String
+        }
+
+        let identity: NodeIdentity
+        let answerDelay: TimeAmount
+        private var clientNonce = ""
+        private var clientKey = ""
+        private var serverNonce = ""
+
+        init(identity: NodeIdentity, answerDelay: TimeAmount) {
+            self.identity = identity
+            self.answerDelay = answerDelay
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let frame = Self.unwrapInboundIn(data)
+            guard let head = try? MessageCoding.decode(Head.self, from: frame) else { return }
+            switch head.op {
+            case "hello":
+                guard let hello = try? MessageCoding.decode(HelloMessage.self, from: frame) else { return }
+                clientNonce = hello.nonce
+                clientKey = hello.publicKey
+                serverNonce = AuthTranscript.makeNonce()
+                let signature = identity.signBase64(
+                    AuthTranscript.server(clientNonce: clientNonce, serverNonce: serverNonce, clientKey: clientKey))
+                send(ChallengeMessage(publicKey: identity.publicKeyBase64, nonce: serverNonce, signature: signature), context: context)
+            case "authenticate":
+                send(WelcomeMessage(userRecordName: "_participant", ownerName: identity.userRecordName), context: context)
+            case "ping":
+                write(#"{"id":\#(head.id ?? 0),"ok":{}}"#, context: context)
+            case "subscribe":
+                write(#"{"id":\#(head.id ?? 0),"ok":{"token":"dDA"}}"#, context: context)
+                // A push after the late answers below, to show the subscription survived them.
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: answerDelay + .milliseconds(300)) {
+                    let (handler, context) = bound.value
+                    handler.write(
+                        #"{"push":"changes","databaseChanges":{"changedZones":["Late"],"deletedZones":[],"token":"dDE","moreComing":false},"zoneChanges":[],"token":"dDE"}"#,
+                        context: context)
+                }
+            default:
+                // Answered late, with an error a connection-wide error would look like (but with an id).
+                let id = head.id ?? 0
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: answerDelay) {
+                    let (handler, context) = bound.value
+                    handler.write(
+                        #"{"id":\#(id),"error":{"code":"changeTokenExpired","message":"late answer","rule":"changeTokenExpired"}}"#,
+                        context: context)
+                }
+            }
+        }
+
+        private func send<T: Encodable>(_ message: T, context: ChannelHandlerContext) {
+            guard let payload = try? MessageCoding.encode(message) else { return }
+            context.writeAndFlush(Self.wrapOutboundOut(payload), promise: nil)
+        }
+
+        private func write(_ json: String, context: ChannelHandlerContext) {
+            context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(string: json)), promise: nil)
+        }
+    }
+
+    static func startSlowOwner(_ identity: NodeIdentity, answerDelay: TimeAmount) async throws -> any Channel {
+        try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations)
+                    try channel.pipeline.syncOperations.addHandler(SlowOwnerHandler(identity: identity, answerDelay: answerDelay))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    @Test("a cancelled request stops waiting at once with operationCancelled; its late answer is dropped and the connection goes on")
+    func aCancelledRequestStopsWaitingAndItsLateAnswerIsDropped() async throws {
+        let owner = NodeIdentity.generate()
+        let server = try await Self.startSlowOwner(owner, answerDelay: .seconds(2))
+        defer { server.close(promise: nil) }
+        let port = try #require(server.localAddress?.port)
+        let connection = try await OwnerConnection.connect(
+            host: "127.0.0.1", port: port, identity: .generate(), expectedOwnerFingerprint: owner.fingerprint,
+            security: .cleartextOnLoopback, pingInterval: .never)
+        var pushes = try await connection.subscribe().makeAsyncIterator()
+
+        let request = Task { try await connection.fetchDatabaseChanges(since: nil) }
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        request.cancel()
+        do {
+            _ = try await request.value
+            Issue.record("the cancelled request returned a result")
+        } catch let error as ShareSyncError {
+            #expect(error.code == .operationCancelled, "\(error)")
+        }
+        #expect(ContinuousClock.now - start < .seconds(1), "the request kept waiting after its task was cancelled")
+
+        // The late answer (an error with the abandoned request's id) comes and is dropped: the
+        // connection still answers, and the subscription still delivers the push that follows it.
+        let push = try #require(await pushes.next())
+        #expect(push.databaseChanges.changedZoneIDs.map(\.zoneName) == ["Late"])
+        try await connection.ping()
+        #expect(connection.isActive)
+        await connection.close()
+    }
+}
