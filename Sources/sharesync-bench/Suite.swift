@@ -164,6 +164,7 @@ func runSuite(_ arguments: [String]) async throws {
         if !options.onlyInitialSync {
             try storeOnly(results, count: options.records, root: root)
             try machineLimits(results, options: options, root: root)
+            try await transportCost(results, options: options)
         }
     }
     if options.scale {
@@ -458,4 +459,24 @@ func machineLimits(_ results: Results, options: SuiteOptions, root: String) thro
     let rtt = try MachineLimits.tcpRoundTrips(options.roundTrips)
     results.add(m, "loopback TCP round trip 100 B, p50", percentile(rtt, 50) * 1000, "µs")
     results.add(m, "loopback TCP round trip 100 B, p99", percentile(rtt, 99) * 1000, "µs")
+}
+
+/// What TLS costs against the loopback cleartext debug mode (`sharesync-bench tls`, with fewer
+/// connections and changes): set-up, initial fetch, change latency and fan-out, each as a percentage.
+func transportCost(_ results: Results, options: SuiteOptions) async throws {
+    var counts = TransportCounts()
+    counts.connections = options.quick ? 30 : 100
+    counts.records = options.quick ? 5_000 : 20_000
+    counts.latencySamples = options.quick ? 50 : 300
+    counts.fanOutIdentities = options.quick ? 10 : 50
+    counts.fanOutChanges = options.quick ? 30 : 200
+    progress("TLS cost: \(counts.records) records, \(counts.latencySamples) changes, \(counts.fanOutIdentities * 2) fan-out connections")
+    let rows = try await measureTransports(counts)
+    let (tls, clear) = (rows[0], rows[1])
+    let s = "TLS cost"
+    results.add(s, "connection set-up until welcome, p50, TLS 1.3", tls.connectP50, "ms")
+    results.add(s, "connection set-up until welcome, p50, cleartext", clear.connectP50, "ms")
+    results.add(s, "initial fetch of \(counts.records) records, TLS slower by", tls.initialFetchCost(against: clear), "%", atMost: 10)
+    results.add(s, "change latency p50, TLS slower by (both on the same saves)", tls.latencyCost(against: clear), "%", atMost: 10)
+    results.add(s, "fan-out to \(counts.fanOutIdentities * 2) connections p50, TLS slower by", tls.fanOutCost(against: clear), "%", atMost: 10)
 }

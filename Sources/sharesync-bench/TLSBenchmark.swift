@@ -18,8 +18,47 @@ import ShareSyncWire
 // The last line is TLS's cost on each, in percent.
 func runTLSBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
-    let connections = Int(environment["BENCH_CONNECTIONS"] ?? "") ?? 300
-    let total = Int(environment["BENCH_RECORDS"] ?? "") ?? 50_000
+    var counts = TransportCounts()
+    counts.connections = Int(environment["BENCH_CONNECTIONS"] ?? "") ?? counts.connections
+    counts.records = Int(environment["BENCH_RECORDS"] ?? "") ?? counts.records
+    counts.latencySamples = Int(environment["BENCH_CHANGES"] ?? "") ?? counts.latencySamples
+    counts.fanOutIdentities = Int(environment["BENCH_FANOUT_IDENTITIES"] ?? "") ?? counts.fanOutIdentities
+    counts.fanOutChanges = Int(environment["BENCH_FANOUT_CHANGES"] ?? "") ?? counts.fanOutChanges
+    let rows = try await measureTransports(counts)
+    print("| transport | connect + authenticate p50 ms | p99 ms | initial fetch of \(counts.records) records, records/s | change latency p50 ms | p99 ms | fan-out to \(counts.fanOutIdentities * 2) connections, until the last holds a change, p50 ms | p99 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows {
+        print(String(
+            format: "| %@ | %.2f | %.2f | %.0f | %.3f | %.3f | %.3f | %.3f |", row.label, row.connectP50, row.connectP99,
+            row.initialFetch, row.latencyP50, row.latencyP99, row.fanOutP50, row.fanOutP99))
+    }
+    let (tls, clear) = (rows[0], rows[1])
+    print(String(
+        format: "TLS's cost: initial fetch %+.1f %%, change latency p50 %+.1f %% (p99 %+.1f %%), fan-out p50 %+.1f %% (p99 %+.1f %%) (positive = TLS slower)",
+        tls.initialFetchCost(against: clear), tls.latencyCost(against: clear), (tls.latencyP99 / clear.latencyP99 - 1) * 100,
+        tls.fanOutCost(against: clear), (tls.fanOutP99 / clear.fanOutP99 - 1) * 100))
+    let owner = NodeIdentity.generate()
+    var setup: [Double] = []
+    for _ in 0..<200 {
+        let start = now()
+        _ = try TransportSecurity.clientContext(try owner.tlsCredentials())
+        setup.append((now() - start) * 1000)
+    }
+    print(String(format: "making a certificate and a TLS client context: p50 %.2f ms", percentile(setup, 50)))
+}
+
+/// How much `measureTransports` does (the `tls` command's defaults; the suite uses fewer).
+struct TransportCounts {
+    var connections = 300
+    var records = 50_000
+    var latencySamples = 500
+    var fanOutIdentities = 50
+    var fanOutChanges = 500
+}
+
+/// The figures of both transports, TLS first, on one in-process owner server (see the top of this file).
+func measureTransports(_ counts: TransportCounts) async throws -> [TransportFigures] {
+    let (connections, total) = (counts.connections, counts.records)
     let owner = NodeIdentity.generate()
     let database = try PrivateDatabase(inMemoryOwnerName: owner.userRecordName)
     let zone = RecordZone.ID(zoneName: "Bench")
@@ -38,9 +77,7 @@ func runTLSBenchmark() async throws {
     database.setShareURLBase(ShareURLBase(host: "127.0.0.1", port: server.port, ownerFingerprint: owner.fingerprint))
     let url = try require(Share(try database.fetchRecord(share.recordID))?.url)
 
-    let latencySamples = Int(environment["BENCH_CHANGES"] ?? "") ?? 500
-    let fanOutIdentities = Int(environment["BENCH_FANOUT_IDENTITIES"] ?? "") ?? 50
-    let fanOutChanges = Int(environment["BENCH_FANOUT_CHANGES"] ?? "") ?? 500
+    let (latencySamples, fanOutIdentities, fanOutChanges) = (counts.latencySamples, counts.fanOutIdentities, counts.fanOutChanges)
     // The same identities in both transports, all members of the share before anything is measured:
     // every save costs the owner a view-log row per member, so both runs must see the same members.
     let participant = NodeIdentity.generate()
@@ -165,29 +202,8 @@ func runTLSBenchmark() async throws {
         rows[index].latencyP50 = percentile(latencies[index], 50)
         rows[index].latencyP99 = percentile(latencies[index], 99)
     }
-    print("| transport | connect + authenticate p50 ms | p99 ms | initial fetch of \(total) records, records/s | change latency p50 ms | p99 ms | fan-out to \(fanOutIdentities * 2) connections, until the last holds a change, p50 ms | p99 ms |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for row in rows {
-        print(String(
-            format: "| %@ | %.2f | %.2f | %.0f | %.3f | %.3f | %.3f | %.3f |", row.label, row.connectP50, row.connectP99,
-            row.initialFetch, row.latencyP50, row.latencyP99, row.fanOutP50, row.fanOutP99))
-    }
-    if rows.count == 2 {
-        let (tls, clear) = (rows[0], rows[1])
-        print(String(
-            format: "TLS's cost: initial fetch %+.1f %%, change latency p50 %+.1f %% (p99 %+.1f %%), fan-out p50 %+.1f %% (p99 %+.1f %%) (positive = TLS slower)",
-            (clear.initialFetch / tls.initialFetch - 1) * 100, (tls.latencyP50 / clear.latencyP50 - 1) * 100,
-            (tls.latencyP99 / clear.latencyP99 - 1) * 100, (tls.fanOutP50 / clear.fanOutP50 - 1) * 100,
-            (tls.fanOutP99 / clear.fanOutP99 - 1) * 100))
-    }
     try await server.shutdown()
-    var setup: [Double] = []
-    for _ in 0..<200 {
-        let start = now()
-        _ = try TransportSecurity.clientContext(try owner.tlsCredentials())
-        setup.append((now() - start) * 1000)
-    }
-    print(String(format: "making a certificate and a TLS client context: p50 %.2f ms", percentile(setup, 50)))
+    return rows
 }
 
 private struct MissingShareURL: Error {}
@@ -202,12 +218,17 @@ private func note(named name: String, index: Int, zone: RecordZone.ID) -> Record
 }
 
 /// One transport's row of the `tls` table.
-private struct TransportFigures {
+struct TransportFigures {
     var label: String
     var connectP50 = 0.0, connectP99 = 0.0
     var initialFetch = 0.0
     var latencyP50 = 0.0, latencyP99 = 0.0
     var fanOutP50 = 0.0, fanOutP99 = 0.0
+
+    /// How much slower this transport is than `other`, in percent (negative: faster).
+    func initialFetchCost(against other: TransportFigures) -> Double { (other.initialFetch / initialFetch - 1) * 100 }
+    func latencyCost(against other: TransportFigures) -> Double { (latencyP50 / other.latencyP50 - 1) * 100 }
+    func fanOutCost(against other: TransportFigures) -> Double { (fanOutP50 / other.fanOutP50 - 1) * 100 }
 }
 
 private func require<T>(_ value: T?) throws -> T {
