@@ -271,7 +271,7 @@ final class ParticipantOwnerLink: Sendable {
                 // A push that says more is coming (cut by the owner's response size, or a database page
                 // that did not hold every zone) is followed by a catch-up from the stored tokens before
                 // any later push: those already queued are covered by that catch-up, which reads later.
-                if try apply(push) {
+                if try await apply(push) {
                     fallenBehind = true
                     break
                 }
@@ -287,10 +287,13 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Applies a push in one transaction; returns whether it says more is coming (fetch to catch up).
-    private func apply(_ push: OwnerConnection.Push) throws(ShareSyncError) -> Bool {
+    private func apply(_ push: OwnerConnection.Push) async throws(ShareSyncError) -> Bool {
         let purged = push.databaseChanges.deletedZoneIDs.map(\.zoneName)
-        try replica.apply(
-            databaseChanges: push.databaseChanges, zoneChanges: push.zoneChanges, token: push.changeToken, owner: ownerName)
+        let (replica, ownerName) = (self.replica, self.ownerName)
+        try await StoreThreads.run { () throws(ShareSyncError) in
+            try replica.apply(
+                databaseChanges: push.databaseChanges, zoneChanges: push.zoneChanges, token: push.changeToken, owner: ownerName)
+        }
         for zone in purged { hub.emit(.zonePurged(owner: ownerName, zoneName: zone)) }
         for page in push.zoneChanges { report(page) }
         return push.moreComing || push.databaseChanges.moreComing || push.zoneChanges.contains(where: \.moreComing)
@@ -343,7 +346,8 @@ final class ParticipantOwnerLink: Sendable {
         var changed: Set<String> = []
         while true {
             let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: configuration.pageSize)
-            try replica.apply(databaseChanges: page, owner: ownerName)
+            let (replica, ownerName) = (self.replica, self.ownerName)
+            try await StoreThreads.run { () throws(ShareSyncError) in try replica.apply(databaseChanges: page, owner: ownerName) }
             for zone in page.deletedZoneIDs { hub.emit(.zonePurged(owner: ownerName, zoneName: zone.zoneName)) }
             changed.formUnion(page.changedZoneIDs.map(\.zoneName))
             token = page.changeToken
@@ -388,8 +392,9 @@ final class ParticipantOwnerLink: Sendable {
         var token = try replica.zoneChangeToken(owner: ownerName, zoneName: zone)
         do {
             var pages = ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
+            let (replica, ownerName) = (self.replica, self.ownerName)
             while let page = try await pages.next() {
-                try replica.apply(page, owner: ownerName)
+                try await StoreThreads.run { () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
                 report(page)
                 token = page.changeToken
             }
@@ -423,8 +428,9 @@ final class ParticipantOwnerLink: Sendable {
         do {
             var count = 0
             var pages = ZonePageFetcher(connection, zoneName: zone, since: nil, pageSize: pageSize)
+            let (replica, ownerName) = (self.replica, self.ownerName)
             while let page = try await pages.next() {
-                try replica.stageZoneReplacement(page, owner: ownerName)
+                try await StoreThreads.run { () throws(ShareSyncError) in try replica.stageZoneReplacement(page, owner: ownerName) }
                 hub.countReceived(page.changes.count)
                 count += page.changedRecords.count
             }
