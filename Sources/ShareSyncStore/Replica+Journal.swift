@@ -49,9 +49,10 @@ extension SharedDatabaseReplica {
 
     /// Compares the replica with what the journal last saw and appends the differences (records
     /// changed or deleted, zones added or deleted), in one transaction. The first call journals the
-    /// whole replica. Observers are not told (the journal is not shared data).
+    /// whole replica. Observers are not told (the journal is not shared data). Past `capacity` entries
+    /// the oldest deletions are dropped (tests use a small one).
     @discardableResult
-    public func journalChanges() throws(ShareSyncError) -> (position: ReplicaJournalPosition, added: Int) {
+    public func journalChanges(capacity: Int = journalCapacity) throws(ShareSyncError) -> (position: ReplicaJournalPosition, added: Int) {
         try withStoreErrors("replica journal", path: writer.path) {
             try writer.write { db in
                 if try Row.fetchOne(db, sql: "SELECT 1 FROM replicaFeedState WHERE id = 1") == nil {
@@ -117,8 +118,8 @@ extension SharedDatabaseReplica {
                 }
                 // Trimming: the oldest deletions go first (the live records' entries are the content).
                 let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM replicaFeedEntry") ?? 0
-                if count > Self.journalCapacity {
-                    let excess = count - Self.journalCapacity
+                if count > capacity {
+                    let excess = count - capacity
                     if let last = try Int64.fetchOne(
                         db,
                         sql: """
