@@ -128,15 +128,8 @@ func measureTransports(_ counts: TransportCounts) async throws -> [TransportFigu
                 let subscriber = try await OwnerConnection.connect(url: url, identity: identity, security: mode)
                 let stream = try await subscriber.subscribe()
                 subscribers.append(subscriber)
-                readers.append(Task {
-                    for await push in stream {
-                        let time = now()
-                        for zoneChanges in push.zoneChanges {
-                            for record in zoneChanges.changedRecords where record.recordID.recordName.hasPrefix(prefix) {
-                                arrived.yield((record.recordID.recordName, time))
-                            }
-                        }
-                    }
+                readers.append(timeArrivals(stream) { name, time in
+                    if name.hasPrefix(prefix) { arrived.yield((name, time)) }
                 })
             }
         }
@@ -173,14 +166,7 @@ func measureTransports(_ counts: TransportCounts) async throws -> [TransportFigu
         let connection = try await OwnerConnection.connect(url: url, identity: participant, security: mode)
         let stream = try await connection.subscribe()
         latencyConnections.append(connection)
-        latencyReaders.append(Task {
-            for await push in stream {
-                let time = now()
-                for zoneChanges in push.zoneChanges {
-                    for record in zoneChanges.changedRecords { latencyArrived.yield((index, record.recordID.recordName, time)) }
-                }
-            }
-        })
+        latencyReaders.append(timeArrivals(stream) { name, time in latencyArrived.yield((index, name, time)) })
     }
     var arrivals = latencyArrivals.makeAsyncIterator()
     var latencies: [[Double]] = [[], []]
@@ -207,6 +193,21 @@ func measureTransports(_ counts: TransportCounts) async throws -> [TransportFigu
 }
 
 private struct MissingShareURL: Error {}
+
+/// A task that reads a subscription's pushes and reports each changed record's name with the time its
+/// push arrived.
+private func timeArrivals(
+    _ stream: AsyncStream<OwnerConnection.Push>, _ report: @escaping @Sendable (String, Double) -> Void
+) -> Task<Void, Never> {
+    Task {
+        for await push in stream {
+            let time = now()
+            for zoneChanges in push.zoneChanges {
+                for record in zoneChanges.changedRecords { report(record.recordID.recordName, time) }
+            }
+        }
+    }
+}
 
 /// A Note of the data set under another name.
 private func note(named name: String, index: Int, zone: RecordZone.ID) -> Record {

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import ShareSyncCore
+import ShareSyncTestSupport
 import Testing
 @testable import ShareSyncNode
 @testable import ShareSyncWire
@@ -22,13 +23,13 @@ import Testing
         private let encoding: FrameEncoding
         private var encoder: FrameEncoder?
         private let reader = EmbeddedChannel()
-        private var rng: SplitMix
+        private var rng: SeededGenerator
         /// How many bytes each write to the client carries (1 = byte by byte).
-        private let chunk: (inout SplitMix) -> Int
+        private let chunk: (inout SeededGenerator) -> Int
 
-        init(encoding: FrameEncoding, seed: UInt64, chunk: @escaping (inout SplitMix) -> Int, pinnedKey: String? = nil) throws {
+        init(encoding: FrameEncoding, seed: UInt64, chunk: @escaping (inout SeededGenerator) -> Int, pinnedKey: String? = nil) throws {
             self.encoding = encoding
-            self.rng = SplitMix(seed: seed)
+            self.rng = SeededGenerator(seed: seed)
             self.chunk = chunk
             authenticated = channel.eventLoop.makePromise(of: WelcomeMessage.self)
             handler = ClientConnectionHandler(
@@ -95,25 +96,13 @@ import Testing
         }
     }
 
-    struct SplitMix {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// Byte by byte, then random splits of 1-40 and of 1-400 bytes, each for both compressed encodings
     /// and the plain one.
     static let feeds: [(FrameEncoding, UInt64, Int)] = FrameEncoding.allCases.flatMap { encoding in
         [(encoding, 0, 1), (encoding, 1, 40), (encoding, 2, 40), (encoding, 3, 400), (encoding, 4, 400)]
     }
 
-    static func chunking(_ largest: Int) -> (inout SplitMix) -> Int {
+    static func chunking(_ largest: Int) -> (inout SeededGenerator) -> Int {
         { largest == 1 ? 1 : Int($0.next() % UInt64(largest)) + 1 }
     }
 
