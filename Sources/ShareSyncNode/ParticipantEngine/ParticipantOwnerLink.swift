@@ -289,8 +289,7 @@ final class ParticipantOwnerLink: Sendable {
     /// Applies a push in one transaction; returns whether it says more is coming (fetch to catch up).
     private func apply(_ push: OwnerConnection.Push) async throws(ShareSyncError) -> Bool {
         let purged = push.databaseChanges.deletedZoneIDs.map(\.zoneName)
-        let (replica, ownerName) = (self.replica, self.ownerName)
-        try await StoreThreads.run { () throws(ShareSyncError) in
+        try await StoreThreads.run { [self] () throws(ShareSyncError) in
             try replica.apply(
                 databaseChanges: push.databaseChanges, zoneChanges: push.zoneChanges, token: push.changeToken, owner: ownerName)
         }
@@ -346,8 +345,7 @@ final class ParticipantOwnerLink: Sendable {
         var changed: Set<String> = []
         while true {
             let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: configuration.pageSize)
-            let (replica, ownerName) = (self.replica, self.ownerName)
-            try await StoreThreads.run { () throws(ShareSyncError) in try replica.apply(databaseChanges: page, owner: ownerName) }
+            try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(databaseChanges: page, owner: ownerName) }
             for zone in page.deletedZoneIDs { hub.emit(.zonePurged(owner: ownerName, zoneName: zone.zoneName)) }
             changed.formUnion(page.changedZoneIDs.map(\.zoneName))
             token = page.changeToken
@@ -392,9 +390,8 @@ final class ParticipantOwnerLink: Sendable {
         var token = try replica.zoneChangeToken(owner: ownerName, zoneName: zone)
         do {
             var pages = ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
-            let (replica, ownerName) = (self.replica, self.ownerName)
             while let page = try await pages.next() {
-                try await StoreThreads.run { () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
+                try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
                 report(page)
                 token = page.changeToken
             }
@@ -428,9 +425,8 @@ final class ParticipantOwnerLink: Sendable {
         do {
             var count = 0
             var pages = ZonePageFetcher(connection, zoneName: zone, since: nil, pageSize: pageSize)
-            let (replica, ownerName) = (self.replica, self.ownerName)
             while let page = try await pages.next() {
-                try await StoreThreads.run { () throws(ShareSyncError) in try replica.stageZoneReplacement(page, owner: ownerName) }
+                try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.stageZoneReplacement(page, owner: ownerName) }
                 hub.countReceived(page.changes.count)
                 count += page.changedRecords.count
             }
