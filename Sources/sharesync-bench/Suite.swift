@@ -466,7 +466,7 @@ func machineLimits(_ results: Results, options: SuiteOptions, root: String) thro
 func transportCost(_ results: Results, options: SuiteOptions) async throws {
     var counts = TransportCounts()
     counts.connections = options.quick ? 30 : 100
-    counts.records = options.quick ? 5_000 : 20_000
+    counts.records = options.quick ? 5_000 : 50_000
     counts.latencySamples = options.quick ? 50 : 300
     counts.fanOutIdentities = options.quick ? 10 : 50
     counts.fanOutChanges = options.quick ? 30 : 200
