@@ -104,6 +104,12 @@ func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -
     return try condition()
 }
 
+/// Creates the zone `Topics` on `owner` with one Topic, `topic-1` ("Hello"), as most sharing tests start.
+func makeTopics(on owner: E2ENode) throws {
+    try owner.ok(["zone", "create", "Topics"])
+    try owner.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+}
+
 /// Shares `zone` of `owner` with `participant` (by user record name) and returns (invitation URL, participant ID).
 func invite(_ participant: E2ENode, to zone: String, of owner: E2ENode, permission: String = "readWrite") throws
     -> (url: String, participantID: String)
@@ -123,8 +129,7 @@ struct EndToEndTests {
         let b = try E2ENode(name: "Bob")
         defer { b.stop() }
 
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         let (url, participantID) = try invite(b, to: "Topics", of: a)
         // The private database's feed: everything from no token, then only what came after.
         let first = try #require(try a.ok(["changes"]) as? [String: Any])

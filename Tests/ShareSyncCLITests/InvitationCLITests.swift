@@ -10,8 +10,7 @@ struct InvitationCLITests {
         defer { b.stop() }
         let c = try E2ENode(name: "Carol")
         defer { c.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         let (url, _) = try invite(b, to: "Topics", of: a)
 
         // Carol has Bob's link: she gets what anyone uninvited gets, and Bob's invitation stays pending.

@@ -12,8 +12,7 @@ struct NamesCLITests {
         defer { b.stop() }
         let c = try E2ENode(name: "Alice")  // another Alice
         defer { c.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         try a.ok(["share", "create", "--zone", "Topics", "--root", "topic-1", "--title", "Topics"])
         // --share takes the root record's name.
         let invited = try #require(

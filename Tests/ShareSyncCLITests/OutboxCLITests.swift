@@ -35,8 +35,7 @@ private func sharedTopics() throws -> (a: E2ENode, b: E2ENode, participantID: St
         throw error
     }
     do {
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         let (url, participantID) = try invite(b, to: "Topics", of: a)
         try b.ok(["accept", url])
         return (a, b, participantID)

@@ -43,8 +43,7 @@ struct ShareManagementCLITests {
         defer { b.stop() }
         let c = try E2ENode(name: "Carol")
         defer { c.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         try a.ok(["share", "create", "--zone", "Topics", "--title", "Topics", "--allow-access-requests"])
         let bInvite = try #require(try a.ok([
             "share", "invite", "--zone", "Topics", "--user", b.userRecordName, "--permission", "readWrite", "--role", "administrator",
@@ -126,8 +125,7 @@ struct ShareManagementCLITests {
         defer { b.stop() }
         let c = try E2ENode(name: "Carol")
         defer { c.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         try a.ok(["record", "save", "--zone", "Topics", "--type", "Note", "--name", "note-1", "--parent", "topic-1"])
         try a.ok(["share", "create", "--zone", "Topics", "--root", "topic-1", "--title", "Groceries", "--type", "com.example.list"])
         let invited = try #require(try a.ok(["share", "invite", "--zone", "Topics", "--one-time", "--permission", "readWrite"])

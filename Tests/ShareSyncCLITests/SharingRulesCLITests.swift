@@ -20,8 +20,7 @@ struct SharingRulesCLITests {
         defer { a.stop() }
         let b = try E2ENode(name: "Bob")
         defer { b.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         let share = try #require(try a.ok(["share", "create", "--zone", "Topics", "--public", "readOnly"]) as? [String: Any])
         let url = try #require(share["url"] as? String)
 
@@ -59,8 +58,7 @@ struct SharingRulesCLITests {
         defer { a.stop() }
         let b = try E2ENode(name: "Bob")
         defer { b.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:Hello"])
+        try makeTopics(on: a)
         let (url, _) = try invite(b, to: "Topics", of: a)
 
         // Public, then private again: Bob's pending invitation is gone; his link no longer admits him.
