@@ -5,52 +5,49 @@ import NIOPosix
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
+import Synchronization
 
-/// One server connection after the handshake: authentication, then requests and pushes.
+/// One server connection, from accept to close, as one task of the server's task group.
 ///
-/// States: waiting for `hello` → waiting for `authenticate` → authenticated. Anything else before
-/// `welcome` is `notAuthenticated` and closes the connection. On a TLS connection the `hello`'s key
-/// must be the key of the client's TLS certificate (rule `tlsKeyMismatch`): the identity every
-/// access decision uses is then the one TLS authenticated, bound to this connection. Requests run
-/// on the server's thread pool; their responses (and pushes) are written when ready, in any order.
-final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-
-    private enum State {
-        case awaitingHello
-        case awaitingAuthenticate(hello: HelloMessage, serverNonce: String)
-        case authenticated(Caller)
-        case closed
-    }
+/// The pipeline runs the transport (TLS or allowed cleartext, the line handshake, framing, the idle
+/// timeout); this task reads the connection's frames from its `NIOAsyncChannel` and writes through its
+/// outbound writer, which suspends while the peer does not read (back-pressure). Its steps:
+///
+/// 1. Wait for the transport's session (``SessionEvents``): how the connection is protected, and
+///    the negotiated encoding. A connection that fails before it was answered by the transport.
+/// 2. Authenticate: `hello` → `challenge` → `authenticate` → `welcome`, within the handshake
+///    timeout (a child task closes the connection when it passes). Anything else before `welcome` is
+///    `notAuthenticated` and closes the connection. On a TLS connection the `hello`'s key must be the
+///    key of the client's TLS certificate (rule `tlsKeyMismatch`): the identity every access
+///    decision uses is then the one TLS authenticated, bound to this connection.
+/// 3. Serve: each request is a child task that runs on the server's thread pool (SQLite stays off
+///    Swift's cooperative pool) and writes its answer when ready, in any order; at most
+///    `maximumRequestsInFlight` at once, counted until the answer is written. A `subscribe` starts a
+///    child task that pushes the caller's changes (``SubscriptionPusher``).
+///
+/// When the peer closes, the reading ends, the task group is cancelled and the channel closed.
+struct ServerConnection {
+    typealias Inbound = NIOAsyncChannelInboundStream<ByteBuffer>
+    typealias Outbound = NIOAsyncChannelOutboundWriter<ByteBuffer>
 
     let server: ServerContext
-    private var logger: Logger
-    private var state = State.awaitingHello
-    private var inFlight = 0
-    private var admittedName: String?
-    /// How the connection is protected (known before any frame; nil until then).
-    private var security: ConnectionSecurity?
-    private var subscription: Subscription?
-    /// The next page of the last `fetchZoneChanges` served (see ``ZonePageReadAhead``).
-    var readAhead: ZonePageReadAhead?
+    let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    let events: SessionEvents
+    var logger: Logger
 
-    var isAuthenticated: Bool {
-        if case .authenticated = state { return true }
-        return false
-    }
-
-    init(server: ServerContext, connectionID: Int) {
+    init(server: ServerContext, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents, id: Int) {
         self.server = server
+        self.channel = channel
+        self.events = events
         self.logger = server.logger
-        self.logger[metadataKey: "connection.id"] = "\(connectionID)"
+        self.logger[metadataKey: "connection.id"] = "\(id)"
     }
 
-    /// Sets up a fresh server channel: TLS (or allowed cleartext), the framing, this handler, and the
-    /// error handler that tells the peer which rule it broke before closing.
-    static func install(on channel: any Channel, context: ServerContext) throws {
-        // Over the overall limits: the initializer fails and NIO closes the connection at once, before
-        // any handshake (nothing can be said to a peer before TLS).
+    /// Sets up a fresh server channel: TLS (or allowed cleartext), the framing, the session events and
+    /// the error handler that tells the peer which rule it broke before closing; then wraps it for
+    /// this task. Over the overall limits it throws, and NIO closes the connection at once, before any
+    /// handshake (nothing can be said to a peer before TLS).
+    static func install(on channel: any Channel, context: ServerContext) throws -> ServerConnection {
         if let refusal = context.registry.refusal(
             maximumConnections: context.configuration.maximumConnections,
             maximumUnauthenticated: context.configuration.maximumUnauthenticatedConnections)
@@ -58,289 +55,331 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             context.logger.notice("refusing a connection", metadata: ["reason": "\(refusal)"])
             throw ShareSyncError(.requestRateLimited, refusal, rule: .maximumConnections)
         }
-        let handler = ServerConnectionHandler(server: context, connectionID: context.registry.nextConnectionID())
         let pipeline = channel.pipeline.syncOperations
         try TransportSecurity.addServerHandlers(
             to: pipeline, context: context.tls, allowCleartext: context.configuration.allowCleartext)
         try FrameCodec.addServerHandlers(to: pipeline, configuration: context.configuration.transport)
-        try pipeline.addHandler(handler)
+        let events = SessionEventsHandler(eventLoop: channel.eventLoop)
+        try pipeline.addHandler(events)
         try pipeline.addHandler(FrameErrorHandler { error in
             try? MessageCoding.encode(ErrorResponse(id: nil, error.shareSyncError))
         })
+        let wrapped = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+        context.registry.add(channel)
+        return ServerConnection(server: context, channel: wrapped, events: events.events, id: context.registry.nextConnectionID())
     }
 
-    private var negotiated = false
-    /// Closes the connection if it has not authenticated within the handshake timeout.
-    private var authenticationDeadline: Scheduled<Void>?
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is NegotiatedSession {
-            negotiated = true
-            let timeout = server.configuration.transport.limits.handshakeTimeout
-            let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-            authenticationDeadline = context.eventLoop.scheduleTask(in: timeout) {
-                let (handler, context) = bound.value
-                if case .closed = handler.state { return }
-                guard !handler.isAuthenticated else { return }
-                handler.close(
-                    with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: .authenticationTimeout),
-                    context: context)
+    /// Serves the connection until it closes; never throws (errors are logged, and the peer was told).
+    func run() async {
+        let raw = channel.channel
+        let shared = ConnectionShared()
+        defer {
+            shared.end()
+            if let name = shared.admittedName { server.registry.release(name) }
+            server.registry.remove(raw)
+        }
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                let security: ConnectionSecurity
+                do {
+                    security = try await events.security.get()
+                    _ = try await events.session.get()
+                } catch {
+                    // The transport refused the connection and answered the peer itself.
+                    logger.debug("connection failed before the handshake", metadata: ["error": "\(error)"])
+                    return
+                }
+                try await withThrowingDiscardingTaskGroup { group in
+                    group.addTask { await self.enforceAuthenticationDeadline(shared: shared) }
+                    var session = Session(connection: self, security: security, shared: shared, outbound: outbound)
+                    for try await frame in inbound {
+                        guard try await session.receive(frame, group: &group) else { break }
+                    }
+                    // The peer closed (or the connection is being closed): stop pushes and requests.
+                    group.cancelAll()
+                }
             }
+        } catch {
+            logger.debug("connection ended", metadata: ["error": "\(error)"])
         }
-        if let security = event as? ConnectionSecurity { self.security = security }
-        context.fireUserInboundEventTriggered(event)
     }
 
-    /// Handshake failures stop here: the ``HandshakeHandler`` answers them with its
-    /// `SHARESYNC-ERROR` line and closes, which the error handler would otherwise pre-empt.
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if !negotiated, error is FrameError { return }
-        if !negotiated { logger.debug("connection failed before the handshake", metadata: ["error": "\(error)"]) }
-        context.fireErrorCaught(error)
+    /// Closes the connection if it has not authenticated within the handshake timeout.
+    private func enforceAuthenticationDeadline(shared: ConnectionShared) async {
+        let timeout = server.configuration.transport.limits.handshakeTimeout
+        try? await Task.sleep(nanoseconds: UInt64(max(0, timeout.nanoseconds)))
+        guard !Task.isCancelled, !shared.isAuthenticated else { return }
+        close(with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: .authenticationTimeout))
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
-        server.registry.add(context.channel)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        self.cleanUp(context: context)
-        context.fireChannelInactive()
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        self.cleanUp(context: context)
-    }
-
-    private func cleanUp(context: ChannelHandlerContext) {
-        state = .closed
-        authenticationDeadline?.cancel()
-        authenticationDeadline = nil
-        readAhead = nil
-        server.registry.remove(context.channel)
-        if let name = admittedName {
-            admittedName = nil
-            server.registry.release(name)
+    /// Writes a connection-level error (no request id), then closes the connection. Written on the
+    /// channel directly, not through the outbound writer: it must go out even while answers wait.
+    func close(with error: ShareSyncError) {
+        let raw = channel.channel
+        guard let payload = try? MessageCoding.encode(ErrorResponse(id: nil, error), allocator: raw.allocator) else {
+            raw.close(promise: nil)
+            return
         }
-        subscription?.cancel()
-        subscription = nil
+        raw.writeAndFlush(payload).whenComplete { _ in raw.close(promise: nil) }
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = Self.unwrapInboundIn(data)
-        switch state {
+    /// Writes an answer; one over the frame limit is replaced by a `limitExceeded` error for the same
+    /// request, so every request gets an answer. A write that fails throws: the connection is gone.
+    func writeAnswer(_ payload: ByteBuffer, id: Int, executor: RequestExecutor, to outbound: Outbound) async throws {
+        let limit = server.configuration.transport.limits.maximumFrameSize
+        guard payload.readableBytes <= limit else {
+            logger.error("an answer is over the frame limit", metadata: ["request": "\(id)", "bytes": "\(payload.readableBytes)"])
+            let replacement = executor.errorResponse(
+                id: id,
+                ShareSyncError(
+                    .limitExceeded, "the answer is \(payload.readableBytes) bytes, more than one frame may carry (\(limit))",
+                    rule: .maximumResponseSize))
+            return try await outbound.write(replacement)
+        }
+        try await outbound.write(payload)
+    }
+}
+
+/// What a connection's task and its child tasks share: whether (and as whom) it authenticated, the
+/// requests in flight, the subscription's wake-up stream, the page read ahead, and the owner's
+/// address announcements for it.
+final class ConnectionShared: Sendable {
+    private struct State {
+        var admittedName: String?
+        var inFlight = 0
+        var subscription: AsyncStream<Void>.Continuation?
+        var ended = false
+    }
+
+    private let state = Mutex(State())
+    /// The next page of the last `fetchZoneChanges` served (see ``ZonePageReadAhead``).
+    let readAhead = Mutex<ZonePageReadAhead?>(nil)
+
+    var isAuthenticated: Bool { state.withLock { $0.admittedName != nil } }
+    var admittedName: String? { state.withLock { $0.admittedName } }
+
+    func authenticated(as name: String) { state.withLock { $0.admittedName = name } }
+
+    /// Counts a request in flight; false if `limit` already are.
+    func beginRequest(limit: Int) -> Bool {
+        state.withLock { s in
+            guard s.inFlight < limit else { return false }
+            s.inFlight += 1
+            return true
+        }
+    }
+
+    func endRequest() { state.withLock { $0.inFlight -= 1 } }
+
+    /// A new subscription's wake-ups (coalesced: a wake-up while a pass runs asks for one more pass);
+    /// the previous subscription's stream finishes, so its task ends after its current pass. Nil once
+    /// the connection ended.
+    func replaceSubscription() -> (AsyncStream<Void>, AsyncStream<Void>.Continuation)? {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let previous = state.withLock { s -> AsyncStream<Void>.Continuation?? in
+            guard !s.ended else { return .none }
+            defer { s.subscription = continuation }
+            return .some(s.subscription)
+        }
+        guard let previous else { return nil }
+        previous?.finish()
+        return (stream, continuation)
+    }
+
+    func end() {
+        let subscription = state.withLock { s in
+            s.ended = true
+            defer { s.subscription = nil }
+            return s.subscription
+        }
+        subscription?.finish()
+        readAhead.withLock { $0 = nil }
+    }
+}
+
+/// The reading side of one connection: its state (authentication, then requests), fed one frame at a
+/// time by the connection's task.
+struct Session {
+    private enum Phase {
+        case awaitingHello
+        case awaitingAuthenticate(hello: HelloMessage, serverNonce: String)
+        case authenticated(Caller)
+    }
+
+    let connection: ServerConnection
+    let security: ConnectionSecurity
+    let shared: ConnectionShared
+    let outbound: ServerConnection.Outbound
+    private var phase = Phase.awaitingHello
+    private var logger: Logger
+
+    init(connection: ServerConnection, security: ConnectionSecurity, shared: ConnectionShared, outbound: ServerConnection.Outbound) {
+        self.connection = connection
+        self.security = security
+        self.shared = shared
+        self.outbound = outbound
+        self.logger = connection.logger
+    }
+
+    private var server: ServerContext { connection.server }
+
+    /// Handles one frame; false when the connection is to close (it was refused, and told why).
+    mutating func receive(_ frame: ByteBuffer, group: inout ThrowingDiscardingTaskGroup<any Error>) async throws -> Bool {
+        switch phase {
         case .awaitingHello:
-            self.receiveHello(frame, context: context)
+            return try await receiveHello(frame)
         case .awaitingAuthenticate(let hello, let serverNonce):
-            self.receiveAuthenticate(frame, hello: hello, serverNonce: serverNonce, context: context)
+            return try await receiveAuthenticate(frame, hello: hello, serverNonce: serverNonce, group: &group)
         case .authenticated(let caller):
-            self.receiveRequest(frame, caller: caller, context: context)
-        case .closed:
-            break
+            try await receiveRequest(frame, caller: caller, group: &group)
+            return true
         }
     }
 
     // MARK: Authentication
 
-    private func receiveHello(_ frame: ByteBuffer, context: ChannelHandlerContext) {
+    private mutating func receiveHello(_ frame: ByteBuffer) async throws -> Bool {
         guard let hello = try? MessageCoding.decode(HelloMessage.self, from: frame), hello.op == "hello" else {
-            return refuse("the first message must be a hello", rule: .helloExpected, context: context)
+            return refuse("the first message must be a hello", rule: .helloExpected)
         }
         guard AuthTranscript.isBase64Of32Bytes(hello.publicKey), AuthTranscript.isBase64Of32Bytes(hello.nonce) else {
-            return refuse("the hello's publicKey and nonce must each be 32 bytes in base64", rule: .malformedHello, context: context)
+            return refuse("the hello's publicKey and nonce must each be 32 bytes in base64", rule: .malformedHello)
         }
-        switch security {
-        case .tls(let certificateKey):
-            guard Data(base64Encoded: hello.publicKey) == certificateKey else {
-                logger.notice("authentication failed: hello key is not the TLS certificate's key")
-                return refuse(
-                    "the hello's publicKey is not the key of this connection's TLS client certificate "
-                        + "(\(Fingerprint.of(rawPublicKey: certificateKey)))",
-                    rule: .tlsKeyMismatch, context: context)
-            }
-        case .cleartext:
-            break
-        case nil:
-            return refuse("the connection's transport security is not established", rule: .tlsKeyMismatch, context: context)
+        if case .tls(let certificateKey) = security, Data(base64Encoded: hello.publicKey) != certificateKey {
+            logger.notice("authentication failed: hello key is not the TLS certificate's key")
+            return refuse(
+                "the hello's publicKey is not the key of this connection's TLS client certificate "
+                    + "(\(Fingerprint.of(rawPublicKey: certificateKey)))",
+                rule: .tlsKeyMismatch)
         }
         let serverNonce = AuthTranscript.makeNonce()
         let signature = server.identity.signBase64(
             AuthTranscript.server(clientNonce: hello.nonce, serverNonce: serverNonce, clientKey: hello.publicKey))
-        state = .awaitingAuthenticate(hello: hello, serverNonce: serverNonce)
-        let challenge = ChallengeMessage(publicKey: server.identity.publicKeyBase64, nonce: serverNonce, signature: signature)
-        self.send(challenge, context: context)
+        phase = .awaitingAuthenticate(hello: hello, serverNonce: serverNonce)
+        try await send(ChallengeMessage(publicKey: server.identity.publicKeyBase64, nonce: serverNonce, signature: signature))
+        return true
     }
 
-    private func receiveAuthenticate(_ frame: ByteBuffer, hello: HelloMessage, serverNonce: String, context: ChannelHandlerContext) {
+    private mutating func receiveAuthenticate(
+        _ frame: ByteBuffer, hello: HelloMessage, serverNonce: String, group: inout ThrowingDiscardingTaskGroup<any Error>
+    ) async throws -> Bool {
         guard let message = try? MessageCoding.decode(AuthenticateMessage.self, from: frame), message.op == "authenticate" else {
-            return refuse("expected an authenticate message", rule: .authenticateExpected, context: context)
+            return refuse("expected an authenticate message", rule: .authenticateExpected)
         }
         let transcript = AuthTranscript.client(
             serverNonce: serverNonce, clientNonce: hello.nonce, serverKey: server.identity.publicKeyBase64)
         guard AuthTranscript.verify(signature: message.signature, publicKey: hello.publicKey, data: transcript) else {
             logger.notice("authentication failed: bad signature")
-            return refuse("the signature does not prove the key of the hello on this connection", rule: .badSignature, context: context)
+            return refuse("the signature does not prove the key of the hello on this connection", rule: .badSignature)
         }
         let name = "_" + Fingerprint.of(publicKeyBase64: hello.publicKey)!
         guard server.registry.admit(name, limit: server.configuration.maximumConnectionsPerIdentity) else {
-            let error = ShareSyncError(
-                .requestRateLimited, "this identity already has \(server.configuration.maximumConnectionsPerIdentity) connections",
-                rule: .maximumConnectionsPerIdentity, retryAfterSeconds: 5)
-            return close(with: error, context: context)
+            connection.close(
+                with: ShareSyncError(
+                    .requestRateLimited, "this identity already has \(server.configuration.maximumConnectionsPerIdentity) connections",
+                    rule: .maximumConnectionsPerIdentity, retryAfterSeconds: 5))
+            return false
         }
-        admittedName = name
-        authenticationDeadline?.cancel()
-        authenticationDeadline = nil
+        shared.authenticated(as: name)
         logger[metadataKey: "user"] = "\(name)"
         logger.debug("authenticated")
-        state = .authenticated(Caller(userRecordName: name, displayName: hello.displayName))
+        phase = .authenticated(Caller(userRecordName: name, displayName: hello.displayName))
         let limits = server.database.limits
         let wireLimits = WireLimits(
             maximumItemsPerRequest: limits.maximumItemsPerRequest, maximumRecordSize: limits.maximumRecordSize,
             maximumResponseSize: limits.maximumResponseSize, maximumFrameSize: server.configuration.transport.limits.maximumFrameSize)
-        // Marked first, then the address read: an announcement made meanwhile reaches this connection
-        // as a push, or its address is already the one the welcome carries.
-        server.registry.markAuthenticated(context.channel)
+        // Registered first, then the address read: an announcement made meanwhile reaches this
+        // connection as a push, or its address is already the one the welcome carries.
+        let (notices, noticeContinuation) = AsyncStream.makeStream(of: ByteBuffer.self)
+        server.registry.markAuthenticated(connection.channel.channel, notices: noticeContinuation)
         let address = server.registry.advertised.withLock { $0 }
-        self.send(
-            WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName, limits: wireLimits, address: address),
-            context: context)
-    }
-
-    private func refuse(_ message: String, rule: Rule, context: ChannelHandlerContext) {
-        close(with: ShareSyncError(.notAuthenticated, message, rule: rule), context: context)
-    }
-
-    private func close(with error: ShareSyncError, context: ChannelHandlerContext) {
-        state = .closed
-        guard let payload = try? MessageCoding.encode(ErrorResponse(id: nil, error), allocator: context.channel.allocator) else {
-            context.close(promise: nil)
-            return
+        try await send(WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName, limits: wireLimits, address: address))
+        let outbound = self.outbound
+        group.addTask {
+            // The owner's address announcements (`ownerAddress` pushes) for this connection.
+            for await notice in notices { try await outbound.write(notice) }
         }
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(Self.wrapOutboundOut(payload)).whenComplete { _ in bound.value.close(promise: nil) }
+        return true
     }
 
-    private func send<T: Encodable>(_ message: T, context: ChannelHandlerContext) {
-        guard let payload = try? MessageCoding.encode(message, allocator: context.channel.allocator) else { return }
-        context.writeAndFlush(Self.wrapOutboundOut(payload), promise: nil)
+    private func refuse(_ message: String, rule: Rule) -> Bool {
+        connection.close(with: ShareSyncError(.notAuthenticated, message, rule: rule))
+        return false
+    }
+
+    private func send<T: Encodable>(_ message: T) async throws {
+        try await outbound.write(try MessageCoding.encode(message, allocator: connection.channel.channel.allocator))
     }
 
     // MARK: Requests
 
-    private func receiveRequest(_ frame: ByteBuffer, caller: Caller, context: ChannelHandlerContext) {
+    private func receiveRequest(_ frame: ByteBuffer, caller: Caller, group: inout ThrowingDiscardingTaskGroup<any Error>) async throws {
         let request: Request
         do {
             request = try MessageCoding.decode(Request.self, from: frame)
         } catch {
             let id = (try? MessageCoding.decode(MessageHead.self, from: frame))?.id
-            return self.send(ErrorResponse(id: id, error), context: context)
+            return try await send(ErrorResponse(id: id, error))
         }
         if case .ping = request.body {
-            // Answered on the event loop at once, outside the requests in flight: it only keeps the
-            // connection from being idle.
-            return self.send(Response(id: request.id, ok: EmptyResult()), context: context)
+            // Answered at once, outside the requests in flight: it only keeps the connection from being idle.
+            return try await send(Response(id: request.id, ok: EmptyResult()))
         }
-        if case .modifyRecords = request.body, frame.readableBytes > server.database.limits.maximumResponseSize {
+        let limits = server.database.limits
+        if case .modifyRecords = request.body, frame.readableBytes > limits.maximumResponseSize {
             // Its answer carries the saved records back, and an answer cannot be cut into pages.
-            let error = ShareSyncError(
-                .limitExceeded,
-                "this modifyRecords request is \(frame.readableBytes) bytes; at most \(server.database.limits.maximumResponseSize) "
-                    + "bytes are allowed in one (split it into several requests)",
-                rule: .maximumResponseSize)
-            return self.send(ErrorResponse(id: request.id, error), context: context)
+            return try await send(
+                ErrorResponse(
+                    id: request.id,
+                    ShareSyncError(
+                        .limitExceeded,
+                        "this modifyRecords request is \(frame.readableBytes) bytes; at most \(limits.maximumResponseSize) "
+                            + "bytes are allowed in one (split it into several requests)",
+                        rule: .maximumResponseSize)))
         }
-        guard inFlight < server.configuration.maximumRequestsInFlight else {
-            let error = ShareSyncError(
-                .requestRateLimited, "more than \(server.configuration.maximumRequestsInFlight) requests in flight",
-                rule: .maximumRequestsInFlight, retryAfterSeconds: 0.1)
-            return self.send(ErrorResponse(id: request.id, error), context: context)
+        // The request stays in flight until its answer is written: a client that stops reading cannot
+        // make the owner hold more than `maximumRequestsInFlight` answers for it.
+        let limit = server.configuration.maximumRequestsInFlight
+        guard shared.beginRequest(limit: limit) else {
+            return try await send(
+                ErrorResponse(
+                    id: request.id,
+                    ShareSyncError(
+                        .requestRateLimited, "more than \(limit) requests in flight", rule: .maximumRequestsInFlight,
+                        retryAfterSeconds: 0.1)))
         }
-        inFlight += 1
         let executor = RequestExecutor(database: server.database, caller: caller)
-        let channel = context.channel
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let future: EventLoopFuture<ByteBuffer>
-        if case .subscribe(let token) = request.body {
-            future = self.subscribe(id: request.id, token: token, executor: executor, channel: channel, eventLoop: context.eventLoop)
-        } else if case .fetchZoneChanges(let zoneName, let token, let limit) = request.body {
-            future = self.fetchZoneChanges(
-                id: request.id, ZonePageReadAhead.Key(zoneName: zoneName, token: token, resultsLimit: limit), executor: executor,
-                eventLoop: context.eventLoop)
-        } else {
-            future = server.threadPool.runIfActive(eventLoop: context.eventLoop) { executor.execute(request) }
-        }
+        let connection = self.connection
+        let shared = self.shared
+        let outbound = self.outbound
         let logger = self.logger
-        future.whenComplete { result in
-            let payload: ByteBuffer
-            switch result {
-            case .success(let answer):
-                payload = answer
-            case .failure(let error):
-                payload = executor.errorResponse(
-                    id: request.id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)"))
-            }
-            // The request stays in flight until its answer is written: a client that stops reading
-            // cannot make the owner hold more than `maximumRequestsInFlight` answers for it.
-            Self.writeAnswer(payload, id: request.id, executor: executor, channel: channel, logger: logger).whenComplete { _ in
-                bound.value.inFlight -= 1
-            }
-        }
-    }
-
-    /// Writes an answer; one the frame encoder refuses (over the frame limit) is replaced by a
-    /// `limitExceeded` error for the same request, so every request gets an answer. If even that cannot
-    /// be written, the connection closes: the client sees it fail, never a request that waits forever.
-    private static func writeAnswer(
-        _ payload: ByteBuffer, id: Int, executor: RequestExecutor, channel: any Channel, logger: Logger
-    ) -> EventLoopFuture<Void> {
-        let size = payload.readableBytes
-        return channel.writeAndFlush(payload).flatMapError { error in
-            guard let frameError = error as? FrameError, channel.isActive else { return channel.eventLoop.makeFailedFuture(error) }
-            logger.error("an answer could not be written", metadata: ["request": "\(id)", "bytes": "\(size)", "error": "\(frameError)"])
-            let replacement = executor.errorResponse(
-                id: id,
-                ShareSyncError(
-                    .limitExceeded, "the answer is \(size) bytes, more than one frame may carry (\(frameError.message))",
-                    rule: .maximumResponseSize))
-            return channel.writeAndFlush(replacement)
-        }.flatMapErrorThrowing { error in
-            if channel.isActive {
-                logger.error("closing the connection: an answer could not be written", metadata: ["request": "\(id)", "error": "\(error)"])
-                channel.close(promise: nil)
-            }
-            throw error
-        }
-    }
-
-    private func subscribe(
-        id: Int, token: ServerChangeToken?, executor: RequestExecutor, channel: any Channel, eventLoop: any EventLoop
-    ) -> EventLoopFuture<ByteBuffer> {
-        let existing = subscription
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        let server = self.server
-        return server.threadPool.runIfActive(eventLoop: eventLoop) { () -> Result<ServerChangeToken, ShareSyncError> in
-            Result { () throws(ShareSyncError) in try executor.subscriptionStart(token) }
-        }.map { result -> ByteBuffer in
-            switch result {
-            case .failure(let error):
-                return (try? MessageCoding.encode(ErrorResponse(id: id, error))) ?? ByteBuffer()
-            case .success(let start):
-                existing?.cancel()
-                let subscription = Subscription(
-                    executor: executor, cursor: start, channel: channel, threadPool: server.threadPool,
-                    writeTimeout: server.configuration.pushWriteTimeout, logger: bound.value.logger)
-                if case .closed = bound.value.state {
-                    subscription.cancel()
-                } else {
-                    bound.value.subscription = subscription
-                    subscription.begin()
-                }
-                return (try? MessageCoding.encode(Response(id: id, ok: SubscribeResult(token: start)))) ?? ByteBuffer()
+        group.addTask {
+            defer { shared.endRequest() }
+            switch request.body {
+            case .subscribe(let token):
+                try await SubscriptionPusher.start(
+                    id: request.id, token: token, executor: executor, connection: connection, shared: shared, outbound: outbound,
+                    logger: logger)
+            case .fetchZoneChanges(let zoneName, let token, let resultsLimit):
+                let key = ZonePageReadAhead.Key(zoneName: zoneName, token: token, resultsLimit: resultsLimit)
+                let answer = await connection.fetchZoneChanges(id: request.id, key, executor: executor, shared: shared)
+                try await connection.writeAnswer(answer, id: request.id, executor: executor, to: outbound)
+            default:
+                let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.execute(request) }
+                try await connection.writeAnswer(answer, id: request.id, executor: executor, to: outbound)
             }
         }
     }
 }
 
-@available(*, unavailable)
-extension ServerConnectionHandler: Sendable {}
+extension ServerConnection {
+    /// Runs `body` (a database call, which blocks) on the server's thread pool; if the pool has
+    /// stopped (the server is shutting down), the answer is `serviceUnavailable`.
+    func onThreadPool(id: Int, executor: RequestExecutor, _ body: @escaping @Sendable () -> ByteBuffer) async -> ByteBuffer {
+        do {
+            return try await server.threadPool.runIfActive(body)
+        } catch {
+            return executor.errorResponse(id: id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)"))
+        }
+    }
+}

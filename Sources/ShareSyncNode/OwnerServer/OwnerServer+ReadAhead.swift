@@ -60,39 +60,29 @@ extension RequestExecutor {
     }
 }
 
-extension ServerConnectionHandler {
+extension ServerConnection {
     /// Serves a `fetchZoneChanges`, from the page read ahead if it is the one asked for, and reads the
     /// page after it ahead.
-    func fetchZoneChanges(
-        id: Int, _ key: ZonePageReadAhead.Key, executor: RequestExecutor, eventLoop: any EventLoop
-    ) -> EventLoopFuture<ByteBuffer> {
-        let ahead: EventLoopFuture<RequestExecutor.ZonePage?>
-        if let readAhead, readAhead.key == key {
-            ahead = readAhead.page
-        } else {
-            ahead = eventLoop.makeSucceededFuture(nil)
+    func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, executor: RequestExecutor, shared: ConnectionShared) async -> ByteBuffer {
+        let ahead = shared.readAhead.withLock { slot -> EventLoopFuture<RequestExecutor.ZonePage?>? in
+            defer { slot = nil }
+            return slot?.key == key ? slot?.page : nil
         }
-        readAhead = nil
+        let page = try? await ahead?.get()
         let threadPool = server.threadPool
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        return ahead.flatMap { page in
-            threadPool.runIfActive(eventLoop: eventLoop) { executor.fetchZoneChanges(id: id, key, readAhead: page) }
-        }.map { result in
-            let (response, next) = result
-            if let next {
-                bound.value.startReadAhead(
-                    ZonePageReadAhead.Key(zoneName: key.zoneName, token: next, resultsLimit: key.resultsLimit), executor: executor,
-                    eventLoop: eventLoop)
-            }
-            return response
+        let answer: (ByteBuffer, next: ServerChangeToken?)
+        do {
+            answer = try await threadPool.runIfActive { executor.fetchZoneChanges(id: id, key, readAhead: page ?? nil) }
+        } catch {
+            return executor.errorResponse(id: id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)"))
         }
-    }
-
-    private func startReadAhead(_ key: ZonePageReadAhead.Key, executor: RequestExecutor, eventLoop: any EventLoop) {
-        guard isAuthenticated else { return }
-        let page = server.threadPool.runIfActive(eventLoop: eventLoop) { () -> RequestExecutor.ZonePage? in
-            try? executor.readZonePage(key)
-        }.recover { _ in nil }
-        readAhead = ZonePageReadAhead(key: key, page: page)
+        if let next = answer.next {
+            let nextKey = ZonePageReadAhead.Key(zoneName: key.zoneName, token: next, resultsLimit: key.resultsLimit)
+            let read = threadPool.runIfActive(eventLoop: channel.channel.eventLoop) { () -> RequestExecutor.ZonePage? in
+                try? executor.readZonePage(nextKey)
+            }.recover { _ in nil }
+            shared.readAhead.withLock { $0 = ZonePageReadAhead(key: nextKey, page: read) }
+        }
+        return answer.0
     }
 }

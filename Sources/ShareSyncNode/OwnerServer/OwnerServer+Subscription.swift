@@ -1,163 +1,109 @@
 import Foundation
 import Logging
 import NIOCore
-import NIOPosix
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
-import Synchronization
 
-/// A connection's subscription to its caller's view: after each commit it computes the changes since
-/// its cursor and pushes them. Passes run serially on the thread pool; wake-ups that arrive while one
-/// runs are coalesced into one more pass.
+/// A connection's subscription to its caller's view, run as a child task of the connection: after
+/// each commit it computes the changes since its cursor (on the server's thread pool) and pushes them.
+/// Wake-ups that come while a pass runs are coalesced into one more pass.
 ///
-/// The cursor moves only once a push has been written to the socket, and the next pass starts only
-/// then: at most one push per subscriber is held in memory, so a subscriber that stops reading slows
-/// its own pushes, not the owner. A push that cannot be encoded or written, or that waits longer than
-/// `writeTimeout` to be written, closes the connection (logged); the client resumes from its last
+/// The cursor moves only once a push has been handed to the channel, and the next pass starts only
+/// then: the outbound writer suspends while the subscriber does not read, so at most one push per
+/// subscriber waits in memory, and a subscriber that stops reading slows its own pushes, not the
+/// owner. A push that cannot be encoded, is over the frame limit, or waits longer than
+/// `pushWriteTimeout` to be written closes the connection (logged); the client resumes from its last
 /// stored token, so no change is ever skipped.
-final class Subscription: Sendable {
-    private struct State {
-        var cursor: ServerChangeToken
-        var running = false
-        var pending = false
-        var cancelled = false
-        var observerID: UInt64?
-    }
-
-    private let executor: RequestExecutor
-    private let channel: any Channel
-    private let threadPool: NIOThreadPool
-    private let writeTimeout: TimeAmount
-    private let logger: Logger
-    private let state: Mutex<State>
-
-    init(
-        executor: RequestExecutor, cursor: ServerChangeToken, channel: any Channel, threadPool: NIOThreadPool,
-        writeTimeout: TimeAmount, logger: Logger
-    ) {
-        self.executor = executor
-        self.channel = channel
-        self.threadPool = threadPool
-        self.writeTimeout = writeTimeout
-        self.logger = logger
-        self.state = Mutex(State(cursor: cursor))
-    }
-
-    /// The position up to which pushes have been written.
-    var cursor: ServerChangeToken { state.withLock { $0.cursor } }
-
-    /// Starts observing commits, and checks once for changes already past the cursor.
-    func begin() {
-        let id = executor.database.addCommitObserver { [weak self] in self?.wake() }
-        let cancelled = state.withLock { s in
-            s.observerID = id
-            return s.cancelled
-        }
-        if cancelled { executor.database.removeCommitObserver(id) }
-        wake()
-    }
-
-    /// Stops pushing.
-    func cancel() {
-        let id = state.withLock { s in
-            s.cancelled = true
-            defer { s.observerID = nil }
-            return s.observerID
-        }
-        if let id { executor.database.removeCommitObserver(id) }
-    }
-
-    /// Asks for a pass; if one runs (or its push is being written), asks for another after it.
-    func wake() {
-        let start = state.withLock { s -> Bool in
-            guard !s.cancelled else { return false }
-            if s.running {
-                s.pending = true
-                return false
-            }
-            s.running = true
-            return true
-        }
-        if start { submit() }
-    }
-
-    private func submit() {
-        threadPool.submit { [self] poolState in
-            guard case .active = poolState else { return self.stop() }
-            self.run()
-        }
-    }
-
-    /// One pass: compute the push since the cursor and write it; the pass ends when the write has
-    /// completed (``written(_:push:)``), or at once if there is nothing to push.
-    private func run() {
-        let cursor = state.withLock { s in
-            s.pending = false
-            return s.cursor
-        }
-        let push: ChangesPush?
+enum SubscriptionPusher {
+    /// Answers a `subscribe` (its in-flight count ends with the answer), then pushes until the
+    /// connection ends or another `subscribe` replaces this one.
+    static func start(
+        id: Int, token: ServerChangeToken?, executor: RequestExecutor, connection: ServerConnection, shared: ConnectionShared,
+        outbound: ServerConnection.Outbound, logger: Logger
+    ) async throws {
+        let start: ServerChangeToken
         do {
-            push = try executor.changes(since: cursor)
+            start = try await connection.server.threadPool.runIfActive { try executor.subscriptionStart(token) }
         } catch {
-            if error.code == .changeTokenExpired {
+            defer { shared.endRequest() }
+            let error = error as? ShareSyncError ?? ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)")
+            return try await connection.writeAnswer(executor.errorResponse(id: id, error), id: id, executor: executor, to: outbound)
+        }
+        guard let (wakes, wake) = shared.replaceSubscription() else { return shared.endRequest() }
+        let database = executor.database
+        let observer = database.addCommitObserver { wake.yield() }
+        defer { database.removeCommitObserver(observer) }
+        do {
+            defer { shared.endRequest() }
+            let answer = try MessageCoding.encode(Response(id: id, ok: SubscribeResult(token: start)))
+            try await connection.writeAnswer(answer, id: id, executor: executor, to: outbound)
+        }
+        wake.yield()  // once now, for changes already past the cursor
+        var cursor = start
+        for await _ in wakes {
+            let next: (push: ChangesPush, payload: ByteBuffer)?
+            let since = cursor
+            do {
+                next = try await connection.server.threadPool.runIfActive { () throws -> (ChangesPush, ByteBuffer)? in
+                    guard let push = try executor.changes(since: since) else { return nil }
+                    do {
+                        return (push, try MessageCoding.encode(push))
+                    } catch {
+                        throw PushNotEncodable(error: error)
+                    }
+                }
+            } catch let error as ShareSyncError where error.code == .changeTokenExpired {
                 // The history moved past the cursor: tell the client and stop; it fetches from nil.
                 logger.notice("subscription token expired", metadata: ["error": "\(error)"])
-                let payload = try? MessageCoding.encode(ErrorResponse(id: nil, error))
-                if let payload { channel.writeAndFlush(payload, promise: nil) }
-                cancel()
-                return stop()
+                return try await outbound.write(try MessageCoding.encode(ErrorResponse(id: nil, error)))
+            } catch let error as ShareSyncError {
+                // The next commit wakes the subscription again; the cursor has not moved.
+                logger.warning("push failed", metadata: ["error": "\(error)"])
+                continue
+            } catch let error as PushNotEncodable {
+                return abandon("the push could not be encoded: \(error.error)", connection: connection, logger: logger)
+            } catch {
+                return  // the thread pool stopped: the server is shutting down
             }
-            // The next commit wakes the subscription again; the cursor has not moved.
-            logger.warning("push failed", metadata: ["error": "\(error)"])
-            return passEnded()
-        }
-        guard let push else { return passEnded() }
-        let payload: ByteBuffer
-        do {
-            payload = try MessageCoding.encode(push)
-        } catch {
-            return abandon("the push could not be encoded: \(error)")
-        }
-        guard channel.isActive else { return stop() }
-        let channel = self.channel
-        let timeout = writeTimeout
-        let deadline = channel.eventLoop.scheduleTask(in: timeout) { [self] in
-            self.abandon("the subscriber read nothing for \(timeout) while a push waited to be written")
-        }
-        channel.writeAndFlush(payload).whenComplete { [self] result in
-            deadline.cancel()
-            switch result {
-            case .success:
-                self.state.withLock { $0.cursor = push.token }
-                self.passEnded()
-            case .failure(let error):
-                self.abandon("the push could not be written: \(error)")
+            guard let (push, payload) = next else { continue }
+            let limit = connection.server.configuration.transport.limits.maximumFrameSize
+            guard payload.readableBytes <= limit else {
+                return abandon(
+                    "the push is \(payload.readableBytes) bytes, over the frame limit (\(limit))", connection: connection, logger: logger)
             }
+            try await write(payload, to: outbound, within: connection.server.configuration.pushWriteTimeout, connection: connection, logger: logger)
+            cursor = push.token
         }
     }
 
-    /// Runs another pass if a wake-up came meanwhile.
-    private func passEnded() {
-        let again = state.withLock { s -> Bool in
-            if s.pending && !s.cancelled { return true }
-            s.running = false
-            return false
+    /// Writes a push; if it waits longer than `timeout` (the subscriber reads nothing), closes the
+    /// connection and throws.
+    private static func write(
+        _ payload: ByteBuffer, to outbound: ServerConnection.Outbound, within timeout: TimeAmount, connection: ServerConnection,
+        logger: Logger
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await outbound.write(payload) }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(max(0, timeout.nanoseconds)))
+                abandon("the subscriber read nothing for \(timeout) while a push waited to be written", connection: connection, logger: logger)
+                throw ShareSyncError(.networkFailure, "the subscriber stalled")
+            }
+            try await group.next()
+            group.cancelAll()
         }
-        if again { submit() }
+    }
+
+    private struct PushNotEncodable: Error {
+        let error: any Error
     }
 
     /// Closes the connection without moving the cursor: the client resumes from its stored token.
-    private func abandon(_ reason: String) {
-        let wasCancelled = state.withLock { $0.cancelled }
-        cancel()
-        stop()
-        guard !wasCancelled, channel.isActive else { return }
+    private static func abandon(_ reason: String, connection: ServerConnection, logger: Logger) {
+        let channel = connection.channel.channel
+        guard channel.isActive else { return }
         logger.error("closing the connection: \(reason); the client resumes from its last token")
         channel.close(promise: nil)
-    }
-
-    private func stop() {
-        state.withLock { $0.running = false }
     }
 }

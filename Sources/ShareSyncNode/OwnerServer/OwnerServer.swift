@@ -88,11 +88,14 @@ public final class OwnerServer: Sendable {
     private let group: MultiThreadedEventLoopGroup
     let threadPool: NIOThreadPool
     private let listener: any Channel
+    /// The accepting task: one child task per connection, in a discarding task group.
+    private let accepting: Task<Void, Never>
     let registry: ConnectionRegistry
 
     private init(
         database: PrivateDatabase, identity: NodeIdentity, configuration: Configuration, logger: Logger,
-        group: MultiThreadedEventLoopGroup, threadPool: NIOThreadPool, listener: any Channel, registry: ConnectionRegistry
+        group: MultiThreadedEventLoopGroup, threadPool: NIOThreadPool, listener: any Channel, accepting: Task<Void, Never>,
+        registry: ConnectionRegistry
     ) {
         self.database = database
         self.identity = identity
@@ -101,6 +104,7 @@ public final class OwnerServer: Sendable {
         self.group = group
         self.threadPool = threadPool
         self.listener = listener
+        self.accepting = accepting
         self.registry = registry
         self.port = listener.localAddress?.port ?? configuration.port
     }
@@ -141,16 +145,34 @@ public final class OwnerServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
+        do {
+            let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try ServerConnectionHandler.install(on: channel, context: context)
+                    do {
+                        return try ServerConnection.install(on: channel, context: context)
+                    } catch {
+                        // NIO leaves a channel whose initializer failed open: close it here.
+                        channel.close(promise: nil)
+                        throw error
+                    }
                 }
             }
-        do {
-            let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+            let accepting = Task(executorPreference: EventLoopTaskExecutor(group)) {
+                do {
+                    try await listener.executeThenClose { connections in
+                        try await withThrowingDiscardingTaskGroup { group in
+                            for try await connection in connections {
+                                group.addTask { await connection.run() }
+                            }
+                        }
+                    }
+                } catch {
+                    logger.error("the owner server stopped accepting connections", metadata: ["error": "\(error)"])
+                }
+            }
             let server = OwnerServer(
                 database: database, identity: identity, configuration: configuration, logger: logger, group: group,
-                threadPool: threadPool, listener: listener, registry: registry)
+                threadPool: threadPool, listener: listener.channel, accepting: accepting, registry: registry)
             logger.info(
                 "owner server listening",
                 metadata: ["port": "\(server.port)", "transport": "\(configuration.allowCleartext ? "TLS or cleartext (loopback)" : "TLS")"])
@@ -181,11 +203,10 @@ public final class OwnerServer: Sendable {
             return current != nil && current != address
         }
         guard announce, changed else { return 0 }
-        let push = OwnerAddressPush(address: address)
+        guard let payload = try? MessageCoding.encode(OwnerAddressPush(address: address)) else { return 0 }
         var told = 0
-        for channel in registry.authenticatedChannels() {
-            guard let payload = try? MessageCoding.encode(push, allocator: channel.allocator) else { continue }
-            channel.writeAndFlush(payload, promise: nil)
+        for notices in registry.authenticatedNotices() {
+            notices.yield(payload)
             told += 1
         }
         logger.notice("advertised address changed; participants told", metadata: ["address": "\(address)", "told": "\(told)"])
@@ -196,6 +217,8 @@ public final class OwnerServer: Sendable {
     public func shutdown() async throws {
         try? await listener.close()
         for channel in registry.allChannels() { try? await channel.close() }
+        // Every connection's task ends once its channel closed; then the accepting task ends.
+        await accepting.value
         try await threadPool.shutdownGracefully()
         try await group.shutdownGracefully()
     }
@@ -217,7 +240,8 @@ struct ServerContext: Sendable {
 final class ConnectionRegistry: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
-        var authenticatedChannels: Set<ObjectIdentifier> = []
+        /// Where each authenticated connection takes the owner's `ownerAddress` pushes.
+        var notices: [ObjectIdentifier: AsyncStream<ByteBuffer>.Continuation] = [:]
         var perIdentity: [String: Int] = [:]
         var authenticated = 0
         var nextID = 0
@@ -232,22 +256,27 @@ final class ConnectionRegistry: Sendable {
     }
 
     func remove(_ channel: any Channel) {
-        state.withLock { s in
+        let notices = state.withLock { s in
             s.channels.removeValue(forKey: ObjectIdentifier(channel))
-            s.authenticatedChannels.remove(ObjectIdentifier(channel))
+            return s.notices.removeValue(forKey: ObjectIdentifier(channel))
         }
+        notices?.finish()
     }
 
-    /// Notes that a connection authenticated: it gets the owner's `ownerAddress` pushes from now on.
-    func markAuthenticated(_ channel: any Channel) {
-        state.withLock { s in
-            if s.channels[ObjectIdentifier(channel)] != nil { s.authenticatedChannels.insert(ObjectIdentifier(channel)) }
+    /// Notes that a connection authenticated: it gets the owner's `ownerAddress` pushes from now on,
+    /// through `notices`.
+    func markAuthenticated(_ channel: any Channel, notices: AsyncStream<ByteBuffer>.Continuation) {
+        let registered = state.withLock { s in
+            guard s.channels[ObjectIdentifier(channel)] != nil else { return false }
+            s.notices[ObjectIdentifier(channel)] = notices
+            return true
         }
+        if !registered { notices.finish() }
     }
 
-    /// The connections that have authenticated.
-    func authenticatedChannels() -> [any Channel] {
-        state.withLock { s in s.authenticatedChannels.compactMap { s.channels[$0] } }
+    /// Where the authenticated connections take the owner's announcements.
+    func authenticatedNotices() -> [AsyncStream<ByteBuffer>.Continuation] {
+        state.withLock { Array($0.notices.values) }
     }
 
     func nextConnectionID() -> Int { state.withLock { $0.nextID += 1; return $0.nextID } }
