@@ -7,19 +7,18 @@ import Testing
 @testable import ShareSyncNode
 @testable import ShareSyncWire
 
-/// The participant's end of the link (framing handshake, frame codec, ``ClientConnectionHandler``) on
-/// an `EmbeddedChannel`, with the test playing the owner. Everything the owner sends is fed one byte
-/// at a time and in random splits, as swift-nio tests its codecs: the handshake line, the challenge,
-/// the welcome, then a response, a `changes` push and an `ownerAddress` push in one stream.
+/// The participant's end of the link (framing handshake, frame codec, ``ClientSession`` and the
+/// ``OwnerConnection`` over it) on a `NIOAsyncTestingChannel`, with the test playing the owner.
+/// Everything the owner sends is fed one byte at a time and in random splits, as swift-nio tests its
+/// codecs: the handshake line, the challenge, the welcome, then answers, a `changes` push and an
+/// `ownerAddress` push in one stream.
 @Suite struct ClientHandlerEmbeddedTests {
-    /// The owner's side of one embedded connection: it encodes what it sends with its own frame
-    /// encoder and reads what the client wrote through a decoder channel of its own.
-    final class Owner {
+    /// The owner's side of one testing channel: it encodes what it sends with its own frame encoder
+    /// and reads what the client wrote through a decoder channel of its own.
+    final class Owner: @unchecked Sendable {
         let identity = NodeIdentity.generate()
-        let channel = EmbeddedChannel()
-        let handler: ClientConnectionHandler
-        let authenticated: EventLoopPromise<WelcomeMessage>
-        let pushes: AsyncStream<ChangesPush>
+        let channel = NIOAsyncTestingChannel()
+        let session: ClientSession
         private let encoding: FrameEncoding
         private var encoder: FrameEncoder?
         private let reader = EmbeddedChannel()
@@ -27,29 +26,27 @@ import Testing
         /// How many bytes each write to the client carries (1 = byte by byte).
         private let chunk: (inout SeededGenerator) -> Int
 
-        init(encoding: FrameEncoding, seed: UInt64, chunk: @escaping (inout SeededGenerator) -> Int, pinnedKey: String? = nil) throws {
+        init(encoding: FrameEncoding, seed: UInt64, chunk: @escaping (inout SeededGenerator) -> Int, pinnedKey: String? = nil) async throws {
             self.encoding = encoding
             self.rng = SeededGenerator(seed: seed)
             self.chunk = chunk
-            authenticated = channel.eventLoop.makePromise(of: WelcomeMessage.self)
-            handler = ClientConnectionHandler(
+            let settings = ClientSession.Settings(
                 identity: NodeIdentity.generate(), expectedOwnerFingerprint: pinnedKey ?? identity.fingerprint, displayName: "B",
-                requiresTLS: false, requestIDs: RequestIDs(), pingInterval: nil, authenticated: authenticated)
-            let (stream, continuation) = AsyncStream<ChangesPush>.makeStream()
-            pushes = stream
-            handler.setPushes(continuation)
-            let pipeline = channel.pipeline.syncOperations
-            try FrameCodec.addClientHandlers(to: pipeline, configuration: ClientConfiguration(encodings: [encoding]))
-            try pipeline.addHandlers([handler, FrameErrorHandler()])
+                requiresTLS: false, pingInterval: nil, authenticationTimeout: .seconds(30))
+            let channel = self.channel
+            session = try await channel.eventLoop.submit {
+                try ClientSession.install(
+                    on: channel, tls: nil, configuration: ClientConfiguration(encodings: [encoding]), settings: settings)
+            }.get()
             try reader.pipeline.syncOperations.addHandler(FrameCodec.decoderHandler(encoding: encoding))
         }
 
         /// Writes `bytes` to the client in this owner's chunk sizes.
-        func feed(_ bytes: ByteBuffer) throws {
+        func feed(_ bytes: ByteBuffer) async throws {
             var input = bytes
             while input.readableBytes > 0, channel.isActive {
                 let slice = input.readSlice(length: min(max(chunk(&rng), 1), input.readableBytes))!
-                try channel.writeInbound(slice)
+                try await channel.writeInbound(slice)
             }
         }
 
@@ -67,32 +64,47 @@ import Testing
         }
 
         /// The next frame the client wrote, decoded as `T`.
-        func read<T: Decodable>(_ type: T.Type) throws -> T {
-            while let line = try channel.readOutbound(as: ByteBuffer.self) { try reader.writeInbound(line) }
-            let frame = try #require(try reader.readInbound(as: ByteBuffer.self))
-            return try MessageCoding.decode(T.self, from: frame)
+        func read<T: Decodable>(_ type: T.Type) async throws -> T {
+            for _ in 0..<10_000 {
+                if let frame = try reader.readInbound(as: ByteBuffer.self) { return try MessageCoding.decode(T.self, from: frame) }
+                try reader.writeInbound(try await channel.waitForOutboundWrite(as: ByteBuffer.self))
+            }
+            throw ShareSyncError(.internalError, "no frame from the client")
         }
 
-        /// Connects and plays the owner up to `welcome`; returns the client's hello.
-        @discardableResult
-        func authenticate() throws -> HelloMessage {
-            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 7420)).wait()
-            let line = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        /// Connects and plays the owner up to `welcome`; returns the task opening the connection.
+        func authenticate() async throws -> Task<OwnerConnection, any Error> {
+            let session = self.session
+            let started = session.start(onEventLoop: false)
+            let opening = Task { try await OwnerConnection.open(started) }
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 7420))
+            let line = try await channel.waitForOutboundWrite(as: ByteBuffer.self)
             #expect(String(buffer: line) == "SHARESYNC versions=1 encodings=\(encoding.rawValue)\n")
-            try feed(ByteBuffer(string: "SHARESYNC version=1 encoding=\(encoding.rawValue)\n"))
-            let hello = try read(HelloMessage.self)
+            try await feed(ByteBuffer(string: "SHARESYNC version=1 encoding=\(encoding.rawValue)\n"))
+            let hello = try await read(HelloMessage.self)
             #expect(hello.displayName == "B")
             let serverNonce = AuthTranscript.makeNonce()
             let signature = identity.signBase64(
                 AuthTranscript.server(clientNonce: hello.nonce, serverNonce: serverNonce, clientKey: hello.publicKey))
-            try feed(try frames(ChallengeMessage(publicKey: identity.publicKeyBase64, nonce: serverNonce, signature: signature)))
-            guard channel.isActive else { return hello }
-            let authenticate = try read(AuthenticateMessage.self)
+            try await feed(try frames(ChallengeMessage(publicKey: identity.publicKeyBase64, nonce: serverNonce, signature: signature)))
+            let authenticate: AuthenticateMessage
+            do {
+                authenticate = try await read(AuthenticateMessage.self)
+            } catch {
+                return opening  // the client refused the challenge and closed
+            }
             let proof = AuthTranscript.client(serverNonce: serverNonce, clientNonce: hello.nonce, serverKey: identity.publicKeyBase64)
             #expect(AuthTranscript.verify(signature: authenticate.signature, publicKey: hello.publicKey, data: proof))
-            try feed(try frames(WelcomeMessage(
+            try await feed(try frames(WelcomeMessage(
                 userRecordName: "_b", ownerName: identity.userRecordName, address: WireAddress(host: "10.0.0.1", port: 7420))))
-            return hello
+            return opening
+        }
+
+        /// Reads the client's next request and answers it with `ok` (its JSON).
+        func answerNextRequest(ok: String) async throws -> Request {
+            let request = try await read(Request.self)
+            try await feed(try frames([ByteBuffer(string: #"{"id":\#(request.id),"ok":\#(ok)}"#)]))
+            return request
         }
     }
 
@@ -111,65 +123,77 @@ import Testing
         "zoneChanges":[],"token":"dDE"}
         """#)
 
-    @Test("authenticates, then routes a response, a push and an address announcement fed in pieces", arguments: feeds)
-    func authenticatesAndRoutesEverythingFedInPieces(encoding: FrameEncoding, seed: UInt64, largest: Int) async throws {
-        let owner = try Owner(encoding: encoding, seed: seed, chunk: Self.chunking(largest))
-        // The channel's part runs without suspending, on one thread, as EmbeddedChannel wants.
-        try Self.routeEverything(owner)
-        var pushes = owner.pushes.makeAsyncIterator()
-        let push = try #require(await pushes.next())
-        #expect(push.databaseChanges.changedZones == ["Topics"])
-        #expect(push.token == ServerChangeToken(stringValue: "dDE"))
+    /// Subscribes through the connection, the owner answering.
+    static func subscribe(_ connection: OwnerConnection, _ owner: Owner) async throws -> AsyncStream<OwnerConnection.Push> {
+        let subscribing = Task { try await connection.subscribe() }
+        let request = try await owner.answerNextRequest(ok: #"{"token":"dDA"}"#)
+        guard case .subscribe = request.body else { throw ShareSyncError(.internalError, "expected a subscribe, got \(request.body)") }
+        return try await subscribing.value
     }
 
-    static func routeEverything(_ owner: Owner) throws {
-        try owner.authenticate()
-        let welcome = try owner.authenticated.futureResult.wait()
-        #expect(welcome.ownerName == owner.identity.userRecordName)
-        #expect(owner.handler.announcements.latest == WireAddress(host: "10.0.0.1", port: 7420))
-        let answer = owner.channel.eventLoop.makePromise(of: ByteBuffer.self)
-        #expect(owner.handler.register(id: 7, promise: answer))
-        let response = ByteBuffer(string: #"{"id":7,"ok":{"token":"dDA"}}"#)
-        try owner.feed(try owner.frames([
+    @Test("authenticates, then routes answers, a push and an address announcement fed in pieces", arguments: feeds)
+    func authenticatesAndRoutesEverythingFedInPieces(encoding: FrameEncoding, seed: UInt64, largest: Int) async throws {
+        let owner = try await Owner(encoding: encoding, seed: seed, chunk: Self.chunking(largest))
+        let connection = try await owner.authenticate().value
+        #expect(connection.ownerName == owner.identity.userRecordName)
+        #expect(connection.announcedAddress == WireAddress(host: "10.0.0.1", port: 7420))
+        let pushes = try await Self.subscribe(connection, owner)
+
+        let fetching = Task { try await connection.fetchDatabaseChanges(since: nil) }
+        let fetch = try await owner.read(Request.self)
+        let response = ByteBuffer(
+            string: #"{"id":\#(fetch.id),"ok":{"changedZones":["Topics"],"deletedZones":[],"token":"dDI","moreComing":false}}"#)
+        try await owner.feed(try owner.frames([
             Self.push, response, try MessageCoding.encode(OwnerAddressPush(address: WireAddress(host: "owner.example", port: 9000))),
         ]))
-        #expect(try answer.futureResult.wait() == response)
-        #expect(owner.handler.announcements.latest == WireAddress(host: "owner.example", port: 9000))
-        #expect(owner.channel.isActive)
-        _ = try? owner.channel.finish()
+        #expect(try await fetching.value.changeToken == ServerChangeToken(stringValue: "dDI"))
+        var received = pushes.makeAsyncIterator()
+        let push = try #require(await received.next())
+        #expect(push.databaseChanges.changedZoneIDs.map(\.zoneName) == ["Topics"])
+        #expect(push.changeToken == ServerChangeToken(stringValue: "dDE"))
+        try await eventually { connection.announcedAddress == WireAddress(host: "owner.example", port: 9000) }
+        #expect(connection.isActive)
+        await connection.close()
     }
 
     @Test("a push that cannot be read closes the connection and fails what waits; nothing is skipped", arguments: feeds)
     func anUndecodablePushClosesTheConnection(encoding: FrameEncoding, seed: UInt64, largest: Int) async throws {
-        let owner = try Owner(encoding: encoding, seed: seed, chunk: Self.chunking(largest))
-        try Self.feedAnUndecodablePush(owner)
-        var pushes = owner.pushes.makeAsyncIterator()
-        #expect(await pushes.next() != nil)  // the readable push before it was delivered
-        #expect(await pushes.next() == nil)  // then the stream ended: the engine resumes from its token
-    }
-
-    static func feedAnUndecodablePush(_ owner: Owner) throws {
-        try owner.authenticate()
-        _ = try owner.authenticated.futureResult.wait()
-        let answer = owner.channel.eventLoop.makePromise(of: ByteBuffer.self)
-        #expect(owner.handler.register(id: 3, promise: answer))
-        try owner.feed(try owner.frames([Self.push, ByteBuffer(string: #"{"push":"changes","token":17}"#)]))
-        #expect(!owner.channel.isActive)
-        #expect(throws: ShareSyncError.self) { try answer.futureResult.wait() }
+        let owner = try await Owner(encoding: encoding, seed: seed, chunk: Self.chunking(largest))
+        let connection = try await owner.authenticate().value
+        let pushes = try await Self.subscribe(connection, owner)
+        let waiting = Task { try await connection.fetchDatabaseChanges(since: nil) }
+        _ = try await owner.read(Request.self)
+        try await owner.feed(try owner.frames([Self.push, ByteBuffer(string: #"{"push":"changes","token":17}"#)]))
+        var tokens: [String] = []
+        for await push in pushes { tokens.append(push.changeToken.stringValue) }  // ends: the stream was finished
+        #expect(tokens == ["dDE"], "the readable push before it was delivered, then the stream ended")
+        let failure = await expectShareSyncError { _ = try await waiting.value }
+        #expect(failure?.code == .networkFailure)
+        #expect(failure?.message.contains("cannot be read") == true)
+        try await eventually { !connection.isActive }
+        await connection.close()
     }
 
     @Test("an owner that proves another key than the URL's is refused, however its challenge is split", arguments: feeds)
-    func aWrongOwnerKeyIsRefused(encoding: FrameEncoding, seed: UInt64, largest: Int) throws {
+    func aWrongOwnerKeyIsRefused(encoding: FrameEncoding, seed: UInt64, largest: Int) async throws {
         let pinned = NodeIdentity.generate().fingerprint
-        let owner = try Owner(encoding: encoding, seed: seed, chunk: Self.chunking(largest), pinnedKey: pinned)
-        try owner.authenticate()
-        #expect(!owner.channel.isActive)
-        do {
-            _ = try owner.authenticated.futureResult.wait()
-            Issue.record("authenticated with the wrong owner")
-        } catch let error as ShareSyncError {
-            #expect(error.code == .notAuthenticated)
-            #expect(error.rule?.rawValue == "ownerFingerprintMismatch")
+        let owner = try await Owner(encoding: encoding, seed: seed, chunk: Self.chunking(largest), pinnedKey: pinned)
+        let opening = try await owner.authenticate()
+        let failure = await expectShareSyncError { _ = try await opening.value }
+        #expect(failure?.code == .notAuthenticated)
+        #expect(failure?.rule == .ownerFingerprintMismatch)
+        try await eventually { !owner.channel.isActive }
+    }
+}
+
+/// Waits (at most 10 s) until `condition` holds.
+func eventually(_ condition: @Sendable () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("the condition did not hold within 10 s")
+            return
         }
+        try await Task.sleep(for: .milliseconds(5))
     }
 }

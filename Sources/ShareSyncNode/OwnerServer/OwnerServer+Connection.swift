@@ -107,7 +107,7 @@ struct ServerConnection {
     /// Closes the connection if it has not authenticated within the handshake timeout.
     private func enforceAuthenticationDeadline(shared: ConnectionShared) async {
         let timeout = server.configuration.transport.limits.handshakeTimeout
-        try? await Task.sleep(nanoseconds: UInt64(max(0, timeout.nanoseconds)))
+        try? await channel.channel.eventLoop.sleep(for: timeout)
         guard !Task.isCancelled, !shared.isAuthenticated else { return }
         close(with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: .authenticationTimeout))
     }

@@ -86,7 +86,7 @@ enum SubscriptionPusher {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await outbound.write(payload) }
             group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(max(0, timeout.nanoseconds)))
+                try await connection.channel.channel.eventLoop.sleep(for: timeout)
                 abandon("the subscriber read nothing for \(timeout) while a push waited to be written", connection: connection, logger: logger)
                 throw ShareSyncError(.networkFailure, "the subscriber stalled")
             }

@@ -175,7 +175,7 @@ final class InProcessConnection: OwnerDatabase {
     }
 
     func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
-        throws(ShareSyncError) -> PendingZoneChanges
+        async throws(ShareSyncError) -> PendingZoneChanges
     {
         let result: Result<ZoneChanges, ShareSyncError>
         do throws(ShareSyncError) {

@@ -60,22 +60,18 @@ public final class OwnerConnection: Sendable {
     /// The limits the owner announced (the documented defaults for an owner that announced none).
     public let limits: WireLimits
 
-    private let channel: any Channel
-    private let handler: NIOLoopBound<ClientConnectionHandler>
-    private let requestIDs: RequestIDs
-    private let announcements: OwnerAddressAnnouncements
+    private let session: ClientSession
+    private let outbound: ClientSession.Outbound
+    /// The connection's task (``ClientSession/run(ready:)``).
+    private let task: Task<Void, Never>
 
-    private init(
-        channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, requestIDs: RequestIDs,
-        welcome: WelcomeMessage, announcements: OwnerAddressAnnouncements
-    ) {
-        self.announcements = announcements
-        self.channel = channel
-        self.handler = handler
-        self.requestIDs = requestIDs
-        self.userRecordName = welcome.userRecordName
-        self.ownerName = welcome.ownerName
-        self.limits = welcome.limits ?? WireLimits()
+    private init(session: ClientSession, ready: ClientSession.Ready, task: Task<Void, Never>) {
+        self.session = session
+        self.outbound = ready.outbound
+        self.task = task
+        self.userRecordName = ready.welcome.userRecordName
+        self.ownerName = ready.welcome.ownerName
+        self.limits = ready.welcome.limits ?? WireLimits()
     }
 
     /// Connects to the owner of a share URL and checks that it proves the key the URL names. A URL
@@ -118,72 +114,53 @@ public final class OwnerConnection: Sendable {
             tls = nil
         }
         let eventLoop = (group ?? MultiThreadedEventLoopGroup.singleton).next()
-        let requestIDs = RequestIDs()
-        let ping = pingInterval.interval(idleTimeout: configuration.limits.idleTimeout)
-        let authenticated = eventLoop.makePromise(of: WelcomeMessage.self)
-        let announcements = OwnerAddressAnnouncements()
-        let installed = eventLoop.makePromise(of: NIOLoopBound<ClientConnectionHandler>.self)
+        let settings = ClientSession.Settings(
+            identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName, requiresTLS: tls != nil,
+            pingInterval: pingInterval.interval(idleTimeout: configuration.limits.idleTimeout), authenticationTimeout: timeout)
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
+        let started: ClientSession.Started
+        do {
+            started = try await bootstrap.connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = ClientConnectionHandler(
-                        identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName,
-                        requiresTLS: tls != nil, requestIDs: requestIDs, pingInterval: ping, authenticated: authenticated,
-                        announcements: announcements)
-                    let pipeline = channel.pipeline.syncOperations
-                    if let tls {
-                        try TransportSecurity.addClientHandlers(
-                            to: pipeline, context: tls, expectedPeerFingerprint: expectedOwnerFingerprint)
-                    }
-                    try FrameCodec.addClientHandlers(to: pipeline, configuration: configuration)
-                    try pipeline.addHandlers([handler, FrameErrorHandler()])
-                    installed.succeed(NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                    try ClientSession.install(on: channel, tls: tls, configuration: configuration, settings: settings).start()
                 }
             }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.connect(host: host, port: port).get()
         } catch {
-            authenticated.fail(error)
-            installed.fail(error)
             throw ShareSyncError(.networkUnavailable, "cannot connect to \(host):\(port): \(error)")
         }
-        let deadline = eventLoop.scheduleTask(in: timeout) {
-            authenticated.fail(ShareSyncError(.networkFailure, "no authentication within \(timeout)"))
-        }
+        return try await open(started)
+    }
+
+    /// Waits until a started session authenticated, and returns the connection over it.
+    static func open(_ started: ClientSession.Started) async throws(ShareSyncError) -> OwnerConnection {
         do {
-            let welcome = try await authenticated.futureResult.get()
-            deadline.cancel()
-            let handler = try await installed.futureResult.get()
-            return OwnerConnection(
-                channel: channel, handler: handler, requestIDs: requestIDs, welcome: welcome, announcements: announcements)
+            return OwnerConnection(session: started.session, ready: try await started.ready.get(), task: started.task)
         } catch {
-            deadline.cancel()
-            installed.fail(error)
-            try? await channel.close()
-            throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "authentication failed: \(error)")
+            await started.task.value
+            throw error as? ShareSyncError ?? ClientSession.describe(error)
         }
     }
 
     /// The address the owner advertises, as its `welcome` or a later `ownerAddress` push said; `nil`
     /// if it announced none.
-    public var announcedAddress: WireAddress? { announcements.latest }
+    public var announcedAddress: WireAddress? { session.announcements.latest }
 
     /// Calls `body` (on the connection's event loop) with each address the owner announces from now on
     /// (`ownerAddress` pushes: the owner is moving). `nil` stops the calls.
     public func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?) {
-        announcements.setListener(body)
+        session.announcements.setListener(body)
     }
 
     /// Closes the connection; requests in flight fail with ``ShareSyncError/Code/networkFailure``.
     public func close() async {
-        try? await channel.close()
+        try? await session.channel.channel.close()
+        await task.value
     }
 
     /// Whether the connection is open.
-    public var isActive: Bool { channel.isActive }
+    public var isActive: Bool { session.channel.channel.isActive }
 
     // MARK: Requests
 
@@ -214,27 +191,15 @@ public final class OwnerConnection: Sendable {
         }
     }
 
-    /// Sends a request now, without waiting for its response (see ``PendingResponse``).
-    func start<T: Codable & Sendable>(_ body: RequestBody, expecting: T.Type) throws(ShareSyncError) -> PendingResponse<T> {
-        let id = requestIDs.next()
-        let payload = try MessageCoding.encode(Request(id: id, body: body), includingChangedKeys: true, allocator: channel.allocator)
-        let eventLoop = channel.eventLoop
-        let promise = eventLoop.makePromise(of: ByteBuffer.self)
-        let handler = self.handler
-        let channel = self.channel
-        eventLoop.execute {
-            guard handler.value.register(id: id, promise: promise) else { return }
-            channel.writeAndFlush(payload).whenFailure { _ in handler.value.cancel(id: id) }
-        }
-        let abandon: @Sendable () -> Void = {
-            eventLoop.execute {
-                handler.value.abandon(id: id)
-                // If the request was never registered (the connection had closed), its promise is
-                // already failed; failing a completed promise again changes nothing.
-                promise.fail(ShareSyncError(.operationCancelled, "the request was cancelled before its answer came"))
-            }
-        }
-        return PendingResponse(frame: promise.futureResult, abandon: abandon, ownerName: ownerName)
+    /// Sends a request now (waiting only while the owner does not read), without waiting for its
+    /// response (see ``PendingResponse``).
+    func start<T: Codable & Sendable>(_ body: RequestBody, expecting: T.Type) async throws(ShareSyncError) -> PendingResponse<T> {
+        let id = session.nextID()
+        let payload = try MessageCoding.encode(
+            Request(id: id, body: body), includingChangedKeys: true, allocator: session.channel.channel.allocator)
+        let frame = try await session.send(payload, id: id, outbound: outbound)
+        let session = self.session
+        return PendingResponse(frame: frame, abandon: { session.abandon(id: id) }, ownerName: ownerName)
     }
 
     /// Sends a request and waits for its response.
@@ -270,9 +235,9 @@ public final class OwnerConnection: Sendable {
     /// Sends a `fetchZoneChanges` request now and returns at once; the page is read from the result's
     /// ``PendingZoneChanges/page``. Lets a caller ask for the next page while it stores the last one.
     public func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
-        throws(ShareSyncError) -> PendingZoneChanges
+        async throws(ShareSyncError) -> PendingZoneChanges
     {
-        let response = try start(
+        let response = try await start(
             .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ZoneChangesResult.self)
         return PendingZoneChanges { () async throws(ShareSyncError) -> ZoneChanges in
             try await response.value.zoneChanges(ownerName: response.ownerName)
@@ -388,29 +353,15 @@ public final class OwnerConnection: Sendable {
     /// Subscribes to this identity's view: the stream yields a push after every change since `token`
     /// (or since now, without one). The stream ends when the connection closes or the token expires.
     public func subscribe(since token: ServerChangeToken? = nil) async throws(ShareSyncError) -> AsyncStream<Push> {
-        let (wireStream, continuation) = AsyncStream<ChangesPush>.makeStream()
-        let handler = self.handler
-        try? await channel.eventLoop.submit { handler.value.setPushes(continuation) }.get()
+        let (pushes, continuation) = AsyncStream<Push>.makeStream()
+        session.setPushes(continuation)
         do {
             _ = try await send(.subscribe(token: token), expecting: SubscribeResult.self)
         } catch {
             continuation.finish()
             throw error
         }
-        let ownerName = self.ownerName
-        return AsyncStream { out in
-            let task = Task {
-                for await push in wireStream {
-                    guard let zones = try? push.zoneChanges.map({ try $0.zoneChanges(ownerName: ownerName) })
-                    else { continue }
-                    out.yield(Push(
-                        databaseChanges: push.databaseChanges.databaseChanges(ownerName: ownerName), zoneChanges: zones,
-                        changeToken: push.token, moreComing: push.moreComing ?? false))
-                }
-                out.finish()
-            }
-            out.onTermination = { _ in task.cancel() }
-        }
+        return pushes
     }
 }
 

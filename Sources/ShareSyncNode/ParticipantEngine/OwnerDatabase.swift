@@ -35,7 +35,7 @@ public protocol OwnerDatabase: AnyObject, Sendable {
     /// Asks for a page of a shared zone's changes now and returns at once; the page is read from the
     /// result (so the next page can be asked for while one is stored).
     func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
-        throws(ShareSyncError) -> PendingZoneChanges
+        async throws(ShareSyncError) -> PendingZoneChanges
     /// Fetches records of a shared zone by name; a record outside this identity's view is `unknownItem`.
     func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)
         -> [Record.ID: Result<Record, ShareSyncError>]

@@ -389,7 +389,7 @@ final class ParticipantOwnerLink: Sendable {
     private func syncZone(_ connection: any OwnerDatabase, _ zone: String) async throws(ShareSyncError) {
         var token = try replica.zoneChangeToken(owner: ownerName, zoneName: zone)
         do {
-            var pages = ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
+            var pages = await ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
             while let page = try await pages.next() {
                 try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
                 report(page)
@@ -424,7 +424,7 @@ final class ParticipantOwnerLink: Sendable {
         try replica.beginZoneReplacement(owner: ownerName, zoneName: zone)
         do {
             var count = 0
-            var pages = ZonePageFetcher(connection, zoneName: zone, since: nil, pageSize: pageSize)
+            var pages = await ZonePageFetcher(connection, zoneName: zone, since: nil, pageSize: pageSize)
             while let page = try await pages.next() {
                 try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.stageZoneReplacement(page, owner: ownerName) }
                 hub.countReceived(page.changes.count)

@@ -14,11 +14,11 @@ struct ZonePageFetcher: ~Copyable {
     private var pending: Task<Result<ZoneChanges, ShareSyncError>, Never>?
 
     /// Requests the first page (from `token`, nil for everything) at once.
-    init(_ connection: any OwnerDatabase, zoneName: String, since token: ServerChangeToken?, pageSize: Int?) {
+    init(_ connection: any OwnerDatabase, zoneName: String, since token: ServerChangeToken?, pageSize: Int?) async {
         self.connection = connection
         self.zoneName = zoneName
         self.pageSize = pageSize
-        pending = Self.fetch(connection, zoneName: zoneName, since: token, pageSize: pageSize)
+        pending = await Self.fetch(connection, zoneName: zoneName, since: token, pageSize: pageSize)
     }
 
     deinit { pending?.cancel() }
@@ -30,18 +30,18 @@ struct ZonePageFetcher: ~Copyable {
         pending = nil
         let page = try await task.value.get()
         if page.moreComing {
-            pending = Self.fetch(connection, zoneName: zoneName, since: page.changeToken, pageSize: pageSize)
+            pending = await Self.fetch(connection, zoneName: zoneName, since: page.changeToken, pageSize: pageSize)
         }
         return page
     }
 
     private static func fetch(
         _ connection: any OwnerDatabase, zoneName: String, since token: ServerChangeToken?, pageSize: Int?
-    ) -> Task<Result<ZoneChanges, ShareSyncError>, Never> {
+    ) async -> Task<Result<ZoneChanges, ShareSyncError>, Never> {
         // Sent here, before the task runs, so the request leaves now and requests keep their order.
         let request: PendingZoneChanges
         do {
-            request = try connection.startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: pageSize)
+            request = try await connection.startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: pageSize)
         } catch {
             return Task { .failure(error) }
         }
