@@ -199,9 +199,17 @@ final class ParticipantOwnerLink: Sendable {
                 s.subscription += 1
                 return s.subscription
             }
-            let forward = Task { await self.forward(pushes, subscription: subscription) }
-            defer { forward.cancel() }
-            try await follow(connection)
+            // Two child tasks: one queues the pushes as they come, the other applies them in order.
+            let followed = await withTaskGroup(of: Void.self) { group -> Result<Void, ShareSyncError> in
+                group.addTask { await self.forward(pushes, subscription: subscription) }
+                defer { group.cancelAll() }
+                do throws(ShareSyncError) {
+                    return .success(try await follow(connection))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            try followed.get()
             guard connection.isActive else {
                 throw ShareSyncError(.networkFailure, "the connection to the owner closed")
             }
