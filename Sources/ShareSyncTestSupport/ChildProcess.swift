@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import Synchronization
 
 /// A program started by a test: its output is read while it runs, and it is killed when the test
@@ -34,6 +35,8 @@ public final class ChildProcess: Sendable {
     /// The process ID.
     public var pid: Int32 { process.processIdentifier }
 
+    private static let spawning = Mutex(())
+
     /// Starts a program; its standard input is closed.
     public static func start(_ executable: String, _ arguments: [String], environment: [String: String]? = nil)
         throws -> ChildProcess
@@ -62,7 +65,9 @@ public final class ChildProcess: Sendable {
         Self.drain(err.fileHandleForReading.fileDescriptor, into: { [weak child] data in
             child?.buffers.withLock { $0.stderr.append(data) }
         }, done: { [weak child] in child?.stderrDone.withLock { $0 = true } })
-        try process.run()
+        // One spawn at a time: Foundation's Process.run was seen to crash (a memmove in it) when
+        // tests on several threads started children at once.
+        try Self.spawning.withLock { _ in try process.run() }
         ChildRegistry.shared.add(child)
         return child
     }
@@ -242,5 +247,42 @@ extension ChildProcess {
         }
         return candidates.first(where: isProgram)
             ?? candidates.last ?? "sharesync"
+    }
+}
+
+/// Threads of their own for tests that block (they wait for child processes, with `Thread.sleep` and
+/// `waitUntilExit`), so that they do not hold the threads of Swift's cooperative pool, which every
+/// async test of the process shares: with both threads of a 2-core machine held by such tests, the
+/// rest of the run stalled for a minute or more and time-bound async tests (a 1 s idle timeout) failed.
+///
+/// ```swift
+/// @Test func daemonStarts() async throws {
+///     try await blocking {
+///         let node = try E2ENode(name: "a")
+///         ...
+///     }
+/// }
+/// ```
+///
+/// The body runs in the test's own task (Swift Testing's task locals, such as the current test, are
+/// kept), on one of three threads: at most three blocking tests run at once.
+public func blocking<T>(_ body: () throws -> T) async throws -> T {
+    try await withTaskExecutorPreference(BlockingTestExecutor.shared) { try body() }
+}
+
+/// The executor ``blocking(_:)`` runs on.
+public final class BlockingTestExecutor: TaskExecutor {
+    /// The one instance, with three threads.
+    public static let shared = BlockingTestExecutor(threads: 3)
+    private let pool: NIOThreadPool
+
+    private init(threads: Int) {
+        pool = NIOThreadPool(numberOfThreads: threads)
+        pool.start()
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        pool.submit { _ in job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

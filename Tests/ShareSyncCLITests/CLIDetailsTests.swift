@@ -5,73 +5,79 @@ import Testing
 @Suite("CLI details: reference actions, invitation syntax, permission help, examples (CLI, daemons as processes)")
 struct CLIDetailsTests {
     @Test("--field k=reference:X:deleteSelf makes the record go when X is deleted; reference:X keeps it")
-    func referenceAction() throws {
-        let a = try E2ENode(name: "Alice")
-        defer { a.stop() }
-        try a.ok(["zone", "create", "Lists"])
-        try a.ok(["record", "save", "--zone", "Lists", "--type", "Item", "--name", "milk"])
-        let note = try #require(try a.ok(["record", "save", "--zone", "Lists", "--type", "Note", "--name", "n1", "--field", "item=reference:milk:deleteSelf"]) as? [String: Any])
-        let field = try #require((note["fields"] as? [String: [String: Any]])?["item"])
-        #expect("\(field)".contains("DELETE_SELF"), "\(field)")
-        try a.ok(["record", "save", "--zone", "Lists", "--type", "Note", "--name", "n2", "--field", "item=reference:milk"])
-        let text = try cli(["record", "get", "--zone", "Lists", "--name", "n1", "--home", a.home])
-        #expect(text.stdout.contains("→ milk (deleteSelf)"), "\(text.stdout)")
-        try a.ok(["record", "delete", "--zone", "Lists", "--name", "milk"])
-        #expect(try a.run(["record", "get", "--zone", "Lists", "--name", "n1"]).status == 65, "deleteSelf: gone with milk")
-        #expect(try a.run(["record", "get", "--zone", "Lists", "--name", "n2"]).status == 0, "no action: kept")
-        let bad = try a.run(["record", "save", "--zone", "Lists", "--type", "Note", "--name", "n3", "--field", "item=reference::deleteSelf"])
-        #expect(bad.status == 64, "\(bad.stderr)")
+    func referenceAction() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            try a.ok(["zone", "create", "Lists"])
+            try a.ok(["record", "save", "--zone", "Lists", "--type", "Item", "--name", "milk"])
+            let note = try #require(try a.ok(["record", "save", "--zone", "Lists", "--type", "Note", "--name", "n1", "--field", "item=reference:milk:deleteSelf"]) as? [String: Any])
+            let field = try #require((note["fields"] as? [String: [String: Any]])?["item"])
+            #expect("\(field)".contains("DELETE_SELF"), "\(field)")
+            try a.ok(["record", "save", "--zone", "Lists", "--type", "Note", "--name", "n2", "--field", "item=reference:milk"])
+            let text = try cli(["record", "get", "--zone", "Lists", "--name", "n1", "--home", a.home])
+            #expect(text.stdout.contains("→ milk (deleteSelf)"), "\(text.stdout)")
+            try a.ok(["record", "delete", "--zone", "Lists", "--name", "milk"])
+            #expect(try a.run(["record", "get", "--zone", "Lists", "--name", "n1"]).status == 65, "deleteSelf: gone with milk")
+            #expect(try a.run(["record", "get", "--zone", "Lists", "--name", "n2"]).status == 0, "no action: kept")
+            let bad = try a.run(["record", "save", "--zone", "Lists", "--type", "Note", "--name", "n3", "--field", "item=reference::deleteSelf"])
+            #expect(bad.status == 64, "\(bad.stderr)")
+        }
     }
 
     @Test("malformed email and phone invitations are usage errors (64) that change nothing; permission help lists what is accepted")
-    func invitationSyntax() throws {
-        let a = try E2ENode(name: "Alice")
-        defer { a.stop() }
-        try a.ok(["zone", "create", "Lists"])
-        try a.ok(["share", "create", "--zone", "Lists"])
-        for (option, value) in [("--email", "bob"), ("--email", "bob@"), ("--email", "bob@example"), ("--email", "b ob@example.org"),
-                                ("--phone", "12"), ("--phone", "call me"), ("--phone", "+1 555 12a4")] {
-            let refused = try a.run(["share", "invite", "--zone", "Lists", option, value, "--permission", "readOnly"])
-            #expect(refused.status == 64, "\(option) \(value): \(refused.stderr)")
-            #expect(refused.stderr.contains(option), "\(option) \(value): \(refused.stderr)")
-        }
-        let participants = try #require(try a.ok(["share", "participants", "--zone", "Lists"]) as? [Any])
-        #expect(participants.count == 1, "only the owner: \(participants)")
-        try a.ok(["share", "invite", "--zone", "Lists", "--email", "bob@example.org", "--permission", "readOnly"])
-        try a.ok(["share", "invite", "--zone", "Lists", "--phone", "+1 (555) 123-4567", "--permission", "readOnly"])
-        let initBad = try cli(["init", "--home", a.folder.path + "/other", "--name", "X", "--email", "nope"])
-        #expect(initBad.status == 64 && initBad.stderr.contains("--email"), "\(initBad.stderr)")
+    func invitationSyntax() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            try a.ok(["zone", "create", "Lists"])
+            try a.ok(["share", "create", "--zone", "Lists"])
+            for (option, value) in [("--email", "bob"), ("--email", "bob@"), ("--email", "bob@example"), ("--email", "b ob@example.org"),
+                                    ("--phone", "12"), ("--phone", "call me"), ("--phone", "+1 555 12a4")] {
+                let refused = try a.run(["share", "invite", "--zone", "Lists", option, value, "--permission", "readOnly"])
+                #expect(refused.status == 64, "\(option) \(value): \(refused.stderr)")
+                #expect(refused.stderr.contains(option), "\(option) \(value): \(refused.stderr)")
+            }
+            let participants = try #require(try a.ok(["share", "participants", "--zone", "Lists"]) as? [Any])
+            #expect(participants.count == 1, "only the owner: \(participants)")
+            try a.ok(["share", "invite", "--zone", "Lists", "--email", "bob@example.org", "--permission", "readOnly"])
+            try a.ok(["share", "invite", "--zone", "Lists", "--phone", "+1 (555) 123-4567", "--permission", "readOnly"])
+            let initBad = try cli(["init", "--home", a.folder.path + "/other", "--name", "X", "--email", "nope"])
+            #expect(initBad.status == 64 && initBad.stderr.contains("--email"), "\(initBad.stderr)")
 
-        for command in [["share", "invite"], ["share", "permission"], ["share", "approve"], ["share", "public"]] {
-            let help = try cli(command + ["--help"])
-            #expect(!help.stdout.contains("unknown"), "\(command): \(help.stdout)")
+            for command in [["share", "invite"], ["share", "permission"], ["share", "approve"], ["share", "public"]] {
+                let help = try cli(command + ["--help"])
+                #expect(!help.stdout.contains("unknown"), "\(command): \(help.stdout)")
+            }
         }
     }
 
     @Test("every command and subcommand's --help has an example")
-    func everyHelpHasAnExample() throws {
-        let root = try cli(["--help"])
-        #expect(root.stdout.contains("Example"))
-        let commands = ["init", "run", "status", "zone", "record", "share", "accept", "request-access", "leave", "outbox", "changes", "watch"]
-        var paths: [[String]] = []
-        for command in commands {
-            paths.append([command])
-            let help = try cli([command, "--help"])
-            // Subcommands as ArgumentParser lists them: "  name   abstract" under SUBCOMMANDS.
-            if let range = help.stdout.range(of: "SUBCOMMANDS:") {
-                for line in help.stdout[range.upperBound...].split(separator: "\n") {
-                    guard line.hasPrefix("  "), !line.hasPrefix("   ") else { continue }
-                    let name = String(line.dropFirst(2).prefix { $0 != " " })
-                    if name.first?.isLowercase == true, name.allSatisfy({ $0.isLowercase || $0 == "-" }) {
-                        paths.append([command, name])
+    func everyHelpHasAnExample() async throws {
+        try await blocking {
+            let root = try cli(["--help"])
+            #expect(root.stdout.contains("Example"))
+            let commands = ["init", "run", "status", "zone", "record", "share", "accept", "request-access", "leave", "outbox", "changes", "watch"]
+            var paths: [[String]] = []
+            for command in commands {
+                paths.append([command])
+                let help = try cli([command, "--help"])
+                // Subcommands as ArgumentParser lists them: "  name   abstract" under SUBCOMMANDS.
+                if let range = help.stdout.range(of: "SUBCOMMANDS:") {
+                    for line in help.stdout[range.upperBound...].split(separator: "\n") {
+                        guard line.hasPrefix("  "), !line.hasPrefix("   ") else { continue }
+                        let name = String(line.dropFirst(2).prefix { $0 != " " })
+                        if name.first?.isLowercase == true, name.allSatisfy({ $0.isLowercase || $0 == "-" }) {
+                            paths.append([command, name])
+                        }
                     }
                 }
             }
-        }
-        #expect(paths.count > commands.count + 10, "\(paths)")
-        for path in paths {
-            let help = try cli(path + ["--help"])
-            #expect(help.status == 0 && help.stdout.contains("Example"), "sharesync \(path.joined(separator: " ")) --help has no example")
+            #expect(paths.count > commands.count + 10, "\(paths)")
+            for path in paths {
+                let help = try cli(path + ["--help"])
+                #expect(help.status == 0 && help.stdout.contains("Example"), "sharesync \(path.joined(separator: " ")) --help has no example")
+            }
         }
     }
 }

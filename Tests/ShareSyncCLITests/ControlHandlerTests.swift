@@ -3,6 +3,7 @@ import Logging
 import ShareSyncCore
 import ShareSyncNode
 import ShareSyncStore
+import ShareSyncTestSupport
 import Testing
 
 @Suite("Control requests, in process")
@@ -18,36 +19,38 @@ struct ControlHandlerTests {
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
-    @Test func recordImportLinesReadByTheFastReaderEqualTheCodableDecoding() throws {
-        let zone = RecordZone.ID(zoneName: "Topics")
-        var note = Record(recordType: "Note", recordID: .init(recordName: "note-1", zoneID: zone))
-        note["title"] = .string("Milk \"and\" eggs / \u{1F95A} \\ é")
-        note["count"] = .int64(-42)
-        note["score"] = .double(0.1)
-        note["done"] = .bool(true)
-        note["due"] = .date(Date(timeIntervalSince1970: 1_700_000_000.123))
-        note["tags"] = .list(.string(["a", "b"]))
-        note["see"] = .reference(.init(recordID: .init(recordName: "note-2", zoneID: zone), action: .deleteSelf))
-        note.setParent(.init(recordName: "topic-1", zoneID: zone))
-        let topic = Record(recordType: "Topic", recordID: .init(recordName: "topic-1", zoneID: zone))
-        let request = ControlRequest.recordImport(zone: "Topics", records: [note, topic])
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let line = try encoder.encode(request)
-        let fast = try #require(ControlRequest.fastDecode(line))
-        #expect(fast == (try JSONDecoder().decode(ControlRequest.self, from: line)))
-        guard case .recordImport(let zoneName, let records, _) = fast else { Issue.record("not a recordImport"); return }
-        #expect(zoneName == "Topics")
-        #expect(records.map(\.fields) == [note.fields, topic.fields])
-        #expect(records.map(\.parent) == [note.parent, nil])
-        // Keys in another order read the same; anything unusual is left to the Codable path.
-        let reordered = Data(#"{"recordImport":{"zone":"Topics","records":[]}}"#.utf8)
-        #expect(ControlRequest.fastDecode(reordered) == .recordImport(zone: "Topics", records: []))
-        for other in [
-            #"{"recordImport":{"zone":"Topics","records":[],"extra":1}}"#, #"{"status":{}}"#,
-            #"{"recordImport":{"zone":"Topics"}}"#, #"{"recordImport":{"zone":"Topics","records":[]}} x"#,
-        ] {
-            #expect(ControlRequest.fastDecode(Data(other.utf8)) == nil, "\(other)")
+    @Test func recordImportLinesReadByTheFastReaderEqualTheCodableDecoding() async throws {
+        try await blocking {
+            let zone = RecordZone.ID(zoneName: "Topics")
+            var note = Record(recordType: "Note", recordID: .init(recordName: "note-1", zoneID: zone))
+            note["title"] = .string("Milk \"and\" eggs / \u{1F95A} \\ é")
+            note["count"] = .int64(-42)
+            note["score"] = .double(0.1)
+            note["done"] = .bool(true)
+            note["due"] = .date(Date(timeIntervalSince1970: 1_700_000_000.123))
+            note["tags"] = .list(.string(["a", "b"]))
+            note["see"] = .reference(.init(recordID: .init(recordName: "note-2", zoneID: zone), action: .deleteSelf))
+            note.setParent(.init(recordName: "topic-1", zoneID: zone))
+            let topic = Record(recordType: "Topic", recordID: .init(recordName: "topic-1", zoneID: zone))
+            let request = ControlRequest.recordImport(zone: "Topics", records: [note, topic])
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let line = try encoder.encode(request)
+            let fast = try #require(ControlRequest.fastDecode(line))
+            #expect(fast == (try JSONDecoder().decode(ControlRequest.self, from: line)))
+            guard case .recordImport(let zoneName, let records, _) = fast else { Issue.record("not a recordImport"); return }
+            #expect(zoneName == "Topics")
+            #expect(records.map(\.fields) == [note.fields, topic.fields])
+            #expect(records.map(\.parent) == [note.parent, nil])
+            // Keys in another order read the same; anything unusual is left to the Codable path.
+            let reordered = Data(#"{"recordImport":{"zone":"Topics","records":[]}}"#.utf8)
+            #expect(ControlRequest.fastDecode(reordered) == .recordImport(zone: "Topics", records: []))
+            for other in [
+                #"{"recordImport":{"zone":"Topics","records":[],"extra":1}}"#, #"{"status":{}}"#,
+                #"{"recordImport":{"zone":"Topics"}}"#, #"{"recordImport":{"zone":"Topics","records":[]}} x"#,
+            ] {
+                #expect(ControlRequest.fastDecode(Data(other.utf8)) == nil, "\(other)")
+            }
         }
     }
 
@@ -97,38 +100,42 @@ enum NodeStatusStub {
 
 @Suite("Control requests and results of the outbox")
 struct OutboxControlCodingTests {
-    @Test func aSharedSaveWithoutPolicyDecodesWithTheDefaultLeftToTheHandler() throws {
-        let line = #"{"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"t","fields":[]}}"#
-        let request = try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8))
-        #expect(request == .sharedRecordSave(owner: nil, zone: "Topics", type: "Topic", name: "t", parent: nil, fields: [], policy: nil))
-        let withPolicy = #"{"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"t","fields":[],"policy":"allKeys"}}"#
-        guard case .sharedRecordSave(_, _, _, _, _, _, let policy, _) = try JSONDecoder().decode(ControlRequest.self, from: Data(withPolicy.utf8))
-        else { Issue.record("not a sharedRecordSave"); return }
-        #expect(policy == .allKeys)
-        for (line, expected) in [
-            (#"{"outboxList":{}}"#, ControlRequest.outboxList),
-            (#"{"outboxResolve":{"id":3,"keep":"mine"}}"#, .outboxResolve(id: 3, keep: .mine)),
-            (#"{"outboxDiscard":{"id":4}}"#, .outboxDiscard(id: 4)),
-        ] {
-            #expect(try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8)) == expected)
+    @Test func aSharedSaveWithoutPolicyDecodesWithTheDefaultLeftToTheHandler() async throws {
+        try await blocking {
+            let line = #"{"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"t","fields":[]}}"#
+            let request = try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8))
+            #expect(request == .sharedRecordSave(owner: nil, zone: "Topics", type: "Topic", name: "t", parent: nil, fields: [], policy: nil))
+            let withPolicy = #"{"sharedRecordSave":{"zone":"Topics","type":"Topic","name":"t","fields":[],"policy":"allKeys"}}"#
+            guard case .sharedRecordSave(_, _, _, _, _, _, let policy, _) = try JSONDecoder().decode(ControlRequest.self, from: Data(withPolicy.utf8))
+            else { Issue.record("not a sharedRecordSave"); return }
+            #expect(policy == .allKeys)
+            for (line, expected) in [
+                (#"{"outboxList":{}}"#, ControlRequest.outboxList),
+                (#"{"outboxResolve":{"id":3,"keep":"mine"}}"#, .outboxResolve(id: 3, keep: .mine)),
+                (#"{"outboxDiscard":{"id":4}}"#, .outboxDiscard(id: 4)),
+            ] {
+                #expect(try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8)) == expected)
+            }
         }
     }
 
-    @Test func aSharedRecordIsTheRecordsJSONWithThePendingMarker() throws {
-        var record = Record(recordType: "Topic", recordID: .init(recordName: "t", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: "_a")))
-        record["title"] = "B"
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let plain = try #require(try JSONSerialization.jsonObject(with: encoder.encode(SharedRecord(record: record))) as? [String: Any])
-        #expect(plain["pending"] == nil && plain["recordName"] as? String == "t")
-        let pending = SharedRecord(record: record, outboxID: 7, outboxState: .pending)
-        let data = try encoder.encode(pending)
-        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        #expect(object["pending"] as? Bool == true && object["outboxID"] as? Int == 7 && object["recordType"] as? String == "Topic")
-        let decoded = try JSONDecoder().decode(SharedRecord.self, from: data)
-        #expect(decoded.outboxState == .pending && decoded.outboxID == 7 && decoded.record["title"] == "B")
-        let conflict = try JSONDecoder().decode(
-            SharedRecord.self, from: encoder.encode(SharedRecord(record: record, outboxID: 8, outboxState: .conflict)))
-        #expect(conflict.outboxState == .conflict && conflict.outboxID == 8)
+    @Test func aSharedRecordIsTheRecordsJSONWithThePendingMarker() async throws {
+        try await blocking {
+            var record = Record(recordType: "Topic", recordID: .init(recordName: "t", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: "_a")))
+            record["title"] = "B"
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            let plain = try #require(try JSONSerialization.jsonObject(with: encoder.encode(SharedRecord(record: record))) as? [String: Any])
+            #expect(plain["pending"] == nil && plain["recordName"] as? String == "t")
+            let pending = SharedRecord(record: record, outboxID: 7, outboxState: .pending)
+            let data = try encoder.encode(pending)
+            let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            #expect(object["pending"] as? Bool == true && object["outboxID"] as? Int == 7 && object["recordType"] as? String == "Topic")
+            let decoded = try JSONDecoder().decode(SharedRecord.self, from: data)
+            #expect(decoded.outboxState == .pending && decoded.outboxID == 7 && decoded.record["title"] == "B")
+            let conflict = try JSONDecoder().decode(
+                SharedRecord.self, from: encoder.encode(SharedRecord(record: record, outboxID: 8, outboxState: .conflict)))
+            #expect(conflict.outboxState == .conflict && conflict.outboxID == 8)
+        }
     }
 }

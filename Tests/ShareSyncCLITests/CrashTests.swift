@@ -34,36 +34,38 @@ private func snapshot(_ node: E2ENode, zone: String, shared: Bool) throws -> [St
 
 @Suite("Crashes: daemons killed with SIGKILL")
 struct CrashTests {
-    @Test func aParticipantKilledAtRandomMomentsOfItsInitialSyncEndsWithTheOwnersView() throws {
-        let kills = environment("SHARESYNC_KILLS", default: 2)
-        var generator = SeededGenerator(seed: UInt64(environment("SHARESYNC_CRASH_SEED", default: 1)))
-        let a = try E2ENode(name: "Alice")
-        defer { a.stop() }
-        let b = try E2ENode(name: "Bob", runArguments: ["--log-level", "debug", "--sync-page-size", "50"])
-        defer { b.stop() }
-        let file = a.folder.path + "/records.jsonl"
-        try (0..<3_000).map { #"{"recordName":"item-\#($0)","recordType":"Item","fields":{"n":{"type":"INT64","value":\#($0)}}}"# }
-            .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        try a.ok(["record", "import", "--zone", "Big", "--file", file])
-        let (url, _) = try invite(b, to: "Big", of: a, permission: "readOnly")
-        let accept = try ChildProcess.start(sharesync, ["accept", url, "--home", b.home, "--json"])
-        defer { accept.kill() }
-        _ = try b.daemon.waitForErrorLine(containing: "zone changed", timeout: 60)
-        for kill in 0..<kills {
-            // A random moment of the sync: 0-400 ms into this daemon's life.
-            Thread.sleep(forTimeInterval: Double(generator.next() % 400) / 1000)
-            b.daemon.signal(SIGKILL)
-            try b.restart()
-            if kill == 0 { _ = try? accept.waitForExit(timeout: 30) }
+    @Test func aParticipantKilledAtRandomMomentsOfItsInitialSyncEndsWithTheOwnersView() async throws {
+        try await blocking {
+            let kills = environment("SHARESYNC_KILLS", default: 2)
+            var generator = SeededGenerator(seed: UInt64(environment("SHARESYNC_CRASH_SEED", default: 1)))
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            let b = try E2ENode(name: "Bob", runArguments: ["--log-level", "debug", "--sync-page-size", "50"])
+            defer { b.stop() }
+            let file = a.folder.path + "/records.jsonl"
+            try (0..<3_000).map { #"{"recordName":"item-\#($0)","recordType":"Item","fields":{"n":{"type":"INT64","value":\#($0)}}}"# }
+                .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            try a.ok(["record", "import", "--zone", "Big", "--file", file])
+            let (url, _) = try invite(b, to: "Big", of: a, permission: "readOnly")
+            let accept = try ChildProcess.start(sharesync, ["accept", url, "--home", b.home, "--json"])
+            defer { accept.kill() }
+            _ = try b.daemon.waitForErrorLine(containing: "zone changed", timeout: 60)
+            for kill in 0..<kills {
+                // A random moment of the sync: 0-400 ms into this daemon's life.
+                Thread.sleep(forTimeInterval: Double(generator.next() % 400) / 1000)
+                b.daemon.signal(SIGKILL)
+                try b.restart()
+                if kill == 0 { _ = try? accept.waitForExit(timeout: 30) }
+            }
+            let expected = try snapshot(a, zone: "Big", shared: false)
+            var replica: [String: String] = [:]
+            let complete = try eventually(timeout: 60) {
+                replica = try snapshot(b, zone: "Big", shared: true)
+                return replica == expected
+            }
+            #expect(complete, "after \(kills) kills the replica has \(replica.count) of \(expected.count) records, or stale ones")
+            print("reliability: participant-kill kills=\(kills) records=\(expected.count) lost=\(expected.count - replica.count) ok=\(complete)")
         }
-        let expected = try snapshot(a, zone: "Big", shared: false)
-        var replica: [String: String] = [:]
-        let complete = try eventually(timeout: 60) {
-            replica = try snapshot(b, zone: "Big", shared: true)
-            return replica == expected
-        }
-        #expect(complete, "after \(kills) kills the replica has \(replica.count) of \(expected.count) records, or stale ones")
-        print("reliability: participant-kill kills=\(kills) records=\(expected.count) lost=\(expected.count - replica.count) ok=\(complete)")
     }
 
     @Test func everySaveAcknowledgedBeforeTheOwnerIsKilledIsThereAfterItRestartsAndParticipantsConverge() async throws {

@@ -5,69 +5,75 @@ import Testing
 
 @Suite("The daemon and its control channel")
 struct DaemonTests {
-    @Test func initPrintsTheIdentityAndRefusesAnExistingHome() throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let home = folder.path + "/home"
-        let created = try cli(["init", "--home", home, "--name", "Alice", "--email", "alice@example.org", "--json"])
-        #expect(created.status == 0, "\(created.stderr)")
-        let object = try #require(try json(created.stdout) as? [String: Any])
-        let fingerprint = try #require(object["fingerprint"] as? String)
-        #expect(fingerprint.count == 32)
-        #expect(object["userRecordName"] as? String == "_" + fingerprint)
-        let attributes = try FileManager.default.attributesOfItem(atPath: home)
-        #expect((attributes[.posixPermissions] as? Int) == 0o700)
-        for file in ["identity.key", "settings.json", "private.sqlite", "replica.sqlite"] {
-            #expect(FileManager.default.fileExists(atPath: home + "/" + file), "missing \(file)")
-        }
+    @Test func initPrintsTheIdentityAndRefusesAnExistingHome() async throws {
+        try await blocking {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let home = folder.path + "/home"
+            let created = try cli(["init", "--home", home, "--name", "Alice", "--email", "alice@example.org", "--json"])
+            #expect(created.status == 0, "\(created.stderr)")
+            let object = try #require(try json(created.stdout) as? [String: Any])
+            let fingerprint = try #require(object["fingerprint"] as? String)
+            #expect(fingerprint.count == 32)
+            #expect(object["userRecordName"] as? String == "_" + fingerprint)
+            let attributes = try FileManager.default.attributesOfItem(atPath: home)
+            #expect((attributes[.posixPermissions] as? Int) == 0o700)
+            for file in ["identity.key", "settings.json", "private.sqlite", "replica.sqlite"] {
+                #expect(FileManager.default.fileExists(atPath: home + "/" + file), "missing \(file)")
+            }
 
-        let again = try cli(["init", "--home", home, "--name", "Alice"])
-        #expect(again.status == 73)
-        #expect(again.stderr.contains("already a node home"))
-        #expect(again.stdout.isEmpty)
+            let again = try cli(["init", "--home", home, "--name", "Alice"])
+            #expect(again.status == 73)
+            #expect(again.stderr.contains("already a node home"))
+            #expect(again.stdout.isEmpty)
+        }
     }
 
     @Test("run --cleartext-loopback is refused with a clear message unless the node listens on loopback")
-    func cleartextLoopbackNeedsALoopbackListenAddress() throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let remote = folder.path + "/remote"
-        #expect(try cli(["init", "--home", remote, "--name", "Alice", "--listen", "0.0.0.0:0"]).status == 0)
-        let refused = try cli(["run", "--home", remote, "--cleartext-loopback"], timeout: 30)
-        #expect(refused.status != 0)
-        #expect(refused.stderr.contains("--cleartext-loopback needs a loopback listen address"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("0.0.0.0"))
-        #expect(!refused.stdout.contains("listening on"))
+    func cleartextLoopbackNeedsALoopbackListenAddress() async throws {
+        try await blocking {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let remote = folder.path + "/remote"
+            #expect(try cli(["init", "--home", remote, "--name", "Alice", "--listen", "0.0.0.0:0"]).status == 0)
+            let refused = try cli(["run", "--home", remote, "--cleartext-loopback"], timeout: 30)
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("--cleartext-loopback needs a loopback listen address"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("0.0.0.0"))
+            #expect(!refused.stdout.contains("listening on"))
 
-        let local = folder.path + "/local"
-        #expect(try cli(["init", "--home", local, "--name", "Alice", "--listen", "127.0.0.1:0"]).status == 0)
-        let daemon = try ChildProcess.start(sharesync, ["run", "--home", local, "--cleartext-loopback"])
-        defer { daemon.kill() }
-        _ = try daemon.waitForLine(containing: "listening on", timeout: 30)
-        let help = try cli(["run", "--help"])
-        #expect(help.stdout.contains("--cleartext-loopback"))
+            let local = folder.path + "/local"
+            #expect(try cli(["init", "--home", local, "--name", "Alice", "--listen", "127.0.0.1:0"]).status == 0)
+            let daemon = try ChildProcess.start(sharesync, ["run", "--home", local, "--cleartext-loopback"])
+            defer { daemon.kill() }
+            _ = try daemon.waitForLine(containing: "listening on", timeout: 30)
+            let help = try cli(["run", "--help"])
+            #expect(help.stdout.contains("--cleartext-loopback"))
+        }
     }
 
-    @Test func runPrintsItsAddressAndStopsCleanlyOnSIGTERM() throws {
-        let node = try RunningNode()
-        defer { node.stop() }
-        #expect(node.listening.hasPrefix("127.0.0.1:"))
-        #expect(Int(node.listening.split(separator: ":").last!)! > 0)
-        let socket = node.home + "/control.sock"
-        let attributes = try FileManager.default.attributesOfItem(atPath: socket)
-        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+    @Test func runPrintsItsAddressAndStopsCleanlyOnSIGTERM() async throws {
+        try await blocking {
+            let node = try RunningNode()
+            defer { node.stop() }
+            #expect(node.listening.hasPrefix("127.0.0.1:"))
+            #expect(Int(node.listening.split(separator: ":").last!)! > 0)
+            let socket = node.home + "/control.sock"
+            let attributes = try FileManager.default.attributesOfItem(atPath: socket)
+            #expect((attributes[.posixPermissions] as? Int) == 0o600)
 
-        let status = try #require(try node.json(["status"]) as? [String: Any])
-        #expect(status["userRecordName"] as? String == node.userRecordName)
+            let status = try #require(try node.json(["status"]) as? [String: Any])
+            #expect(status["userRecordName"] as? String == node.userRecordName)
 
-        node.daemon.signal(SIGTERM)
-        let outcome = try node.daemon.waitForExit(timeout: 30)
-        #expect(outcome.exited && outcome.status == 0, "\(outcome.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: socket))
+            node.daemon.signal(SIGTERM)
+            let outcome = try node.daemon.waitForExit(timeout: 30)
+            #expect(outcome.exited && outcome.status == 0, "\(outcome.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: socket))
 
-        let unreachable = try node.run(["zone", "list"])
-        #expect(unreachable.status == 69)
-        #expect(unreachable.stderr.contains("not running"))
+            let unreachable = try node.run(["zone", "list"])
+            #expect(unreachable.status == 69)
+            #expect(unreachable.stderr.contains("not running"))
+        }
     }
 
     @Test func oneControlClientSendsManyRequestsAndFailsCleanlyWhenTheDaemonStops() async throws {
@@ -93,33 +99,39 @@ struct DaemonTests {
         await client.close()
     }
 
-    @Test func sigintStopsTheDaemonToo() throws {
-        let node = try RunningNode()
-        defer { node.stop() }
-        node.daemon.signal(SIGINT)
-        let outcome = try node.daemon.waitForExit(timeout: 30)
-        #expect(outcome.exited && outcome.status == 0, "\(outcome.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: node.home + "/control.sock"))
+    @Test func sigintStopsTheDaemonToo() async throws {
+        try await blocking {
+            let node = try RunningNode()
+            defer { node.stop() }
+            node.daemon.signal(SIGINT)
+            let outcome = try node.daemon.waitForExit(timeout: 30)
+            #expect(outcome.exited && outcome.status == 0, "\(outcome.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: node.home + "/control.sock"))
+        }
     }
 
-    @Test func commandsWithoutADaemonExit69() throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let outcome = try cli(["zone", "list", "--home", folder.path])
-        #expect(outcome.status == 69)
-        #expect(outcome.stderr.contains("not running"))
-        #expect(outcome.stderr.split(separator: "\n").count == 1)
+    @Test func commandsWithoutADaemonExit69() async throws {
+        try await blocking {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let outcome = try cli(["zone", "list", "--home", folder.path])
+            #expect(outcome.status == 69)
+            #expect(outcome.stderr.contains("not running"))
+            #expect(outcome.stderr.split(separator: "\n").count == 1)
+        }
     }
 
-    @Test func aSecondDaemonOnTheSameHomeIsRefused() throws {
-        let node = try RunningNode()
-        defer { node.stop() }
-        let second = try ChildProcess.start(sharesync, ["run", "--home", node.home])
-        defer { second.kill() }
-        let outcome = try second.waitForExit(timeout: 30)
-        #expect(outcome.status != 0)
-        // The first daemon still answers.
-        #expect(try node.run(["zone", "list"]).status == 0)
+    @Test func aSecondDaemonOnTheSameHomeIsRefused() async throws {
+        try await blocking {
+            let node = try RunningNode()
+            defer { node.stop() }
+            let second = try ChildProcess.start(sharesync, ["run", "--home", node.home])
+            defer { second.kill() }
+            let outcome = try second.waitForExit(timeout: 30)
+            #expect(outcome.status != 0)
+            // The first daemon still answers.
+            #expect(try node.run(["zone", "list"]).status == 0)
+        }
     }
 
     @Test(arguments: [
@@ -137,19 +149,21 @@ struct DaemonTests {
         #expect(outcome.stderr.contains("Error") || outcome.stderr.contains("error"), "\(outcome.stderr)")
     }
 
-    @Test func everySubcommandHasHelpWithAnExample() throws {
-        let commands: [[String]] = [
-            ["init"], ["run"], ["status"], ["zone", "create"], ["zone", "list"], ["zone", "delete"],
-            ["record", "save"], ["record", "get"], ["record", "delete"], ["record", "list"],
-            ["share", "create"], ["share", "invite"], ["share", "participants"], ["share", "permission"],
-            ["share", "remove"], ["share", "url"], ["share", "stop"], ["share", "requesters"],
-            ["share", "approve"], ["share", "deny"], ["share", "block"], ["accept"], ["request-access"],
-        ]
-        for command in commands {
-            let outcome = try cli(command + ["--help"])
-            #expect(outcome.status == 0, "\(command)")
-            #expect(outcome.stdout.contains("Example"), "\(command) --help has no example")
-            #expect(outcome.stdout.contains("--json"), "\(command) --help has no --json")
+    @Test func everySubcommandHasHelpWithAnExample() async throws {
+        try await blocking {
+            let commands: [[String]] = [
+                ["init"], ["run"], ["status"], ["zone", "create"], ["zone", "list"], ["zone", "delete"],
+                ["record", "save"], ["record", "get"], ["record", "delete"], ["record", "list"],
+                ["share", "create"], ["share", "invite"], ["share", "participants"], ["share", "permission"],
+                ["share", "remove"], ["share", "url"], ["share", "stop"], ["share", "requesters"],
+                ["share", "approve"], ["share", "deny"], ["share", "block"], ["accept"], ["request-access"],
+            ]
+            for command in commands {
+                let outcome = try cli(command + ["--help"])
+                #expect(outcome.status == 0, "\(command)")
+                #expect(outcome.stdout.contains("Example"), "\(command) --help has no example")
+                #expect(outcome.stdout.contains("--json"), "\(command) --help has no --json")
+            }
         }
     }
 }

@@ -17,44 +17,48 @@ struct ImportTests {
         try #require(try node.ok(["record", "list", "--zone", zone]) as? [[String: Any]]).count
     }
 
-    @Test func recordsNearTheRecordLimitImportWithTheDefaultOptions() throws {
-        let a = try E2ENode(name: "Alice")
-        defer { a.stop() }
-        // 12 records of 700 kB: 8.4 MB, twice the control socket's line limit, in batches of 3 MiB or less.
-        let file = a.folder.path + "/big.jsonl"
-        try (0..<12).map { Self.line("big-\($0)", size: 700_000) }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        let imported = try #require(try a.ok(["record", "import", "--zone", "Big", "--file", file]) as? [String: Any])
-        #expect(imported["saved"] as? Int == 12)
-        #expect((imported["batches"] as? Int ?? 0) >= 3)
-        #expect(try Self.count(a, zone: "Big") == 12)
+    @Test func recordsNearTheRecordLimitImportWithTheDefaultOptions() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            // 12 records of 700 kB: 8.4 MB, twice the control socket's line limit, in batches of 3 MiB or less.
+            let file = a.folder.path + "/big.jsonl"
+            try (0..<12).map { Self.line("big-\($0)", size: 700_000) }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let imported = try #require(try a.ok(["record", "import", "--zone", "Big", "--file", file]) as? [String: Any])
+            #expect(imported["saved"] as? Int == 12)
+            #expect((imported["batches"] as? Int ?? 0) >= 3)
+            #expect(try Self.count(a, zone: "Big") == 12)
+        }
     }
 
-    @Test func aFailingBatchSavesNothingAndTheRunSaysWhereToResume() throws {
-        let a = try E2ENode(name: "Alice")
-        defer { a.stop() }
-        let file = a.folder.path + "/items.jsonl"
-        // Record 25 (1-based 26) is over the 1,000,000-byte record limit: its batch of 10 fails whole.
-        var lines = (0..<40).map { Self.line("item-\($0)", size: 100) }
-        lines[25] = Self.line("item-25", size: 1_100_000)
-        try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        let failed = try cli(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10", "--home", a.home])
-        #expect(failed.status != 0)
-        #expect(failed.stdout.contains("batch 2 of 4: records 11-20 committed"), "\(failed.stdout)")
-        #expect(failed.stderr.contains("recordSize") || failed.stderr.contains("limit"), "\(failed.stderr)")
-        #expect(failed.stderr.contains("batches 1-2 of 4 committed (records 1-20)"), "\(failed.stderr)")
-        #expect(failed.stderr.contains("--skip 20"), "\(failed.stderr)")
-        // Exactly the committed batches are there: none of the failed batch's 9 good records.
-        #expect(try Self.count(a, zone: "Items") == 20)
+    @Test func aFailingBatchSavesNothingAndTheRunSaysWhereToResume() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            let file = a.folder.path + "/items.jsonl"
+            // Record 25 (1-based 26) is over the 1,000,000-byte record limit: its batch of 10 fails whole.
+            var lines = (0..<40).map { Self.line("item-\($0)", size: 100) }
+            lines[25] = Self.line("item-25", size: 1_100_000)
+            try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let failed = try cli(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10", "--home", a.home])
+            #expect(failed.status != 0)
+            #expect(failed.stdout.contains("batch 2 of 4: records 11-20 committed"), "\(failed.stdout)")
+            #expect(failed.stderr.contains("recordSize") || failed.stderr.contains("limit"), "\(failed.stderr)")
+            #expect(failed.stderr.contains("batches 1-2 of 4 committed (records 1-20)"), "\(failed.stderr)")
+            #expect(failed.stderr.contains("--skip 20"), "\(failed.stderr)")
+            // Exactly the committed batches are there: none of the failed batch's 9 good records.
+            #expect(try Self.count(a, zone: "Items") == 20)
 
-        // Fixed, and resumed where it stopped: every record once.
-        lines[25] = Self.line("item-25", size: 100)
-        try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        let resumed = try #require(
-            try a.ok(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10", "--skip", "20"]) as? [String: Any])
-        #expect(resumed["saved"] as? Int == 20)
-        #expect(try Self.count(a, zone: "Items") == 40)
-        // Running the whole import again saves by name: still 40 records.
-        _ = try a.ok(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10"])
-        #expect(try Self.count(a, zone: "Items") == 40)
+            // Fixed, and resumed where it stopped: every record once.
+            lines[25] = Self.line("item-25", size: 100)
+            try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let resumed = try #require(
+                try a.ok(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10", "--skip", "20"]) as? [String: Any])
+            #expect(resumed["saved"] as? Int == 20)
+            #expect(try Self.count(a, zone: "Items") == 40)
+            // Running the whole import again saves by name: still 40 records.
+            _ = try a.ok(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10"])
+            #expect(try Self.count(a, zone: "Items") == 40)
+        }
     }
 }

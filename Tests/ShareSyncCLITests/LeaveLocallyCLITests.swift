@@ -5,57 +5,61 @@ import Testing
 @Suite("leave --local: leaving while the owner is gone (CLI, daemons as processes)")
 struct LeaveLocallyCLITests {
     @Test("owner stopped: the participant leaves locally, its replica empties at once; the owner learns it on reconnect")
-    func leaveWhileOwnerIsDown() throws {
-        let a = try E2ENode(name: "Alice", listen: "127.0.0.1:\(try freeLoopbackPort())")
-        defer { a.stop() }
-        let b = try E2ENode(name: "Bob")
-        defer { b.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t1", "--field", "title=string:Hello"])
-        let (url, participantID) = try invite(b, to: "Topics", of: a)
-        try b.ok(["accept", url])
+    func leaveWhileOwnerIsDown() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice", listen: "127.0.0.1:\(try freeLoopbackPort())")
+            defer { a.stop() }
+            let b = try E2ENode(name: "Bob")
+            defer { b.stop() }
+            try a.ok(["zone", "create", "Topics"])
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t1", "--field", "title=string:Hello"])
+            let (url, participantID) = try invite(b, to: "Topics", of: a)
+            try b.ok(["accept", url])
 
-        try a.kill()
-        // Without --local the owner is needed.
-        let refused = try b.run(["leave", "--owner", a.userRecordName, "--zone", "Topics"], timeout: 120)
-        #expect(refused.status != 0, "\(refused.stderr)")
-        try b.ok(["leave", "--owner", a.userRecordName, "--zone", "Topics", "--local"])
-        #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
-        let gone = try b.run(["record", "list", "--shared", "--zone", "Topics"])
-        #expect(gone.status == 65 && gone.stderr.contains("zoneNotFound"), "\(gone.stderr)")
-        let text = try cli(["leave", "--owner", a.userRecordName, "--zone", "Nothing", "--local", "--home", b.home])
-        #expect(text.status == 65 && text.stderr.contains("zoneNotFound"), "a zone not shared: \(text.stderr)")
+            try a.kill()
+            // Without --local the owner is needed.
+            let refused = try b.run(["leave", "--owner", a.userRecordName, "--zone", "Topics"], timeout: 120)
+            #expect(refused.status != 0, "\(refused.stderr)")
+            try b.ok(["leave", "--owner", a.userRecordName, "--zone", "Topics", "--local"])
+            #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
+            let gone = try b.run(["record", "list", "--shared", "--zone", "Topics"])
+            #expect(gone.status == 65 && gone.stderr.contains("zoneNotFound"), "\(gone.stderr)")
+            let text = try cli(["leave", "--owner", a.userRecordName, "--zone", "Nothing", "--local", "--home", b.home])
+            #expect(text.status == 65 && text.stderr.contains("zoneNotFound"), "a zone not shared: \(text.stderr)")
 
-        // The pending leave outlives the participant's daemon.
-        try b.restart()
-        try a.restart()
-        func status() throws -> String? {
-            let participants = try #require(try a.ok(["share", "participants", "--zone", "Topics"]) as? [[String: Any]])
-            return participants.first { $0["participantID"] as? String == participantID }?["acceptanceStatus"] as? String
+            // The pending leave outlives the participant's daemon.
+            try b.restart()
+            try a.restart()
+            func status() throws -> String? {
+                let participants = try #require(try a.ok(["share", "participants", "--zone", "Topics"]) as? [[String: Any]])
+                return participants.first { $0["participantID"] as? String == participantID }?["acceptanceStatus"] as? String
+            }
+            #expect(try eventually(timeout: 90) { try status() == "removed" }, "the owner marks the participant as having left")
+            Thread.sleep(forTimeInterval: 1)
+            #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty, "the zone stays out of the replica")
         }
-        #expect(try eventually(timeout: 90) { try status() == "removed" }, "the owner marks the participant as having left")
-        Thread.sleep(forTimeInterval: 1)
-        #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty, "the zone stays out of the replica")
     }
 
     @Test("owner connected: leave --local purges at once and the owner is told without a reconnect; later owner writes stay out")
-    func leaveWhileOwnerIsConnected() throws {
-        let a = try E2ENode(name: "Alice")
-        defer { a.stop() }
-        let b = try E2ENode(name: "Bob")
-        defer { b.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t1"])
-        let (url, participantID) = try invite(b, to: "Topics", of: a)
-        try b.ok(["accept", url])
-        try b.ok(["leave", "--owner", "Alice", "--zone", "Topics", "--local"])
-        #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
-        #expect(try eventually(timeout: 60) {
-            let participants = try #require(try a.ok(["share", "participants", "--zone", "Topics"]) as? [[String: Any]])
-            return participants.first { $0["participantID"] as? String == participantID }?["acceptanceStatus"] as? String == "removed"
-        })
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t2"])
-        Thread.sleep(forTimeInterval: 1)
-        #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
+    func leaveWhileOwnerIsConnected() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            let b = try E2ENode(name: "Bob")
+            defer { b.stop() }
+            try a.ok(["zone", "create", "Topics"])
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t1"])
+            let (url, participantID) = try invite(b, to: "Topics", of: a)
+            try b.ok(["accept", url])
+            try b.ok(["leave", "--owner", "Alice", "--zone", "Topics", "--local"])
+            #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
+            #expect(try eventually(timeout: 60) {
+                let participants = try #require(try a.ok(["share", "participants", "--zone", "Topics"]) as? [[String: Any]])
+                return participants.first { $0["participantID"] as? String == participantID }?["acceptanceStatus"] as? String == "removed"
+            })
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t2"])
+            Thread.sleep(forTimeInterval: 1)
+            #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
+        }
     }
 }

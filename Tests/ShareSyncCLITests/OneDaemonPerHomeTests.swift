@@ -1,4 +1,5 @@
 import Foundation
+import ShareSyncCore
 import ShareSyncNode
 import ShareSyncTestSupport
 import Testing
@@ -52,82 +53,86 @@ struct LoopbackSocket {
 
 @Suite("One daemon per home, checked before anything else")
 struct OneDaemonPerHomeTests {
-    @Test func theHomesDaemonLockIsHeldUntilReleased() throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let created = try cli(["init", "--home", folder.path + "/home", "--name", "Alice", "--listen", "127.0.0.1:0"])
-        #expect(created.status == 0, "\(created.stderr)")
-        let home = try NodeHome.open(at: folder.path + "/home")
-        let lock = try home.lockForDaemon()
-        do {
-            _ = try home.lockForDaemon()
-            Issue.record("a second lock was granted")
-        } catch {
-            #expect(error.code == .serviceUnavailable)
-            #expect(error.rule == .oneDaemonPerHome)
+    @Test func theHomesDaemonLockIsHeldUntilReleased() async throws {
+        try await blocking {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let created = try cli(["init", "--home", folder.path + "/home", "--name", "Alice", "--listen", "127.0.0.1:0"])
+            #expect(created.status == 0, "\(created.stderr)")
+            let home = try NodeHome.open(at: folder.path + "/home")
+            let lock = try home.lockForDaemon()
+            do {
+                _ = try home.lockForDaemon()
+                Issue.record("a second lock was granted")
+            } catch let error as ShareSyncError {
+                #expect(error.code == .serviceUnavailable)
+                #expect(error.rule == .oneDaemonPerHome)
+            }
+            lock.release()
+            try home.lockForDaemon().release()
         }
-        lock.release()
-        try home.lockForDaemon().release()
     }
 
-    @Test func aSecondDaemonOnARunningHomeIsRefusedBeforeItListensOrContactsAnOwner() throws {
-        let a = try E2ENode(name: "Alice", runArguments: ["--log-level", "debug"])
-        defer { a.stop() }
-        let b = try E2ENode(name: "Bob")
-        defer { b.stop() }
-        try a.ok(["zone", "create", "Topics"])
-        let (url, _) = try invite(b, to: "Topics", of: a)
-        try b.ok(["accept", url])
-        func ownerAuthentications() -> Int { a.daemon.stderr.components(separatedBy: "authenticated").count - 1 }
-        let authenticationsBefore = ownerAuthentications()
+    @Test func aSecondDaemonOnARunningHomeIsRefusedBeforeItListensOrContactsAnOwner() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice", runArguments: ["--log-level", "debug"])
+            defer { a.stop() }
+            let b = try E2ENode(name: "Bob")
+            defer { b.stop() }
+            try a.ok(["zone", "create", "Topics"])
+            let (url, _) = try invite(b, to: "Topics", of: a)
+            try b.ok(["accept", url])
+            func ownerAuthentications() -> Int { a.daemon.stderr.components(separatedBy: "authenticated").count - 1 }
+            let authenticationsBefore = ownerAuthentications()
 
-        // The first daemon read its settings when it started; the second gets a port of its own.
-        var home = try NodeHome.open(at: b.home)
-        let refusal = "oneDaemonPerHome"
+            // The first daemon read its settings when it started; the second gets a port of its own.
+            var home = try NodeHome.open(at: b.home)
+            let refusal = "oneDaemonPerHome"
 
-        // With that port taken by someone else, the refusal still names the running daemon: the home's
-        // lock is checked before the listener is opened.
-        let taken = try LoopbackSocket.bind(listening: true)
-        home.settings.listen = HostAndPort(host: "127.0.0.1", port: taken.port)
-        try home.saveSettings()
-        let whilePortTaken = try cli(["run", "--home", b.home], timeout: 30)
-        taken.close()
-        #expect(whilePortTaken.status == 65, "\(whilePortTaken.stderr)")
-        #expect(whilePortTaken.stderr.contains(refusal), "\(whilePortTaken.stderr)")
+            // With that port taken by someone else, the refusal still names the running daemon: the home's
+            // lock is checked before the listener is opened.
+            let taken = try LoopbackSocket.bind(listening: true)
+            home.settings.listen = HostAndPort(host: "127.0.0.1", port: taken.port)
+            try home.saveSettings()
+            let whilePortTaken = try cli(["run", "--home", b.home], timeout: 30)
+            taken.close()
+            #expect(whilePortTaken.status == 65, "\(whilePortTaken.stderr)")
+            #expect(whilePortTaken.stderr.contains(refusal), "\(whilePortTaken.stderr)")
 
-        // With the port free, nothing accepts connections on it while the second daemon runs or after.
-        let free = try LoopbackSocket.bind(listening: false)
-        let port = free.port
-        free.close()
-        home.settings.listen = HostAndPort(host: "127.0.0.1", port: port)
-        try home.saveSettings()
-        let second = try ChildProcess.start(sharesync, ["run", "--home", b.home])
-        defer { second.kill() }
-        var listened = false
-        let deadline = Date().addingTimeInterval(30)
-        while second.isRunning, Date() < deadline {
-            if LoopbackSocket.acceptsConnections(port: port) { listened = true }
-            Thread.sleep(forTimeInterval: 0.002)
+            // With the port free, nothing accepts connections on it while the second daemon runs or after.
+            let free = try LoopbackSocket.bind(listening: false)
+            let port = free.port
+            free.close()
+            home.settings.listen = HostAndPort(host: "127.0.0.1", port: port)
+            try home.saveSettings()
+            let second = try ChildProcess.start(sharesync, ["run", "--home", b.home])
+            defer { second.kill() }
+            var listened = false
+            let deadline = Date().addingTimeInterval(30)
+            while second.isRunning, Date() < deadline {
+                if LoopbackSocket.acceptsConnections(port: port) { listened = true }
+                Thread.sleep(forTimeInterval: 0.002)
+            }
+            let outcome = try second.waitForExit(timeout: 30)
+            #expect(!listened, "the second daemon listened on its port")
+            #expect(!LoopbackSocket.acceptsConnections(port: port))
+            #expect(outcome.exited && outcome.status == 65, "\(outcome.stderr)")
+            #expect(outcome.stderr.contains("serviceUnavailable"), "\(outcome.stderr)")
+            #expect(outcome.stderr.contains("a daemon is already running on \(b.home)"), "\(outcome.stderr)")
+            #expect(outcome.stderr.contains(refusal), "\(outcome.stderr)")
+            #expect(!outcome.stdout.contains("listening on"))
+            #expect(!outcome.stderr.contains("owner connected"), "the second daemon contacted an owner")
+
+            // The owner never heard from the second daemon, and the first one still works: it answers, and a
+            // change on the owner still reaches its replica.
+            #expect(ownerAuthentications() == authenticationsBefore, "the owner saw another connection from Bob's home")
+            let status = try #require(try b.ok(["status"]) as? [String: Any])
+            let listen = try #require(status["listen"] as? [String: Any])
+            let firstPort = try #require(listen["port"] as? Int)
+            #expect(firstPort != port)
+            #expect(LoopbackSocket.acceptsConnections(port: firstPort), "the first daemon's listener is gone")
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Note", "--name", "after", "--field", "text=string:still here"])
+            #expect(try eventually { try b.recordNames(zone: "Topics", shared: true).contains("after") })
         }
-        let outcome = try second.waitForExit(timeout: 30)
-        #expect(!listened, "the second daemon listened on its port")
-        #expect(!LoopbackSocket.acceptsConnections(port: port))
-        #expect(outcome.exited && outcome.status == 65, "\(outcome.stderr)")
-        #expect(outcome.stderr.contains("serviceUnavailable"), "\(outcome.stderr)")
-        #expect(outcome.stderr.contains("a daemon is already running on \(b.home)"), "\(outcome.stderr)")
-        #expect(outcome.stderr.contains(refusal), "\(outcome.stderr)")
-        #expect(!outcome.stdout.contains("listening on"))
-        #expect(!outcome.stderr.contains("owner connected"), "the second daemon contacted an owner")
-
-        // The owner never heard from the second daemon, and the first one still works: it answers, and a
-        // change on the owner still reaches its replica.
-        #expect(ownerAuthentications() == authenticationsBefore, "the owner saw another connection from Bob's home")
-        let status = try #require(try b.ok(["status"]) as? [String: Any])
-        let listen = try #require(status["listen"] as? [String: Any])
-        let firstPort = try #require(listen["port"] as? Int)
-        #expect(firstPort != port)
-        #expect(LoopbackSocket.acceptsConnections(port: firstPort), "the first daemon's listener is gone")
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Note", "--name", "after", "--field", "text=string:still here"])
-        #expect(try eventually { try b.recordNames(zone: "Topics", shared: true).contains("after") })
     }
 }

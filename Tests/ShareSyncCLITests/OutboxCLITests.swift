@@ -87,148 +87,156 @@ struct OutboxCLITests {
     }
 
     @Test("a write queued offline that meets a newer owner's record is kept as a conflict; resolved with mine, then with theirs")
-    func queuedConflictIsKeptAndResolved() throws {
-        let (a, b, _) = try sharedTopics()
-        defer { a.stop(); b.stop() }
+    func queuedConflictIsKeptAndResolved() async throws {
+        try await blocking {
+            let (a, b, _) = try sharedTopics()
+            defer { a.stop(); b.stop() }
 
-        // Read your own writes while the write is queued.
-        try a.kill()
-        let queued = try #require(
-            try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B"])
-                as? [String: Any])
-        #expect(queued["outcome"] as? String == "queued")
-        let local = try b.sharedTopic()
-        #expect(title(local) == "B")
-        #expect(local["pending"] as? Bool == true)
-        let listed = try #require(try b.ok(["record", "list", "--shared", "--zone", "Topics"]) as? [[String: Any]])
-        let listedTopic = try #require(listed.first { $0["recordName"] as? String == "topic-1" })
-        #expect(title(listedTopic) == "B" && listedTopic["pending"] as? Bool == true)
-        let human = try cli(["record", "get", "--shared", "--zone", "Topics", "--name", "topic-1", "--home", b.home])
-        #expect(human.stdout.contains("[pending"), "\(human.stdout)")
-        #expect(try b.outboxCounts() == ["pending": 1, "conflicts": 0, "refused": 0])
-        let pending = try b.outbox()
-        #expect(pending.count == 1 && pending.first?["state"] as? String == "pending")
+            // Read your own writes while the write is queued.
+            try a.kill()
+            let queued = try #require(
+                try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B"])
+                    as? [String: Any])
+            #expect(queued["outcome"] as? String == "queued")
+            let local = try b.sharedTopic()
+            #expect(title(local) == "B")
+            #expect(local["pending"] as? Bool == true)
+            let listed = try #require(try b.ok(["record", "list", "--shared", "--zone", "Topics"]) as? [[String: Any]])
+            let listedTopic = try #require(listed.first { $0["recordName"] as? String == "topic-1" })
+            #expect(title(listedTopic) == "B" && listedTopic["pending"] as? Bool == true)
+            let human = try cli(["record", "get", "--shared", "--zone", "Topics", "--name", "topic-1", "--home", b.home])
+            #expect(human.stdout.contains("[pending"), "\(human.stdout)")
+            #expect(try b.outboxCounts() == ["pending": 1, "conflicts": 0, "refused": 0])
+            let pending = try b.outbox()
+            #expect(pending.count == 1 && pending.first?["state"] as? String == "pending")
 
-        // B goes down too; the owner comes back and saves title=A; B comes back.
-        try b.kill()
-        try a.restart()
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A"])
-        try b.restart()
-        var conflict: [String: Any]?
-        let kept = try eventually(timeout: 30) {
-            conflict = try b.outbox().first
-            return conflict?["state"] as? String == "conflict"
+            // B goes down too; the owner comes back and saves title=A; B comes back.
+            try b.kill()
+            try a.restart()
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A"])
+            try b.restart()
+            var conflict: [String: Any]?
+            let kept = try eventually(timeout: 30) {
+                conflict = try b.outbox().first
+                return conflict?["state"] as? String == "conflict"
+            }
+            #expect(kept, "the outbox: \(String(describing: conflict))")
+            // Nothing was overwritten: the owner still has title=A, and B's outbox shows the owner's version.
+            #expect(try a.ownerTitle() == "A")
+            let servers = try #require(conflict?["serverRecords"] as? [[String: Any]])
+            #expect(servers.map { title($0) } == ["A"])
+            #expect((conflict?["error"] as? [String: Any])?["code"] as? String == "serverRecordChanged")
+            #expect(conflict?["records"] as? [String] == ["topic-1"])
+            #expect(conflict?["ownerName"] as? String == a.userRecordName)
+            #expect(conflict?["zoneName"] as? String == "Topics")
+            #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 1, "refused": 0])
+            let humanStatus = try cli(["status", "--home", b.home])
+            #expect(humanStatus.stdout.contains("0 pending, 1 conflicts, 0 refused"), "\(humanStatus.stdout)")
+            let humanOutbox = try cli(["outbox", "--home", b.home])
+            #expect(humanOutbox.stdout.contains("conflict") && humanOutbox.stdout.contains("theirs"), "\(humanOutbox.stdout)")
+            // Reads show the local version, marked as a conflict.
+            let marked = try b.sharedTopic()
+            #expect(title(marked) == "B" && marked["conflict"] as? Bool == true)
+
+            // Keep mine: sent again over the owner's change tag.
+            let id = try #require(conflict?["id"] as? Int)
+            let resolved = try #require(try b.ok(["outbox", "resolve", "\(id)", "--keep", "mine"]) as? [String: Any])
+            #expect(resolved["outcome"] as? String == "sent", "\(resolved)")
+            #expect(try a.ownerTitle() == "B")
+            #expect(try b.outbox().isEmpty)
+            #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "B" && topic["pending"] == nil })
+
+            // Another conflict, resolved with theirs: the owner's title stays and the outbox empties.
+            let second = try queuedEditMeetsOwnerEdit(a, b, mine: "B2", theirs: "A2")
+            #expect(second?["state"] as? String == "conflict", "\(String(describing: second))")
+            #expect(try a.ownerTitle() == "A2")
+            let secondID = try #require(second?["id"] as? Int)
+            let dropped = try #require(try b.ok(["outbox", "resolve", "\(secondID)", "--keep", "theirs"]) as? [String: Any])
+            #expect(dropped["outcome"] as? String == "dropped")
+            #expect(try b.outbox().isEmpty)
+            #expect(try a.ownerTitle() == "A2")
+            #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "A2" && topic["conflict"] == nil })
+            #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 0])
         }
-        #expect(kept, "the outbox: \(String(describing: conflict))")
-        // Nothing was overwritten: the owner still has title=A, and B's outbox shows the owner's version.
-        #expect(try a.ownerTitle() == "A")
-        let servers = try #require(conflict?["serverRecords"] as? [[String: Any]])
-        #expect(servers.map { title($0) } == ["A"])
-        #expect((conflict?["error"] as? [String: Any])?["code"] as? String == "serverRecordChanged")
-        #expect(conflict?["records"] as? [String] == ["topic-1"])
-        #expect(conflict?["ownerName"] as? String == a.userRecordName)
-        #expect(conflict?["zoneName"] as? String == "Topics")
-        #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 1, "refused": 0])
-        let humanStatus = try cli(["status", "--home", b.home])
-        #expect(humanStatus.stdout.contains("0 pending, 1 conflicts, 0 refused"), "\(humanStatus.stdout)")
-        let humanOutbox = try cli(["outbox", "--home", b.home])
-        #expect(humanOutbox.stdout.contains("conflict") && humanOutbox.stdout.contains("theirs"), "\(humanOutbox.stdout)")
-        // Reads show the local version, marked as a conflict.
-        let marked = try b.sharedTopic()
-        #expect(title(marked) == "B" && marked["conflict"] as? Bool == true)
-
-        // Keep mine: sent again over the owner's change tag.
-        let id = try #require(conflict?["id"] as? Int)
-        let resolved = try #require(try b.ok(["outbox", "resolve", "\(id)", "--keep", "mine"]) as? [String: Any])
-        #expect(resolved["outcome"] as? String == "sent", "\(resolved)")
-        #expect(try a.ownerTitle() == "B")
-        #expect(try b.outbox().isEmpty)
-        #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "B" && topic["pending"] == nil })
-
-        // Another conflict, resolved with theirs: the owner's title stays and the outbox empties.
-        let second = try queuedEditMeetsOwnerEdit(a, b, mine: "B2", theirs: "A2")
-        #expect(second?["state"] as? String == "conflict", "\(String(describing: second))")
-        #expect(try a.ownerTitle() == "A2")
-        let secondID = try #require(second?["id"] as? Int)
-        let dropped = try #require(try b.ok(["outbox", "resolve", "\(secondID)", "--keep", "theirs"]) as? [String: Any])
-        #expect(dropped["outcome"] as? String == "dropped")
-        #expect(try b.outbox().isEmpty)
-        #expect(try a.ownerTitle() == "A2")
-        #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "A2" && topic["conflict"] == nil })
-        #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 0])
     }
 
     @Test("a queued write the owner refuses (made read-only meanwhile) is kept as refused; discard removes it")
-    func refusedWriteIsKeptUntilDiscarded() throws {
-        let (a, b, participantID) = try sharedTopics()
-        defer { a.stop(); b.stop() }
-        try a.kill()
-        try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B"])
-        try b.kill()
-        try a.restart()
-        try a.ok(["share", "permission", "--zone", "Topics", "--participant", participantID, "--permission", "readOnly"])
-        try b.restart()
-        var entry: [String: Any]?
-        let kept = try eventually(timeout: 30) {
-            entry = try b.outbox().first
-            return entry?["state"] as? String == "refused"
+    func refusedWriteIsKeptUntilDiscarded() async throws {
+        try await blocking {
+            let (a, b, participantID) = try sharedTopics()
+            defer { a.stop(); b.stop() }
+            try a.kill()
+            try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B"])
+            try b.kill()
+            try a.restart()
+            try a.ok(["share", "permission", "--zone", "Topics", "--participant", participantID, "--permission", "readOnly"])
+            try b.restart()
+            var entry: [String: Any]?
+            let kept = try eventually(timeout: 30) {
+                entry = try b.outbox().first
+                return entry?["state"] as? String == "refused"
+            }
+            #expect(kept, "the outbox: \(String(describing: entry))")
+            #expect((entry?["error"] as? [String: Any])?["code"] as? String == "permissionFailure")
+            #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 1])
+            #expect(try a.ownerTitle() == "Hello")
+            // A refused write is not read back as the record.
+            #expect(title(try b.sharedTopic()) == "Hello")
+            // Resolving a refusal as a conflict is refused; discarding it works.
+            let id = try #require(entry?["id"] as? Int)
+            let wrong = try b.run(["outbox", "resolve", "\(id)", "--keep", "mine"])
+            #expect(wrong.status == 65 && wrong.stderr.contains("notAConflict"), "\(wrong.stderr)")
+            try b.ok(["outbox", "discard", "\(id)"])
+            #expect(try b.outbox().isEmpty)
+            #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 0])
         }
-        #expect(kept, "the outbox: \(String(describing: entry))")
-        #expect((entry?["error"] as? [String: Any])?["code"] as? String == "permissionFailure")
-        #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 1])
-        #expect(try a.ownerTitle() == "Hello")
-        // A refused write is not read back as the record.
-        #expect(title(try b.sharedTopic()) == "Hello")
-        // Resolving a refusal as a conflict is refused; discarding it works.
-        let id = try #require(entry?["id"] as? Int)
-        let wrong = try b.run(["outbox", "resolve", "\(id)", "--keep", "mine"])
-        #expect(wrong.status == 65 && wrong.stderr.contains("notAConflict"), "\(wrong.stderr)")
-        try b.ok(["outbox", "discard", "\(id)"])
-        #expect(try b.outbox().isEmpty)
-        #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 0])
     }
 
     @Test("connected, a save from a stale copy fails at once with serverRecordChanged and the owner's record; changedKeys overwrites")
-    func connectedConflictFailsAtOnce() throws {
-        let (a, b, _) = try sharedTopics()
-        defer { a.stop(); b.stop() }
-        // B's copy of topic-1 before the owner changes it; once the owner's push arrived, it is put
-        // back in B's replica (as if the push were still on its way).
-        let replica = try SharedDatabaseReplica(path: b.home + "/replica.sqlite")
-        let zone = RecordZone.ID(zoneName: "Topics", ownerName: a.userRecordName)
-        let stale = try #require(try replica.fetchRecord(Record.ID(recordName: "topic-1", zoneID: zone)))
-        try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A"])
-        #expect(try eventually { title(try b.sharedTopic()) == "A" })
-        let token = try #require(try replica.zoneChangeToken(owner: a.userRecordName, zoneName: "Topics"))
-        try replica.apply(
-            ZoneChanges(zoneID: zone, changes: [.changed(stale)], changeToken: token, moreComing: false), owner: a.userRecordName)
-        #expect(title(try b.sharedTopic()) == "Hello")
+    func connectedConflictFailsAtOnce() async throws {
+        try await blocking {
+            let (a, b, _) = try sharedTopics()
+            defer { a.stop(); b.stop() }
+            // B's copy of topic-1 before the owner changes it; once the owner's push arrived, it is put
+            // back in B's replica (as if the push were still on its way).
+            let replica = try SharedDatabaseReplica(path: b.home + "/replica.sqlite")
+            let zone = RecordZone.ID(zoneName: "Topics", ownerName: a.userRecordName)
+            let stale = try #require(try replica.fetchRecord(Record.ID(recordName: "topic-1", zoneID: zone)))
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A"])
+            #expect(try eventually { title(try b.sharedTopic()) == "A" })
+            let token = try #require(try replica.zoneChangeToken(owner: a.userRecordName, zoneName: "Topics"))
+            try replica.apply(
+                ZoneChanges(zoneID: zone, changes: [.changed(stale)], changeToken: token, moreComing: false), owner: a.userRecordName)
+            #expect(title(try b.sharedTopic()) == "Hello")
 
-        let refused = try cli([
-            "record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B",
-            "--home", b.home,
-        ])
-        #expect(refused.status == 65, "\(refused.stdout) \(refused.stderr)")
-        #expect(refused.stderr.contains("serverRecordChanged"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("the owner's record") && refused.stderr.contains("title = \"A\""), "\(refused.stderr)")
-        #expect(try a.ownerTitle() == "A")
-        #expect(try b.outbox().isEmpty, "a write answered at once is not kept")
+            let refused = try cli([
+                "record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B",
+                "--home", b.home,
+            ])
+            #expect(refused.status == 65, "\(refused.stdout) \(refused.stderr)")
+            #expect(refused.stderr.contains("serverRecordChanged"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("the owner's record") && refused.stderr.contains("title = \"A\""), "\(refused.stderr)")
+            #expect(try a.ownerTitle() == "A")
+            #expect(try b.outbox().isEmpty, "a write answered at once is not kept")
 
-        let overwritten = try #require(
-            try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B", "--policy", "changedKeys"])
-                as? [String: Any])
-        #expect(overwritten["outcome"] as? String == "sent")
-        #expect(try a.ownerTitle() == "B")
+            let overwritten = try #require(
+                try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:B", "--policy", "changedKeys"])
+                    as? [String: Any])
+            #expect(overwritten["outcome"] as? String == "sent")
+            #expect(try a.ownerTitle() == "B")
+        }
     }
 
     @Test("--policy allKeys makes a queued write overwrite the owner's newer record (last writer wins)")
-    func allKeysPolicyOverwrites() throws {
-        let (a, b, _) = try sharedTopics()
-        defer { a.stop(); b.stop() }
-        let entry = try queuedEditMeetsOwnerEdit(a, b, mine: "B", theirs: "A", policy: ["--policy", "allKeys"])
-        #expect(entry == nil, "the outbox: \(String(describing: entry))")
-        #expect(try eventually { try a.ownerTitle() == "B" })
-        let usage = try b.run(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--policy", "allKeys", "--if-tag", "1"])
-        #expect(usage.status == 64, "--if-tag with allKeys: \(usage.stderr)")
+    func allKeysPolicyOverwrites() async throws {
+        try await blocking {
+            let (a, b, _) = try sharedTopics()
+            defer { a.stop(); b.stop() }
+            let entry = try queuedEditMeetsOwnerEdit(a, b, mine: "B", theirs: "A", policy: ["--policy", "allKeys"])
+            #expect(entry == nil, "the outbox: \(String(describing: entry))")
+            #expect(try eventually { try a.ownerTitle() == "B" })
+            let usage = try b.run(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--policy", "allKeys", "--if-tag", "1"])
+            #expect(usage.status == 64, "--if-tag with allKeys: \(usage.stderr)")
+        }
     }
 }

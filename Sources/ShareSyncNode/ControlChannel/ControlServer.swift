@@ -4,6 +4,7 @@ import NIOCore
 import NIOExtras
 import NIOPosix
 import ShareSyncCore
+import Synchronization
 
 /// The daemon's end of the control channel: a Unix domain socket, one JSON request per line, one JSON
 /// response per line (the format is described on ``ControlRequest``).
@@ -20,6 +21,7 @@ public final class ControlServer: Sendable {
     private let listener: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
     private let handler: ControlHandler
     private let logger: Logger
+    private let inProgress = Mutex(0)
 
     private init(
         path: String, listener: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>,
@@ -82,18 +84,47 @@ public final class ControlServer: Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 
+    /// How many requests are being answered now.
+    public var requestsInProgress: Int { inProgress.withLock { $0 } }
+
+    /// Serves one connection's requests in order. A request whose client goes away (the CLI's timeout,
+    /// Ctrl-C) is cancelled: the wait it was in (an accept's sync, say) ends, and the daemon does no
+    /// more work for nobody.
     private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        let channel = connection.channel
         do {
             try await connection.executeThenClose { inbound, outbound in
                 for try await line in inbound {
                     let request = Data(line.readableBytesView)
-                    var response = await handler.respond(toLine: request)
+                    guard var response = await respond(toLine: request, unlessClosed: channel) else {
+                        logger.info("the control client went away; its request was cancelled")
+                        return
+                    }
                     response.append(UInt8(ascii: "\n"))
                     try await outbound.write(ByteBuffer(bytes: response))
                 }
             }
         } catch {
             logger.debug("control connection ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The handler's response, or nil if `channel` closed first (the handler's task is then cancelled).
+    private func respond(toLine request: Data, unlessClosed channel: any Channel) async -> Data? {
+        inProgress.withLock { $0 += 1 }
+        defer { inProgress.withLock { $0 -= 1 } }
+        return await withTaskGroup(of: Data?.self) { group in
+            group.addTask { await self.handler.respond(toLine: request) }
+            group.addTask {
+                // Ends when the channel closes, or when this task is cancelled (the response came).
+                let (closed, continuation) = AsyncStream.makeStream(of: Void.self)
+                channel.closeFuture.whenComplete { _ in continuation.finish() }
+                for await _ in closed {}
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
     }
 }

@@ -136,8 +136,18 @@ public final class OwnerConnection: Sendable {
     /// Waits until a started session authenticated, and returns the connection over it.
     static func open(_ started: ClientSession.Started) async throws(ShareSyncError) -> OwnerConnection {
         do {
-            return OwnerConnection(session: started.session, ready: try await started.ready.get(), task: started.task)
+            // Cancelling the caller closes the connection, which ends the wait with the task's reason.
+            let ready = try await withTaskCancellationHandler {
+                try await started.ready.get()
+            } onCancel: {
+                started.session.channel.channel.close(promise: nil)
+            }
+            return OwnerConnection(session: started.session, ready: ready, task: started.task)
         } catch {
+            if Task.isCancelled {
+                await started.task.value
+                throw ShareSyncError(.operationCancelled, "connecting to the owner was cancelled")
+            }
             await started.task.value
             throw error as? ShareSyncError ?? ClientSession.describe(error)
         }
