@@ -77,7 +77,7 @@ struct DaemonTests {
     }
 
     @Test func oneControlClientSendsManyRequestsAndFailsCleanlyWhenTheDaemonStops() async throws {
-        let node = try RunningNode()
+        let node = try await blocking { try RunningNode() }
         defer { node.stop() }
         let client = try await ControlClient.connect(path: node.home + "/control.sock")
         let status = try await client.call(.status, as: NodeStatus.self)
@@ -93,7 +93,7 @@ struct DaemonTests {
         #expect(try await client.call(.status, as: NodeStatus.self).userRecordName == node.userRecordName)
 
         node.daemon.signal(SIGTERM)
-        _ = try node.daemon.waitForExit(timeout: 30)
+        _ = try await blocking { try node.daemon.waitForExit(timeout: 30) }
         // The daemon is gone: a call on the old connection fails instead of waiting for ever.
         await #expect(throws: ControlClientError.self) { try await client.call(.status, as: NodeStatus.self) }
         await client.close()

@@ -73,7 +73,7 @@ struct ParticipantWriteTests {
         let n1 = try owner.db.fetchRecord(owner.id("n1"))
         #expect(n1["title"] == "participant edit")
         #expect(n1["resolvedBy"] == "hook")
-        #expect(log.count { if case .conflict(_, let id, true) = $0 { id.recordName == "n1" } else { false } } == 1)
+        try await eventually { log.count { if case .conflict(_, let id, true) = $0 { id.recordName == "n1" } else { false } } == 1 }
         #expect(log.count { if case .error = $0 { true } else { false } } == 0)
         try await expectReplicaMatches(second, owner)
 
@@ -111,7 +111,7 @@ struct ParticipantWriteTests {
         let kept = try sync.replica.outboxOperations(owner: ownerName).map(\.operation)
         #expect(kept.map(\.state) == [.refused])
         #expect(kept.first?.error?.code == .permissionFailure)
-        #expect(log.count { if case .operationKept(_, let operation) = $0 { operation.state == .refused } else { false } } == 1)
+        try await eventually { log.count { if case .operationKept(_, let operation) = $0 { operation.state == .refused } else { false } } == 1 }
         #expect(try owner.db.fetchRecord(owner.id("topic"))["title"] == "Groceries")
         try await expectReplicaMatches(sync, owner)
 

@@ -114,7 +114,10 @@ public final class ControlServer: Sendable {
         inProgress.withLock { $0 += 1 }
         defer { inProgress.withLock { $0 -= 1 } }
         return await withTaskGroup(of: Data?.self) { group in
-            group.addTask { await self.handler.respond(toLine: request) }
+            group.addTask {
+                // On the store's threads: most requests read or write a database (StoreThreads).
+                await withTaskExecutorPreference(StoreThreads.executor) { await self.handler.respond(toLine: request) }
+            }
             group.addTask {
                 // Ends when the channel closes, or when this task is cancelled (the response came).
                 let (closed, continuation) = AsyncStream.makeStream(of: Void.self)

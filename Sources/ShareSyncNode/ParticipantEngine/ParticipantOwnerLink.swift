@@ -52,7 +52,8 @@ final class ParticipantOwnerLink: Sendable {
     // MARK: Control
 
     func start() {
-        let task = Task { await self.run() }
+        // On the store's threads: the link's replica reads and writes are SQLite calls (StoreThreads).
+        let task = Task(executorPreference: StoreThreads.executor) { await self.run() }
         state.withLock { $0.task = task }
     }
 
