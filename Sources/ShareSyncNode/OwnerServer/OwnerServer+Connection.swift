@@ -7,16 +7,18 @@ import ShareSyncStore
 import ShareSyncWire
 import Synchronization
 
-/// One server connection, from accept to close, as one task of the server's task group.
+/// One server connection, from accept to close, as one task of the server's task group, run on the
+/// server's event loop threads (``EventLoopTaskExecutor``).
 ///
 /// The pipeline runs the transport (TLS or allowed cleartext, the line handshake, framing, the idle
 /// timeout); this task reads the connection's frames from its `NIOAsyncChannel` and writes through its
 /// outbound writer, which suspends while the peer does not read (back-pressure). Its steps:
 ///
 /// 1. Wait for the transport's session (``SessionEvents``): how the connection is protected, and
-///    the negotiated encoding. A connection that fails before it was answered by the transport.
+///    the negotiated encoding. A connection that fails before then was already answered (and
+///    closed) by the transport: the task just ends.
 /// 2. Authenticate: `hello` → `challenge` → `authenticate` → `welcome`, within the handshake
-///    timeout (a child task closes the connection when it passes). Anything else before `welcome` is
+///    timeout (a timer on the event loop closes the connection when it passes). Anything else before `welcome` is
 ///    `notAuthenticated` and closes the connection. On a TLS connection the `hello`'s key must be the
 ///    key of the client's TLS certificate (rule `tlsKeyMismatch`): the identity every access
 ///    decision uses is then the one TLS authenticated, bound to this connection.
@@ -27,7 +29,6 @@ import Synchronization
 ///
 /// When the peer closes, the reading ends, the task group is cancelled and the channel closed.
 struct ServerConnection {
-    typealias Inbound = NIOAsyncChannelInboundStream<ByteBuffer>
     typealias Outbound = NIOAsyncChannelOutboundWriter<ByteBuffer>
 
     let server: ServerContext
@@ -89,8 +90,15 @@ struct ServerConnection {
                     logger.debug("connection failed before the handshake", metadata: ["error": "\(error)"])
                     return
                 }
+                // Not a child task: a timer on the event loop costs less than a task per connection,
+                // and it does nothing once the connection authenticated.
+                let timeout = server.configuration.transport.limits.handshakeTimeout
+                let deadline = raw.eventLoop.scheduleTask(in: timeout) {
+                    guard !shared.isAuthenticated else { return }
+                    close(with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: .authenticationTimeout))
+                }
+                defer { deadline.cancel() }
                 try await withThrowingDiscardingTaskGroup { group in
-                    group.addTask { await self.enforceAuthenticationDeadline(shared: shared) }
                     var session = Session(connection: self, security: security, shared: shared, outbound: outbound)
                     for try await frame in inbound {
                         guard try await session.receive(frame, group: &group) else { break }
@@ -102,14 +110,6 @@ struct ServerConnection {
         } catch {
             logger.debug("connection ended", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// Closes the connection if it has not authenticated within the handshake timeout.
-    private func enforceAuthenticationDeadline(shared: ConnectionShared) async {
-        let timeout = server.configuration.transport.limits.handshakeTimeout
-        try? await channel.channel.eventLoop.sleep(for: timeout)
-        guard !Task.isCancelled, !shared.isAuthenticated else { return }
-        close(with: ShareSyncError(.notAuthenticated, "no authentication within \(timeout)", rule: .authenticationTimeout))
     }
 
     /// Writes a connection-level error (no request id), then closes the connection. Written on the
@@ -141,8 +141,7 @@ struct ServerConnection {
 }
 
 /// What a connection's task and its child tasks share: whether (and as whom) it authenticated, the
-/// requests in flight, the subscription's wake-up stream, the page read ahead, and the owner's
-/// address announcements for it.
+/// requests in flight, the subscription's wake-up stream and the page read ahead.
 final class ConnectionShared: Sendable {
     private struct State {
         var admittedName: String?
@@ -290,15 +289,9 @@ struct Session {
             maximumResponseSize: limits.maximumResponseSize, maximumFrameSize: server.configuration.transport.limits.maximumFrameSize)
         // Registered first, then the address read: an announcement made meanwhile reaches this
         // connection as a push, or its address is already the one the welcome carries.
-        let (notices, noticeContinuation) = AsyncStream.makeStream(of: ByteBuffer.self)
-        server.registry.markAuthenticated(connection.channel.channel, notices: noticeContinuation)
+        server.registry.markAuthenticated(connection.channel.channel)
         let address = server.registry.advertised.withLock { $0 }
         try await send(WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName, limits: wireLimits, address: address))
-        let outbound = self.outbound
-        group.addTask {
-            // The owner's address announcements (`ownerAddress` pushes) for this connection.
-            for await notice in notices { try await outbound.write(notice) }
-        }
         return true
     }
 

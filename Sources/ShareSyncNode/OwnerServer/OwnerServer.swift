@@ -205,8 +205,10 @@ public final class OwnerServer: Sendable {
         guard announce, changed else { return 0 }
         guard let payload = try? MessageCoding.encode(OwnerAddressPush(address: address)) else { return 0 }
         var told = 0
-        for notices in registry.authenticatedNotices() {
-            notices.yield(payload)
+        for channel in registry.authenticatedChannels() {
+            // Written on the channel directly, next to the connection's own writes. An announcement
+            // that a closing connection loses costs nothing: the next `welcome` carries the address.
+            channel.writeAndFlush(payload, promise: nil)
             told += 1
         }
         logger.notice("advertised address changed; participants told", metadata: ["address": "\(address)", "told": "\(told)"])
@@ -240,8 +242,7 @@ struct ServerContext: Sendable {
 final class ConnectionRegistry: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
-        /// Where each authenticated connection takes the owner's `ownerAddress` pushes.
-        var notices: [ObjectIdentifier: AsyncStream<ByteBuffer>.Continuation] = [:]
+        var authenticatedChannels: Set<ObjectIdentifier> = []
         var perIdentity: [String: Int] = [:]
         var authenticated = 0
         var nextID = 0
@@ -256,27 +257,22 @@ final class ConnectionRegistry: Sendable {
     }
 
     func remove(_ channel: any Channel) {
-        let notices = state.withLock { s in
+        state.withLock { s in
             s.channels.removeValue(forKey: ObjectIdentifier(channel))
-            return s.notices.removeValue(forKey: ObjectIdentifier(channel))
+            s.authenticatedChannels.remove(ObjectIdentifier(channel))
         }
-        notices?.finish()
     }
 
-    /// Notes that a connection authenticated: it gets the owner's `ownerAddress` pushes from now on,
-    /// through `notices`.
-    func markAuthenticated(_ channel: any Channel, notices: AsyncStream<ByteBuffer>.Continuation) {
-        let registered = state.withLock { s in
-            guard s.channels[ObjectIdentifier(channel)] != nil else { return false }
-            s.notices[ObjectIdentifier(channel)] = notices
-            return true
+    /// Notes that a connection authenticated: it gets the owner's `ownerAddress` pushes from now on.
+    func markAuthenticated(_ channel: any Channel) {
+        state.withLock { s in
+            if s.channels[ObjectIdentifier(channel)] != nil { s.authenticatedChannels.insert(ObjectIdentifier(channel)) }
         }
-        if !registered { notices.finish() }
     }
 
-    /// Where the authenticated connections take the owner's announcements.
-    func authenticatedNotices() -> [AsyncStream<ByteBuffer>.Continuation] {
-        state.withLock { Array($0.notices.values) }
+    /// The connections that have authenticated.
+    func authenticatedChannels() -> [any Channel] {
+        state.withLock { s in s.authenticatedChannels.compactMap { s.channels[$0] } }
     }
 
     func nextConnectionID() -> Int { state.withLock { $0.nextID += 1; return $0.nextID } }

@@ -219,8 +219,9 @@ public final class ParticipantSync: Sendable {
         }
         await connection.close()
         let ownerName = connection.ownerName
-        try replica.setOwner(
-            OwnerInfo(ownerName: ownerName, host: parsed.host, port: parsed.port, fingerprint: fingerprint))
+        let replica = self.replica
+        let owner = OwnerInfo(ownerName: ownerName, host: parsed.host, port: parsed.port, fingerprint: fingerprint)
+        try await StoreThreads.run { () throws(ShareSyncError) in try replica.setOwner(owner) }
         try await waitUntilSynced(owner: ownerName, timeout: timeout)
         return metadata
     }
