@@ -144,11 +144,8 @@ public final class OwnerConnection: Sendable {
             }
             return OwnerConnection(session: started.session, ready: ready, task: started.task)
         } catch {
-            if Task.isCancelled {
-                await started.task.value
-                throw ShareSyncError(.operationCancelled, "connecting to the owner was cancelled")
-            }
             await started.task.value
+            if Task.isCancelled { throw ShareSyncError(.operationCancelled, "connecting to the owner was cancelled") }
             throw error as? ShareSyncError ?? ClientSession.describe(error)
         }
     }
