@@ -35,6 +35,50 @@ private func bigNotes(_ owner: TestOwner, _ prefix: String, count: Int, size: In
 
 @Suite("Records of any legal size reach every replica")
 struct LargeRecordTests {
+    /// The issue's own sizes at the default limits (16 MiB frames): about 20 MB each way, so it runs only
+    /// when asked (`SHARESYNC_FULL_SIZE=1 swift test --filter defaultLimits`); the tests below run the
+    /// same paths with small limits.
+    @Test(
+        "at the default limits a zone of 450 records of 45 kB syncs to a new participant, and 400 records of 41 kB written by one reach the other",
+        .enabled(if: ProcessInfo.processInfo.environment["SHARESYNC_FULL_SIZE"] != nil))
+    func defaultLimits() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        let c = try TestParticipant()
+        defer { b.remove(); c.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite), (c.identity, .readOnly)])
+        let zoneNotes = bigNotes(owner, "z", count: 450, size: 45_000)
+        for start in stride(from: 0, to: zoneNotes.count, by: 50) {
+            _ = try owner.db.modifyRecords(saving: Array(zoneNotes[start..<start + 50]), savePolicy: .allKeys).get()
+        }
+        let syncC = try c.makeSync(pageSize: nil)
+        try syncC.start()
+        let started = ContinuousClock.now
+        try await syncC.accept(url: url, timeout: .seconds(300))
+        print("default limits: 450 records of 45 kB synced by a new participant in \(ContinuousClock.now - started)")
+        #expect(try syncC.replica.recordCount(owner: owner.identity.userRecordName, zoneName: "Topics") == 452)
+
+        let connection = try await OwnerConnection.connect(url: url, identity: b.identity)
+        _ = try await connection.acceptShare(url: url)
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: connection.ownerName)
+        let written = bigNotes(owner, "w", count: 400, size: 41_000).map { note in
+            var copy = Record(recordType: note.recordType, recordID: Record.ID(recordName: note.recordID.recordName, zoneID: zone))
+            for key in note.allKeys { copy[key] = note[key] }
+            copy.setParent(Record.ID(recordName: "topic", zoneID: zone))
+            return copy
+        }
+        let writing = ContinuousClock.now
+        let result = try await connection.modifyRecords(zoneName: "Topics", saving: written, savePolicy: .allKeys)
+        #expect(result.savedRecords.count == 400)
+        #expect(result.errors.isEmpty)
+        try await expectReplicaMatches(syncC, owner, timeout: 300)
+        print("default limits: 400 records of 41 kB written by one participant reached the other in \(ContinuousClock.now - writing)")
+        #expect(try syncC.replica.recordCount(owner: owner.identity.userRecordName, zoneName: "Topics") == 852)
+        await connection.close()
+        await syncC.stop()
+        try await owner.stop()
+    }
+
     @Test("one commit larger than a push reaches a following participant: the push is cut and the rest fetched")
     func commitLargerThanAPush() async throws {
         let owner = try await smallFrameOwner()
