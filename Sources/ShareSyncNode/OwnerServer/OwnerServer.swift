@@ -17,6 +17,9 @@ import Synchronization
 /// `database.sharedDatabase(for: Caller(userRecordName: "_" + fingerprint))`, and the store's
 /// access policy decides what that caller may see and do.
 ///
+/// Each connection is one task in the server's discarding task group (``ServerConnection``), reading
+/// its frames from a `NIOAsyncChannel` and writing through its back-pressured outbound writer.
+///
 /// ```swift
 /// let server = try await OwnerServer.start(database: db, identity: me, configuration: .init(port: 7420))
 /// db.setShareURLBase(ShareURLBase(host: "example.org", port: server.port, ownerFingerprint: me.fingerprint))
@@ -46,7 +49,8 @@ public final class OwnerServer: Sendable {
         public var maximumRequestsInFlight: Int
         /// Threads that run database requests. Default 4.
         public var requestThreads: Int
-        /// Event loop threads. Default 1.
+        /// Event loop threads: they run the connections' I/O and their tasks (decoding requests,
+        /// routing answers); database work runs on the ``requestThreads``. Default 1.
         public var eventLoopThreads: Int
         /// How long a push may wait to be written to a subscriber that reads nothing; then the
         /// connection closes and the subscriber resumes from its token when it comes back. Default 60 s.
