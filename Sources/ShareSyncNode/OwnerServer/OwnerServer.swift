@@ -17,7 +17,7 @@ import Synchronization
 /// `database.sharedDatabase(for: Caller(userRecordName: "_" + fingerprint))`, and the store's
 /// access policy decides what that caller may see and do.
 ///
-/// Each connection is one task in the server's discarding task group (``ServerConnection``), reading
+/// Each connection is one task in the server's discarding task group (`ServerConnection`), reading
 /// its frames from a `NIOAsyncChannel` and writing through its back-pressured outbound writer.
 ///
 /// ```swift
