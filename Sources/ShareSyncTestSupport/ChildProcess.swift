@@ -270,19 +270,38 @@ public func blocking<T>(_ body: () throws -> T) async throws -> T {
     try await withTaskExecutorPreference(BlockingTestExecutor.shared) { try body() }
 }
 
-/// The executor ``blocking(_:)`` runs on.
-public final class BlockingTestExecutor: TaskExecutor {
+/// The executor ``blocking(_:)`` runs on: Foundation threads of its own (8 MiB stacks), taking jobs
+/// in order from one queue.
+public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
     /// The one instance, with three threads.
     public static let shared = BlockingTestExecutor(threads: 3)
-    private let pool: NIOThreadPool
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []  // guarded by `condition`
 
     private init(threads: Int) {
-        pool = NIOThreadPool(numberOfThreads: threads)
-        pool.start()
+        for index in 0..<threads {
+            let thread = Thread { [unowned self] in self.work() }
+            thread.name = "blocking-test-\(index)"
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty { condition.wait() }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
     }
 
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        pool.submit { _ in job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
     }
 }

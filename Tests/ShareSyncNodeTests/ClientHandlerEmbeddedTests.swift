@@ -21,7 +21,8 @@ import Testing
         let session: ClientSession
         private let encoding: FrameEncoding
         private var encoder: FrameEncoder?
-        private let reader = EmbeddedChannel()
+        /// Decodes what the client wrote (a testing channel: the test's awaits may resume on any thread).
+        private let reader = NIOAsyncTestingChannel()
         private var rng: SeededGenerator
         /// How many bytes each write to the client carries (1 = byte by byte).
         private let chunk: (inout SeededGenerator) -> Int
@@ -38,7 +39,10 @@ import Testing
                 try ClientSession.install(
                     on: channel, tls: nil, configuration: ClientConfiguration(encodings: [encoding]), settings: settings)
             }.get()
-            try reader.pipeline.syncOperations.addHandler(FrameCodec.decoderHandler(encoding: encoding))
+            let reader = self.reader
+            try await reader.eventLoop.submit {
+                try reader.pipeline.syncOperations.addHandler(FrameCodec.decoderHandler(encoding: encoding))
+            }.get()
         }
 
         /// Writes `bytes` to the client in this owner's chunk sizes.
@@ -66,8 +70,8 @@ import Testing
         /// The next frame the client wrote, decoded as `T`.
         func read<T: Decodable>(_ type: T.Type) async throws -> T {
             for _ in 0..<10_000 {
-                if let frame = try reader.readInbound(as: ByteBuffer.self) { return try MessageCoding.decode(T.self, from: frame) }
-                try reader.writeInbound(try await channel.waitForOutboundWrite(as: ByteBuffer.self))
+                if let frame = try await reader.readInbound(as: ByteBuffer.self) { return try MessageCoding.decode(T.self, from: frame) }
+                try await reader.writeInbound(try await channel.waitForOutboundWrite(as: ByteBuffer.self))
             }
             throw ShareSyncError(.internalError, "no frame from the client")
         }

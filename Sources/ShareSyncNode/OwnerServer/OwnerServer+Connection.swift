@@ -34,12 +34,18 @@ struct ServerConnection {
     let server: ServerContext
     let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
     let events: SessionEvents
+    /// Tells when the channel has taken what was written (see ``WritabilityWaiter``).
+    let writability: WritabilityWaiter
     var logger: Logger
 
-    init(server: ServerContext, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents, id: Int) {
+    init(
+        server: ServerContext, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents, writability: WritabilityWaiter,
+        id: Int
+    ) {
         self.server = server
         self.channel = channel
         self.events = events
+        self.writability = writability
         self.logger = server.logger
         self.logger[metadataKey: "connection.id"] = "\(id)"
     }
@@ -61,13 +67,16 @@ struct ServerConnection {
             to: pipeline, context: context.tls, allowCleartext: context.configuration.allowCleartext)
         try FrameCodec.addServerHandlers(to: pipeline, configuration: context.configuration.transport)
         let events = SessionEventsHandler(eventLoop: channel.eventLoop)
-        try pipeline.addHandler(events)
+        let writability = WritabilityHandler()
+        try pipeline.addHandlers([events, writability])
         try pipeline.addHandler(FrameErrorHandler { error in
             try? MessageCoding.encode(ErrorResponse(id: nil, error.shareSyncError))
         })
         let wrapped = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
         context.registry.add(channel)
-        return ServerConnection(server: context, channel: wrapped, events: events.events, id: context.registry.nextConnectionID())
+        return ServerConnection(
+            server: context, channel: wrapped, events: events.events,
+            writability: WritabilityWaiter(handler: writability, channel: channel), id: context.registry.nextConnectionID())
     }
 
     /// Serves the connection until it closes; never throws (errors are logged, and the peer was told).
@@ -374,5 +383,64 @@ extension ServerConnection {
         } catch {
             return executor.errorResponse(id: id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)"))
         }
+    }
+}
+
+/// Completes waits when the channel becomes writable again (its outbound buffer fell under the low
+/// watermark), or fails them when it closes. The outbound writer hands a push to the channel at once
+/// and suspends only on the next write; a subscription waits here so that its cursor moves only once
+/// the push is written, and its deadline catches a subscriber that stalls on its last push too.
+final class WritabilityHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias InboundOut = NIOAny
+
+    private var waiting: [EventLoopPromise<Void>] = []
+    private var closed = false
+
+    /// On the event loop: a future that completes once `channel` is writable.
+    func writable(_ channel: any Channel) -> EventLoopFuture<Void> {
+        if closed { return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        if channel.isWritable { return channel.eventLoop.makeSucceededVoidFuture() }
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        waiting.append(promise)
+        return promise.futureResult
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            let waiting = self.waiting
+            self.waiting = []
+            for promise in waiting { promise.succeed() }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        let waiting = self.waiting
+        self.waiting = []
+        for promise in waiting { promise.fail(ChannelError.ioOnClosedChannel) }
+        context.fireChannelInactive()
+    }
+}
+
+@available(*, unavailable)
+extension WritabilityHandler: Sendable {}
+
+/// The async side of a ``WritabilityHandler``.
+struct WritabilityWaiter: Sendable {
+    private let handler: NIOLoopBound<WritabilityHandler>
+    private let channel: any Channel
+
+    init(handler: WritabilityHandler, channel: any Channel) {
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        self.channel = channel
+    }
+
+    /// Returns once the channel is writable; throws if it closes first.
+    func waitUntilWritable() async throws {
+        let handler = self.handler
+        let channel = self.channel
+        try await channel.eventLoop.flatSubmit { handler.value.writable(channel) }.get()
     }
 }

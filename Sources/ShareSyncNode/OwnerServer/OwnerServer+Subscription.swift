@@ -9,10 +9,9 @@ import ShareSyncWire
 /// each commit it computes the changes since its cursor (on the server's thread pool) and pushes them.
 /// Wake-ups that come while a pass runs are coalesced into one more pass.
 ///
-/// The cursor moves only once a push has been handed to the channel, and the next pass starts only
-/// then: the outbound writer suspends while the subscriber does not read, so at most one push per
-/// subscriber waits in memory, and a subscriber that stops reading slows its own pushes, not the
-/// owner. A push that cannot be encoded, is over the frame limit, or waits longer than
+/// The cursor moves only once a push has been written (the channel's outbound buffer is back under its
+/// low watermark), and the next pass starts only then: at most one push per subscriber waits in
+/// memory, and a subscriber that stops reading slows its own pushes, not the owner. A push that cannot be encoded, is over the frame limit, or waits longer than
 /// `pushWriteTimeout` to be written closes the connection (logged); the client resumes from its last
 /// stored token, so no change is ever skipped.
 enum SubscriptionPusher {
@@ -77,14 +76,18 @@ enum SubscriptionPusher {
         }
     }
 
-    /// Writes a push; if it waits longer than `timeout` (the subscriber reads nothing), closes the
-    /// connection and throws.
+    /// Writes a push and waits until the channel has taken it (its outbound buffer is back under the
+    /// low watermark: the push is in the socket, save the last few kilobytes); if that takes longer
+    /// than `timeout` (the subscriber reads nothing), closes the connection and throws.
     private static func write(
         _ payload: ByteBuffer, to outbound: ServerConnection.Outbound, within timeout: TimeAmount, connection: ServerConnection,
         logger: Logger
     ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await outbound.write(payload) }
+            group.addTask {
+                try await outbound.write(payload)
+                try await connection.writability.waitUntilWritable()
+            }
             group.addTask {
                 try await connection.channel.channel.eventLoop.sleep(for: timeout)
                 abandon("the subscriber read nothing for \(timeout) while a push waited to be written", connection: connection, logger: logger)
