@@ -11,9 +11,10 @@ import ShareSyncWire
 ///
 /// The cursor moves only once a push has been written (the channel's outbound buffer is back under its
 /// low watermark), and the next pass starts only then: at most one push per subscriber waits in
-/// memory, and a subscriber that stops reading slows its own pushes, not the owner. A push that cannot be encoded, is over the frame limit, or waits longer than
-/// `pushWriteTimeout` to be written closes the connection (logged); the client resumes from its last
-/// stored token, so no change is ever skipped.
+/// memory, and a subscriber that stops reading slows its own pushes, not the owner. A push that
+/// cannot be encoded, is over the frame limit, or waits longer than `pushWriteTimeout` to be written
+/// closes the connection (logged); the client resumes from its last stored token, so no change is
+/// ever skipped.
 enum SubscriptionPusher {
     /// Answers a `subscribe` (its in-flight count ends with the answer), then pushes until the
     /// connection ends or another `subscribe` replaces this one.
