@@ -108,8 +108,7 @@ extension WriteContext {
     func requireVisibleRecord(_ id: Record.ID) throws {
         guard !isOwner else { return }
         let zone = id.zoneID.zoneName
-        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM record WHERE zone = ? AND name = ?"), arguments: [zone, id.recordName]) ?? false
-        else { return }
+        guard try rowState(zone: zone, name: id.recordName) != nil else { return }
         guard let shareName = try storedShareName(zone: zone, name: id.recordName),
             let share = try share(zone: zone, name: shareName), AccessPolicy.acceptedParticipant(actor, in: share) != nil
         else { throw AccessPolicy.outsideView(id) }
@@ -190,7 +189,7 @@ extension WriteContext {
                 rule: .parentCycle)
         }
         try willSave(stored, existing: existing)
-        return try store(stored)
+        return try store(stored, replacing: .known(existing))
     }
 
     /// Deletes one record (and what cascades from it).

@@ -25,6 +25,11 @@ public final class PrivateDatabase: Sendable {
     public let databaseID: String
 
     let writer: any DatabaseWriter
+    /// Whether writes read and write rows in sets where they can: a batch's records read ahead in one
+    /// query, record rows cached within a transaction, each viewer's feed rows written in one
+    /// statement. Always true but in the equivalence test, which runs the row-by-row path (every
+    /// lookup a statement of its own) beside it on the same operations.
+    let setBasedWrites: Bool
     let clock: @Sendable () -> Date
     let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
     let observers = CommitObservers()
@@ -66,8 +71,12 @@ public final class PrivateDatabase: Sendable {
         try self.init(writer: DatabaseQueue(), ownerName: ownerName, limits: limits, clock: clock)
     }
 
-    init(writer: any DatabaseWriter, ownerName: String, limits: Limits, clock: @escaping @Sendable () -> Date) throws {
+    init(
+        writer: any DatabaseWriter, ownerName: String, limits: Limits, clock: @escaping @Sendable () -> Date,
+        setBasedWrites: Bool = true
+    ) throws {
         self.writer = writer
+        self.setBasedWrites = setBasedWrites
         self.ownerName = ownerName
         self.limits = limits
         self.clock = clock

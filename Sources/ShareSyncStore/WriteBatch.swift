@@ -50,6 +50,8 @@ struct ItemBatch {
     /// time with `duplicateItem`.
     mutating func run(in db: Database, perItem: Bool, authorize: (inout WriteContext) throws -> Void) throws {
         var seen: Set<Record.ID> = []
+        let records = saving.filter { $0.recordType != Record.shareRecordType }
+        if records.count >= ItemBatch.prefetchThreshold { try ctx.prefetch(records) }
         for record in saving {
             guard seen.insert(record.recordID).inserted else {
                 saveOutcomes[record.recordID] = .failure(Self.duplicate(record.recordID))
@@ -81,6 +83,9 @@ struct ItemBatch {
             }
         }
     }
+
+    /// From how many records a batch reads them ahead (below it, one statement each costs less).
+    static let prefetchThreshold = 4
 
     private static func duplicate(_ id: Record.ID) -> ShareSyncError {
         ShareSyncError(.invalidArguments, "record \(id.recordName) appears twice in one request", recordID: id, rule: .duplicateItem)

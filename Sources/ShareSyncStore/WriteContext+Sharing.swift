@@ -52,7 +52,7 @@ extension WriteContext {
         var steps = 0
         while let c = current, steps < 100_000 {
             if let s = try shareRooted(zone: zone, at: c) { return s }
-            current = try String?.fetchOne(db.cachedStatement(sql: "SELECT parent FROM record WHERE zone = ? AND name = ?"), arguments: [zone, c]) ?? nil
+            current = try rowState(zone: zone, name: c)?.parent
             steps += 1
         }
         return nil
@@ -66,7 +66,7 @@ extension WriteContext {
     }
 
     func storedShareName(zone: String, name: String) throws -> String? {
-        try String?.fetchOne(db.cachedStatement(sql: "SELECT shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? nil
+        try rowState(zone: zone, name: name)?.shareName
     }
 
     // MARK: Hooks of the record write path

@@ -17,6 +17,7 @@ extension WriteContext {
             if !hasShares && !hadViewers && delta[zone].sharesChanged.isEmpty {
                 // Nothing shared here: clear any stale membership and move on.
                 try db.cachedStatement(sql: "UPDATE record SET shareName = NULL WHERE zone = ? AND shareName IS NOT NULL").execute(arguments: [zone])
+                cache.forgetRows(zone: zone)
                 continue
             }
             let (moved, rows) = try recomputeMembership(zone: zone)
@@ -39,15 +40,17 @@ extension WriteContext {
         var changed: Set<String> = []
         var rows: [String: RecordShare] = [:]
         for name in names {
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
-            else { continue }
-            let type: String = row["type"]
-            let current: String? = row["shareName"]
+            guard var state = try rowState(zone: zone, name: name) else { continue }
+            let type = state.type
+            let current = state.shareName
             let computed = type == Record.shareRecordType ? name : try membership(zone: zone, name: name)
             if computed != current {
                 try noteShareBefore(zone: zone, name: name)
                 try db.cachedStatement(sql: "UPDATE record SET shareName = ? WHERE zone = ? AND name = ?")
                     .execute(arguments: [computed, zone, name])
+                state.shareName = computed
+                cache.setRow(zone: zone, name: name, state)
+                cache.forgetPrefetched(zone: zone, name: name)
                 changed.insert(name)
             }
             rows[name] = RecordShare(type: type, shareName: computed)
@@ -119,11 +122,11 @@ extension WriteContext {
             }
             viewersTouched.insert(viewer)
         }
-        // Records that changed, were deleted, or moved between shares.
+        // Records that changed, were deleted, or moved between shares: each viewer who sees one now
+        // gets it, each who saw it before and no longer does loses it; viewer by viewer, by name.
+        var entries: [String: [ViewEntry]] = [:]
         for name in records.sorted() {
-            let row: RecordShare? = try rows[name] ?? Row.fetchOne(
-                db.cachedStatement(sql: "SELECT type, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]
-            ).map { RecordShare(type: $0["type"], shareName: $0["shareName"]) }
+            let row: RecordShare? = try rows[name] ?? rowState(zone: zone, name: name).map { RecordShare(type: $0.type, shareName: $0.shareName) }
             let now: String? = row?.shareName
             let before: String? = delta[zone].shareBefore[name].map(\.name) ?? now  // as noted when first changed
             var type: String = row?.type ?? ""
@@ -131,14 +134,17 @@ extension WriteContext {
                 type = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM recordTombstone WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? ""
             }
             let seeing = Set(try members(zone: zone, share: now))
-            for viewer in seeing.sorted() where row != nil {
-                try setView(viewer: viewer, zone: zone, name: name, type: type, present: true)
-                viewersTouched.insert(viewer)
+            if row != nil {
+                for viewer in seeing { entries[viewer, default: []].append(ViewEntry(name: name, type: type, present: true)) }
             }
-            for viewer in Set(try members(zone: zone, share: before)).subtracting(seeing).sorted() {
-                try setView(viewer: viewer, zone: zone, name: name, type: type, present: false)
-                viewersTouched.insert(viewer)
+            for viewer in Set(try members(zone: zone, share: before)).subtracting(seeing) {
+                entries[viewer, default: []].append(ViewEntry(name: name, type: type, present: false))
             }
+        }
+        for (viewer, list) in entries.sorted(by: { $0.key < $1.key }) {
+            if list.contains(where: \.present) { try enterZoneIfNeeded(viewer: viewer, zone: zone) }
+            try setViews(viewer: viewer, zone: zone, list)
+            viewersTouched.insert(viewer)
         }
         for viewer in viewersTouched.sorted() {
             try db.execute(
@@ -163,6 +169,71 @@ extension WriteContext {
                 ON CONFLICT (viewer, zone, name) DO UPDATE SET seq = excluded.seq, present = 1, type = excluded.type
                 """
         ).execute(arguments: [viewer, zone, before, share])
+    }
+
+    /// A record entering (present) or leaving a viewer's view.
+    struct ViewEntry {
+        var name: String
+        var type: String
+        var present: Bool
+    }
+
+    /// From how many entries ``setViews(viewer:zone:_:)`` writes them in one statement each way.
+    static let setViewsThreshold = 4
+
+    /// Records that records are (or are no longer) in a viewer's view, each with the next sequence
+    /// number in order: row by row as ``setView(viewer:zone:name:type:present:)`` does, or, with
+    /// ``PrivateDatabase/setBasedWrites`` and enough entries, with the same numbers in two statements
+    /// (one for those present, one for those that left) whatever their count.
+    private mutating func setViews(viewer: String, zone: String, _ entries: [ViewEntry]) throws {
+        guard database.setBasedWrites, entries.count >= Self.setViewsThreshold else {
+            for entry in entries { try setView(viewer: viewer, zone: zone, name: entry.name, type: entry.type, present: entry.present) }
+            return
+        }
+        let base = reserveSeqs(Int64(entries.count))
+        var present = JSONWriter(capacity: entries.count * 32)
+        var absent = JSONWriter(capacity: 64)
+        present.byte(UInt8(ascii: "["))
+        absent.byte(UInt8(ascii: "["))
+        for (i, entry) in entries.enumerated() {
+            if entry.present {
+                if present.bytes.count > 1 { present.byte(UInt8(ascii: ",")) }
+                present.byte(UInt8(ascii: "["))
+                present.string(entry.name)
+                present.byte(UInt8(ascii: ","))
+                present.string(entry.type)
+                present.byte(UInt8(ascii: ","))
+                present.int(base + 1 + Int64(i))
+                present.byte(UInt8(ascii: "]"))
+            } else {
+                if absent.bytes.count > 1 { absent.byte(UInt8(ascii: ",")) }
+                absent.byte(UInt8(ascii: "["))
+                absent.string(entry.name)
+                absent.byte(UInt8(ascii: ","))
+                absent.int(base + 1 + Int64(i))
+                absent.byte(UInt8(ascii: "]"))
+            }
+        }
+        present.byte(UInt8(ascii: "]"))
+        absent.byte(UInt8(ascii: "]"))
+        if present.bytes.count > 2 {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO viewLog (viewer, zone, name, type, seq, present)
+                    SELECT ?1, ?2, json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), 1
+                    FROM json_each(?3) WHERE true
+                    ON CONFLICT (viewer, zone, name) DO UPDATE SET seq = excluded.seq, present = 1, type = excluded.type
+                    """
+            ).execute(arguments: [viewer, zone, String(decoding: present.bytes, as: UTF8.self)])
+        }
+        if absent.bytes.count > 2 {
+            try db.cachedStatement(
+                sql: """
+                    UPDATE viewLog SET seq = json_extract(left.value, '$[1]'), present = 0 FROM json_each(?3) AS left
+                    WHERE viewer = ?1 AND zone = ?2 AND name = json_extract(left.value, '$[0]') AND present = 1
+                    """
+            ).execute(arguments: [viewer, zone, String(decoding: absent.bytes, as: UTF8.self)])
+        }
     }
 
     /// Records that a record is (or is no longer) in a viewer's view. A record that leaves a view it
@@ -217,6 +288,7 @@ extension WriteContext {
         cache.shares[zone] = nil
         cache.shareValues[zone] = nil
         cache.zones.remove(zone)
+        cache.forgetRows(zone: zone)
     }
 }
 

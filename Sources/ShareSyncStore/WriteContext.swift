@@ -17,9 +17,9 @@ struct WriteContext {
     var delta = SharingDelta()
     /// The last change of each zone in this transaction; ``finish()`` writes them to `zone.seq` once.
     private(set) var zoneSeqs: [String: Int64] = [:]
-    /// What this transaction already read of the zone, share and member tables. Only this context
-    /// writes those tables, and it keeps the cache in step; a rolled-back try or item clears it.
-    let cache = WriteCache()
+    /// What this transaction already read of the zone, share, member and record tables. Only this
+    /// context writes those tables, and it keeps the cache in step; a rolled-back try or item clears it.
+    let cache: WriteCache
 
     /// Whether the writer is the owner (otherwise a participant, checked by ``AccessPolicy``).
     var isOwner: Bool { actor == database.ownerName }
@@ -28,6 +28,7 @@ struct WriteContext {
         self.db = db
         self.database = database
         self.actor = actor
+        self.cache = WriteCache(keepsRows: database.setBasedWrites)
         self.now = Millis.normalize(database.clock())
         self.seq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'")) ?? 0
     }
@@ -85,19 +86,101 @@ struct WriteContext {
     /// Loads the record a save replaces (nil if it is new), noting the share it belongs to now
     /// (as ``noteShareBefore(zone:name:)`` does) from the same row.
     mutating func loadExisting(zone: String, name: String) throws -> Record? {
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT json, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
-        else {
-            delta.noteShareBefore(zone: zone, name: name, nil)
-            return nil
+        let stored: WriteCache.StoredRecord?
+        if let prefetched = cache.takePrefetched(zone: zone, name: name) {
+            stored = prefetched
+        } else {
+            stored = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT json, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name]
+            ).map { WriteCache.StoredRecord(json: $0["json"], shareName: $0["shareName"]) }
         }
-        delta.noteShareBefore(zone: zone, name: name, row["shareName"])
-        return try Record(jsonData: row["json"] as Data)
+        delta.noteShareBefore(zone: zone, name: name, stored?.shareName)
+        return try stored.map { try Record(jsonData: $0.json) }
+    }
+
+    /// Reads, in three statements per zone, what saving these records will ask about each of them:
+    /// its stored JSON and share (``loadExisting(zone:name:)``), its type and parent, whether it has a
+    /// tombstone, and the type, parent and share of the parents they name (the cycle check and
+    /// membership walk up from them). Without it each record costs those statements one by one.
+    /// Only with ``PrivateDatabase/setBasedWrites``.
+    func prefetch(_ records: [Record]) throws {
+        guard cache.keepsRows else { return }
+        for (zone, records) in Dictionary(grouping: records, by: \.recordID.zoneID.zoneName) {
+            let names = Set(records.map(\.recordID.recordName))
+            let list = Self.jsonList(names)
+            var found: Set<String> = []
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(sql: """
+                    SELECT name, type, parent, shareName, json FROM record
+                    WHERE zone = ?1 AND name IN (SELECT value FROM json_each(?2))
+                    """),
+                arguments: [zone, list])
+            while let row = try rows.next() {
+                let name: String = row[0]
+                found.insert(name)
+                let state = RowState(type: row[1], parent: row[2], shareName: row[3])
+                cache.setRow(zone: zone, name: name, state)
+                cache.prefetched[zone, default: [:]][name] = .some(WriteCache.StoredRecord(json: row[4], shareName: state.shareName))
+            }
+            var noTombstone = names
+            for name in try String.fetchAll(
+                db.cachedStatement(sql: "SELECT name FROM recordTombstone WHERE zone = ?1 AND name IN (SELECT value FROM json_each(?2))"),
+                arguments: [zone, list])
+            {
+                noTombstone.remove(name)
+            }
+            for name in names where !found.contains(name) {
+                cache.setRow(zone: zone, name: name, nil)
+                cache.prefetched[zone, default: [:]][name] = .some(nil)
+            }
+            cache.noTombstone[zone, default: []].formUnion(noTombstone)
+            let parents = Set(records.compactMap { $0.parent?.recordID.recordName }).filter { cache.row(zone: zone, name: $0) == nil }
+            guard !parents.isEmpty else { continue }
+            var parentsFound: Set<String> = []
+            let parentRows = try Row.fetchCursor(
+                db.cachedStatement(sql: """
+                    SELECT name, type, parent, shareName FROM record
+                    WHERE zone = ?1 AND name IN (SELECT value FROM json_each(?2))
+                    """),
+                arguments: [zone, Self.jsonList(parents)])
+            while let row = try parentRows.next() {
+                let name: String = row[0]
+                parentsFound.insert(name)
+                cache.setRow(zone: zone, name: name, RowState(type: row[1], parent: row[2], shareName: row[3]))
+            }
+            for name in parents where !parentsFound.contains(name) { cache.setRow(zone: zone, name: name, nil) }
+        }
+    }
+
+    /// Names as a JSON array, for `json_each`.
+    private static func jsonList(_ names: some Collection<String>) -> Data {
+        var writer = JSONWriter(capacity: names.count * 16)
+        writer.array(Array(names)) { $0.string($1) }
+        return Data(writer.bytes)
+    }
+
+    /// A record row's type, parent and share (nil: no such row), from the cache when this transaction
+    /// knows it.
+    func rowState(zone: String, name: String) throws -> RowState? {
+        if let known = cache.row(zone: zone, name: name) { return known }
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(sql: "SELECT type, parent, shareName FROM record WHERE zone = ? AND name = ?"), arguments: [zone, name])
+        let state = try rows.next().map { RowState(type: $0[0], parent: $0[1], shareName: $0[2]) }
+        cache.setRow(zone: zone, name: name, state)
+        return state
+    }
+
+    /// What a store knows of the version it replaces.
+    enum Replacing {
+        /// Nothing: it may or may not exist.
+        case unknown
+        /// The stored version (nil: there is none), as read in this transaction.
+        case known(Record?)
     }
 
     /// Stores a record as given (system fields already set except the change tag), replacing any
     /// previous version, and returns it as stored.
-    mutating func store(_ record: Record) throws -> Record {
+    mutating func store(_ record: Record, replacing previous: Replacing = .unknown) throws -> Record {
         var record = record
         let zone = record.recordID.zoneID.zoneName
         let name = record.recordID.recordName
@@ -118,8 +201,27 @@ struct WriteContext {
                     parent = excluded.parent, json = excluded.json
                 """
         ).execute(arguments: [zone, name, record.recordType, seq, record.parent?.recordID.recordName, json, initialShare])
-        try db.cachedStatement(sql: "DELETE FROM recordTombstone WHERE zone = ? AND name = ?").execute(arguments: [zone, name])
-        try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, name])
+        // The row's share: a new row's is the initial one; an updated row keeps its own.
+        let before = cache.row(zone: zone, name: name)
+        cache.forgetPrefetched(zone: zone, name: name)
+        if let before {
+            let shareName = before == nil ? initialShare : before!.shareName
+            cache.setRow(zone: zone, name: name, RowState(type: record.recordType, parent: record.parent?.recordID.recordName, shareName: shareName))
+        }
+        if !cache.hasNoTombstone(zone: zone, name: name) {
+            try db.cachedStatement(sql: "DELETE FROM recordTombstone WHERE zone = ? AND name = ?").execute(arguments: [zone, name])
+        }
+        // The rows naming this record as a source exist only while a stored version has deleteSelf
+        // references (deleting the record or its zone removes them).
+        let mayHaveReferences: Bool
+        if cache.keepsRows, case .known(let replaced) = previous {
+            mayHaveReferences = replaced?.hasDeleteSelfReferences ?? false
+        } else {
+            mayHaveReferences = true
+        }
+        if mayHaveReferences {
+            try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, name])
+        }
         let targets = Set(record.fields.values.flatMap(\.references).filter { $0.action == .deleteSelf }.map(\.recordID.recordName))
         for target in targets {
             try db.cachedStatement(sql: "INSERT INTO deleteSelfReference (zone, target, source) VALUES (?, ?, ?)")
@@ -149,8 +251,11 @@ struct WriteContext {
             try noteShareBefore(zone: zone, name: next)
             let seq = nextSeq()
             try db.cachedStatement(sql: "DELETE FROM record WHERE zone = ? AND name = ?").execute(arguments: [zone, next])
+            cache.forgetPrefetched(zone: zone, name: next)
+            cache.setRow(zone: zone, name: next, nil)
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO recordTombstone (zone, name, type, seq) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [zone, next, record.recordType, seq])
+            cache.noTombstone[zone]?.remove(next)
             try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, next])
             zoneSeqs[zone] = seq
             if record.recordType == Record.shareRecordType { cache.forgetShare(zone: zone, name: next) }
@@ -180,11 +285,25 @@ struct WriteContext {
         var steps = 0
         while let c = current, steps < 100_000 {
             if c == name { return true }
-            current = try String.fetchOne(db.cachedStatement(sql: "SELECT parent FROM record WHERE zone = ? AND name = ?"), arguments: [zone, c])
+            current = try rowState(zone: zone, name: c)?.parent
             steps += 1
         }
         return false
     }
+}
+
+extension Record {
+    /// Whether a field holds a reference with the `deleteSelf` action.
+    var hasDeleteSelfReferences: Bool {
+        fields.values.contains { $0.references.contains { $0.action == .deleteSelf } }
+    }
+}
+
+/// A record row's type, parent and share.
+struct RowState: Equatable {
+    var type: String
+    var parent: String?
+    var shareName: String?
 }
 
 /// Reads a write transaction keeps so it does not repeat them for every record: which zones exist,
@@ -199,11 +318,31 @@ final class WriteCache {
         func share(rootedAt root: String) -> String? { roots.first { $0.value == root }?.key }
     }
 
+    /// A stored record's JSON and share, as ``WriteContext/prefetch(_:)`` read it.
+    struct StoredRecord {
+        var json: Data
+        var shareName: String?
+    }
+
     var zones: Set<String> = []
     var shares: [String: ZoneShares] = [:]
     var shareValues: [String: [String: Share]] = [:]
     var members: [String: [String: [String]]] = [:]
     var viewerZones: Set<[String]> = []
+    /// Whether record rows are cached (``rows``, ``prefetched``, ``noTombstone``): with
+    /// ``PrivateDatabase/setBasedWrites``. Every write of a record row goes through ``WriteContext``,
+    /// which updates or forgets the row's entries.
+    let keepsRows: Bool
+    /// Record rows this transaction read or wrote, by zone and name; a nil state: no row.
+    private var rows: [String: [String: RowState?]] = [:]
+    /// Records a batch is about to save, read ahead; each entry is taken once, by the save.
+    var prefetched: [String: [String: StoredRecord?]] = [:]
+    /// Names known to have no tombstone.
+    var noTombstone: [String: Set<String>] = [:]
+
+    init(keepsRows: Bool) {
+        self.keepsRows = keepsRows
+    }
 
     func clear() {
         zones = []
@@ -211,6 +350,43 @@ final class WriteCache {
         shareValues = [:]
         members = [:]
         viewerZones = []
+        forgetRows()
+    }
+
+    /// The cached state of a row: nil when not known, `.some(nil)` when known not to exist.
+    func row(zone: String, name: String) -> RowState?? {
+        guard keepsRows, let zoneRows = rows[zone], let state = zoneRows[name] else { return nil }
+        return .some(state)
+    }
+
+    func setRow(zone: String, name: String, _ state: RowState?) {
+        guard keepsRows else { return }
+        rows[zone, default: [:]][name] = .some(state)
+    }
+
+    func takePrefetched(zone: String, name: String) -> StoredRecord?? {
+        prefetched[zone]?.removeValue(forKey: name)
+    }
+
+    func forgetPrefetched(zone: String, name: String) {
+        prefetched[zone]?[name] = nil
+    }
+
+    func hasNoTombstone(zone: String, name: String) -> Bool {
+        noTombstone[zone]?.contains(name) ?? false
+    }
+
+    /// Forgets every record row of a zone (after a statement that changed many), or of all zones.
+    func forgetRows(zone: String? = nil) {
+        if let zone {
+            rows[zone] = nil
+            prefetched[zone] = nil
+            noTombstone[zone] = nil
+        } else {
+            rows = [:]
+            prefetched = [:]
+            noTombstone = [:]
+        }
     }
 
     /// A share record changed or went: its decoded value and the zone's share list are read again.

@@ -54,6 +54,24 @@ struct ControlHandlerTests {
         }
     }
 
+    @Test func recordImportLinesWrittenByTheFastWriterAreTheBytesJSONEncoderWrites() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var random = RandomRecords(seed: 12)
+        var compared = 0
+        for n in 0..<200 {
+            let records = (0..<(n % 7)).map { _ in random.record() }
+            let request = ControlRequest.recordImport(zone: n % 2 == 0 ? "Topics" : "Zone \"\(n)\" / é", records: records)
+            guard let fast = request.fastEncode() else { continue }  // a record the writer leaves to Foundation
+            #expect(fast == (try encoder.encode(request)), "request \(n)")
+            compared += 1
+        }
+        #expect(compared > 150)
+        // Anything else is left to JSONEncoder.
+        #expect(ControlRequest.recordImport(zone: "Topics", records: [], policy: .ifServerRecordUnchanged).fastEncode() == nil)
+        #expect(ControlRequest.status.fastEncode() == nil)
+    }
+
     @Test func aLineThatIsNotARequestGetsAnInvalidArgumentsError() async throws {
         let handler = try makeHandler()
         for line in ["", "not json", #"{"noSuchCommand":{}}"#, #"{"zoneCreate":{}}"#] {

@@ -61,9 +61,14 @@ public final class ControlClient: Sendable {
 
     /// Sends one request and returns the response line (the JSON, without the newline).
     public func send(_ request: ControlRequest) async throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var line = try encoder.encode(request)
+        var line: Data
+        if let fast = request.fastEncode() {
+            line = fast
+        } else {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            line = try encoder.encode(request)
+        }
         line.append(UInt8(ascii: "\n"))
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
         let written = channel.eventLoop.makePromise(of: Void.self)

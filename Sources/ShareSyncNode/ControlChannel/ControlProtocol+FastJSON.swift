@@ -28,4 +28,23 @@ extension ControlRequest {
             return request
         }
     }
+
+    /// The JSON line of the one request that carries many records, `recordImport` without a save
+    /// policy, written with the hand-written record writer: the same bytes as `JSONEncoder` with sorted
+    /// keys and unescaped slashes, about 5 times faster (`sharesync-bench codec`). `nil` for every other
+    /// request and for records the writer leaves to Foundation; the caller then encodes with `JSONEncoder`.
+    package func fastEncode() -> Data? {
+        guard case .recordImport(let zone, let records, nil) = self else { return nil }
+        var writer = JSONWriter(capacity: records.count * 400 + 64)
+        writer.raw(#"{"recordImport":{"records":"#)
+        do {
+            try writer.array(records) { writer, record throws(JSONFallback) in try writer.record(record, includingChangedKeys: false) }
+        } catch {
+            return nil
+        }
+        writer.raw(#","zone":"#)
+        writer.string(zone)
+        writer.raw("}}")
+        return Data(writer.bytes)
+    }
 }
