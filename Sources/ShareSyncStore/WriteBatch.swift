@@ -17,7 +17,13 @@ struct ItemBatch {
     init(ctx: WriteContext, saving: [Record], deleting: [Record.ID], savePolicy: SavePolicy) {
         self.ctx = ctx
         // Shares are applied after ordinary records, so a share can be saved in the same batch as its root.
-        self.saving = saving.filter { $0.recordType != Record.shareRecordType } + saving.filter { $0.recordType == Record.shareRecordType }
+        // (Without shares the array is taken as it is: records are large values, and copying a batch
+        // of them costs more than a write statement.)
+        if saving.contains(where: { $0.recordType == Record.shareRecordType }) {
+            self.saving = saving.filter { $0.recordType != Record.shareRecordType } + saving.filter { $0.recordType == Record.shareRecordType }
+        } else {
+            self.saving = saving
+        }
         self.deleting = deleting
         self.savePolicy = savePolicy
     }
@@ -50,8 +56,8 @@ struct ItemBatch {
     /// time with `duplicateItem`.
     mutating func run(in db: Database, perItem: Bool, authorize: (inout WriteContext) throws -> Void) throws {
         var seen: Set<Record.ID> = []
-        let records = saving.filter { $0.recordType != Record.shareRecordType }
-        if records.count >= ItemBatch.prefetchThreshold { try ctx.prefetch(records) }
+        if saving.count >= ItemBatch.prefetchThreshold { try ctx.prefetch(saving) }
+        saveOutcomes.reserveCapacity(saving.count)
         for record in saving {
             guard seen.insert(record.recordID).inserted else {
                 saveOutcomes[record.recordID] = .failure(Self.duplicate(record.recordID))
@@ -117,14 +123,15 @@ struct ItemBatch {
 
     /// The saved records as stored after every change of the batch: a share saved in the same
     /// request changes its root's `share` field, so then they are read back.
-    func presentedOutcomes() throws -> ModifyRecordsResult {
-        var saveOutcomes = self.saveOutcomes
+    mutating func presentedOutcomes() throws -> ModifyRecordsResult {
         let sharesSaved = saving.contains { $0.recordType == Record.shareRecordType }
-        for (id, outcome) in saveOutcomes {
-            guard case .success(let saved) = outcome else { continue }
+        // In place, and only what presenting changes (a share, a record in another zone ID form): a
+        // copy of a batch's outcomes costs more than the rest of presenting them.
+        for id in Array(saveOutcomes.keys) {
+            guard case .success(let saved)? = saveOutcomes[id] else { continue }
             if sharesSaved, let stored = try ctx.loadRecord(zone: id.zoneID.zoneName, name: id.recordName) {
                 saveOutcomes[id] = .success(ctx.present(stored, zoneID: id.zoneID))
-            } else {
+            } else if saved.recordType == Record.shareRecordType || saved.recordID.zoneID != id.zoneID {
                 saveOutcomes[id] = .success(ctx.present(saved, zoneID: id.zoneID))
             }
         }

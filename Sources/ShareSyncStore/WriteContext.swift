@@ -103,10 +103,17 @@ struct WriteContext {
     /// tombstone, and the type, parent and share of the parents they name (the cycle check and
     /// membership walk up from them). Without it each record costs those statements one by one.
     /// Only with ``PrivateDatabase/setBasedWrites``.
-    func prefetch(_ records: [Record]) throws {
+    func prefetch(_ batch: [Record]) throws {
         guard cache.keepsRows else { return }
-        for (zone, records) in Dictionary(grouping: records, by: \.recordID.zoneID.zoneName) {
-            let names = Set(records.map(\.recordID.recordName))
+        // By zone, names only (records are large values, not worth copying).
+        var zones: [String: (names: Set<String>, parents: Set<String>)] = [:]
+        for record in batch where record.recordType != Record.shareRecordType {
+            zones[record.recordID.zoneID.zoneName, default: ([], [])].names.insert(record.recordID.recordName)
+            if let parent = record.parent?.recordID.recordName {
+                zones[record.recordID.zoneID.zoneName, default: ([], [])].parents.insert(parent)
+            }
+        }
+        for (zone, (names, parentNames)) in zones {
             let list = Self.jsonList(names)
             var found: Set<String> = []
             let rows = try Row.fetchCursor(
@@ -134,7 +141,7 @@ struct WriteContext {
                 cache.prefetched[zone, default: [:]][name] = .some(nil)
             }
             cache.noTombstone[zone, default: []].formUnion(noTombstone)
-            let parents = Set(records.compactMap { $0.parent?.recordID.recordName }).filter { cache.row(zone: zone, name: $0) == nil }
+            let parents = parentNames.filter { cache.row(zone: zone, name: $0) == nil }
             guard !parents.isEmpty else { continue }
             var parentsFound: Set<String> = []
             let parentRows = try Row.fetchCursor(
