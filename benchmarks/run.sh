@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The benchmark suite (issue 6): builds sharesync and sharesync-bench in release mode, then runs every
-# scenario on loopback with real `sharesync run` daemons. Prints a table; writes bench-results/results.json.
+# The benchmark suite: builds sharesync and sharesync-bench in release mode, then runs every scenario
+# on loopback with real `sharesync run` daemons, next to this machine's limits measured in the same run.
+# Prints a table; writes bench-results/results.json. The options are `sharesync-bench suite`'s
+# (`.build/release/sharesync-bench suite --help`):
 #
-#   benchmarks/run.sh            # full suite (100k records, 1,000 changes, 100 fan-out participants)
+#   benchmarks/run.sh            # full suite (100k records, 1,000 changes, fan-out to 100 and 1,000)
 #   benchmarks/run.sh --quick    # smoke test: smaller counts
 #   benchmarks/run.sh --scale    # also the 1,000,000-record daemon-to-daemon sync (several more minutes)
 #   benchmarks/run.sh --scale-only
 #   benchmarks/run.sh --only initial-sync [--records N]  # only the owner import and the two initial syncs
 #   benchmarks/run.sh --out FILE # where the JSON goes (default bench-results/results.json)
+#   benchmarks/run.sh --compare FILE  # also each figure's change against an earlier results file
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench-results

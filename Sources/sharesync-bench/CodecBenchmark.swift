@@ -23,8 +23,7 @@ private func savedRecords(_ count: Int, zone: RecordZone.ID) -> [Record] {
     }
 }
 
-func runCodecBenchmark() throws {
-    let count = Int(ProcessInfo.processInfo.environment["BENCH_RECORDS"] ?? "") ?? 100_000
+func runCodecBenchmark(count: Int) throws {
     let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
     let records = savedRecords(count, zone: zone)
     var results: [(String, Double, Double)] = []

@@ -15,9 +15,7 @@ import Glibc
 // authenticated peers (TLS, authenticated, subscribed, then quiet). Prints how many
 // connections the owner kept and its resident memory after each.
 
-func runConnectionsBenchmark(_ arguments: [String]) async throws {
-    var count = 1_000
-    if let i = arguments.firstIndex(of: "--count"), i + 1 < arguments.count, let n = Int(arguments[i + 1]) { count = n }
+func runConnectionsBenchmark(count: Int) async throws {
     let root = FileManager.default.temporaryDirectory.appending(path: "sharesync-connections-\(getpid())").path
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: root) }

@@ -6,9 +6,8 @@ import ShareSyncNode
 // spends before it leaves the owner. One connection; per call, the time until the answer:
 // a `status` (no database work), then single-record saves into a zone shared with nobody and
 // into a zone shared publicly (its view kept for one accepted participant).
-// BENCH_CALLS sets the number of calls of each kind (default 2,000).
-func runControlBenchmark() async throws {
-    let calls = Int(ProcessInfo.processInfo.environment["BENCH_CALLS"] ?? "") ?? 2_000
+// --calls sets the number of calls of each kind (default 2,000).
+func runControlBenchmark(calls: Int) async throws {
     let root = FileManager.default.temporaryDirectory.appending(path: "sharesync-control-\(getpid())").path
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: root) }

@@ -24,9 +24,7 @@ func currentRSS(pid: Int32) -> Double {
     return .nan
 }
 
-func runStalledSubscriberBenchmark(_ arguments: [String]) async throws {
-    var count = 100_000
-    if let i = arguments.firstIndex(of: "--records"), i + 1 < arguments.count, let n = Int(arguments[i + 1]) { count = n }
+func runStalledSubscriberBenchmark(count: Int) async throws {
     let root = FileManager.default.temporaryDirectory.appending(path: "sharesync-stalled-\(getpid())").path
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: root) }

@@ -28,8 +28,7 @@ private func seconds(_ body: () throws -> Void) rethrows -> Double {
     return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
 }
 
-func runStoreBenchmark() throws {
-    let count = Int(ProcessInfo.processInfo.environment["BENCH_RECORDS"] ?? "") ?? 100_000
+func runStoreBenchmark(count: Int) throws {
     let dir = FileManager.default.temporaryDirectory.appending(path: "sharesync-bench-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }

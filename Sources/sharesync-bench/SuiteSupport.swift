@@ -238,11 +238,32 @@ func tcpBytesReceived(fromPort port: Int) -> Int? {
 
 // MARK: Results
 
+/// The limits of this machine measured in the same run, which figures are compared with.
+struct MachineLimitsOfRun: Codable, Sendable {
+    /// Rows per second of a bare SQLite upsert of the suite's rows in one transaction.
+    var upsert: Double?
+    /// Loopback TCP round trip of 100 bytes, p50 and p99, in ms.
+    var roundTripP50: Double?
+    var roundTripP99: Double?
+}
+
+/// A figure next to a machine limit: `value / limit`, with an optional target on that ratio.
+struct Ratio {
+    var limitName: String
+    var limit: Double
+    var atLeast: Double?
+    var atMost: Double?
+}
+
 struct Figure: Codable, Sendable {
     var scenario: String
     var figure: String
     var value: Double
     var unit: String
+    /// The figure divided by the matching machine limit of the same run (nil: none matches).
+    var ratio: Double?
+    /// Which limit `ratio` is of.
+    var ratioOf: String?
     var target: String
     /// nil: no target.
     var met: Bool?
@@ -251,40 +272,130 @@ struct Figure: Codable, Sendable {
 final class Results: @unchecked Sendable {
     private(set) var figures: [Figure] = []
     var notes: [String] = []
+    var limits = MachineLimitsOfRun()
 
-    /// Adds a figure; `atMost`/`atLeast` set the target.
+    enum Percentile { case p50, p99 }
+
+    /// The ratio to this run's bare SQLite upsert, with a target on it.
+    func upsertRatio(atLeast: Double? = nil) -> Ratio? {
+        limits.upsert.map { Ratio(limitName: "SQLite upsert", limit: $0, atLeast: atLeast) }
+    }
+
+    /// The ratio to this run's loopback TCP round trip (a latency in ms).
+    func roundTripRatio(_ p: Percentile) -> Ratio? {
+        switch p {
+        case .p50: limits.roundTripP50.map { Ratio(limitName: "TCP round trip p50", limit: $0) }
+        case .p99: limits.roundTripP99.map { Ratio(limitName: "TCP round trip p99", limit: $0) }
+        }
+    }
+
+    /// The initial sync's target: 0.7 of the upsert, and 100,000 records/s when the upsert allows it.
+    var initialSyncTarget: String {
+        guard let upsert = limits.upsert else { return "≥ 0.7 × SQLite upsert" }
+        return "≥ 0.7 × SQLite upsert (\(format(0.7 * upsert)))" + (0.7 * upsert >= 100_000 ? ", ≥ 100000" : "")
+    }
+
+    /// Adds a figure; `atMost`/`atLeast` set a target on the value, `ratio` one on its ratio to a
+    /// machine limit. The figure meets its target when every one given holds.
     func add(_ scenario: String, _ figure: String, _ value: Double, _ unit: String, atMost: Double? = nil,
-             atLeast: Double? = nil, target: String? = nil) {
-        var met: Bool?
-        var text = target ?? ""
+             atLeast: Double? = nil, ratio: Ratio? = nil, target: String? = nil) {
+        var conditions: [Bool] = []
+        var texts: [String] = []
         if let atMost {
-            met = value <= atMost
-            if target == nil { text = "≤ \(format(atMost))" }
+            conditions.append(value <= atMost)
+            texts.append("≤ \(format(atMost))")
         }
         if let atLeast {
-            met = value >= atLeast
-            if target == nil { text = "≥ \(format(atLeast))" }
+            conditions.append(value >= atLeast)
+            texts.append("≥ \(format(atLeast))")
         }
-        figures.append(Figure(scenario: scenario, figure: figure, value: value, unit: unit, target: text, met: met))
-        progress("\(scenario) / \(figure): \(format(value)) \(unit) \(met.map { $0 ? "(met)" : "(MISSED)" } ?? "")")
+        let ratioValue = ratio.map { value / $0.limit }
+        if let ratio, let r = ratioValue {
+            if let least = ratio.atLeast {
+                conditions.append(r >= least)
+                texts.append("≥ \(format(least)) × \(ratio.limitName)")
+            }
+            if let most = ratio.atMost {
+                conditions.append(r <= most)
+                texts.append("≤ \(format(most)) × \(ratio.limitName)")
+            }
+        }
+        let met: Bool? = conditions.isEmpty ? nil : !conditions.contains(false)
+        figures.append(Figure(
+            scenario: scenario, figure: figure, value: value, unit: unit, ratio: ratioValue, ratioOf: ratio?.limitName,
+            target: target ?? texts.joined(separator: ", "), met: met))
+        let ratioText = ratioValue.map { " (\(format($0)) × \(ratio!.limitName))" } ?? ""
+        progress("\(scenario) / \(figure): \(format(value)) \(unit)\(ratioText) \(met.map { $0 ? "(met)" : "(MISSED)" } ?? "")")
     }
 
     func table() -> String {
-        var rows = [["scenario", "figure", "value", "unit", "target", "met?"]]
-        for f in figures {
-            rows.append([f.scenario, f.figure, format(f.value), f.unit, f.target, f.met.map { $0 ? "yes" : "NO" } ?? "-"])
-        }
-        let widths = (0..<6).map { c in rows.map { $0[c].count }.max() ?? 0 }
-        var lines: [String] = []
-        for (i, row) in rows.enumerated() {
-            lines.append("| " + row.enumerated().map { c, cell in
-                c == 2 ? String(repeating: " ", count: widths[c] - cell.count) + cell
-                    : cell + String(repeating: " ", count: widths[c] - cell.count)
-            }.joined(separator: " | ") + " |")
-            if i == 0 { lines.append("|" + widths.enumerated().map { c, w in c == 2 ? String(repeating: "-", count: w + 1) + ":" : String(repeating: "-", count: w + 2) }.joined(separator: "|") + "|") }
-        }
-        return lines.joined(separator: "\n")
+        markdownTable(
+            header: ["scenario", "figure", "value", "unit", "ratio to machine limit", "target", "met?"], rightAligned: [2, 4],
+            rows: figures.map { f in
+                [f.scenario, f.figure, format(f.value), f.unit, f.ratio.map { "\(format($0)) × \(f.ratioOf ?? "")" } ?? "",
+                 f.target, f.met.map { $0 ? "yes" : "NO" } ?? "-"]
+            })
     }
+}
+
+extension SuiteReport {
+    /// Each figure of this report next to the same figure of an earlier one: both values, the change,
+    /// and whether it is better or worse by more than 5 %. Ratios to the machine limits are compared
+    /// too, as they hold better than absolute figures across runs on a shared machine.
+    func comparison(with earlier: SuiteReport) -> String {
+        var before: [String: Figure] = [:]
+        for figure in earlier.figures { before[Self.key(figure)] = figure }
+        var rows: [[String]] = []
+        var unmatched = 0
+        for figure in figures {
+            guard let old = before[Self.key(figure)] else {
+                unmatched += 1
+                continue
+            }
+            let change = old.value == 0 ? Double.nan : (figure.value - old.value) / abs(old.value) * 100
+            let higherIsBetter = figure.unit.hasSuffix("/s") || figure.unit == "changes"
+            var verdict = ""
+            if change.isFinite, abs(change) >= 5, figure.scenario != "machine" {
+                verdict = (change > 0) == higherIsBetter ? "better" : "WORSE"
+            }
+            let ratios = (old.ratio, figure.ratio)
+            let ratioText = ratios.0.flatMap { a in ratios.1.map { b in "\(format(a)) → \(format(b))" } } ?? ""
+            rows.append([
+                figure.scenario, figure.figure, format(old.value), format(figure.value), figure.unit,
+                change.isFinite ? String(format: "%+.1f %%", change) : "", ratioText, verdict,
+            ])
+        }
+        var text = markdownTable(
+            header: ["scenario", "figure", "before", "now", "unit", "change", "ratio to machine limit", ""], rightAligned: [2, 3, 5],
+            rows: rows)
+        if unmatched > 0 { text += "\n(\(unmatched) figures have no counterpart in the earlier file)" }
+        return text
+    }
+
+    /// Figures match by scenario and name, counts in parentheses aside (a run that held 100001
+    /// records compares with one that held 100000).
+    private static func key(_ figure: Figure) -> String {
+        (figure.scenario + " / " + figure.figure).replacing(/\([^)]*\)/, with: "()")
+    }
+}
+
+/// A Markdown table with columns padded to their widest cell.
+func markdownTable(header: [String], rightAligned: Set<Int>, rows: [[String]]) -> String {
+    let all = [header] + rows
+    let widths = header.indices.map { c in all.map { $0[c].count }.max() ?? 0 }
+    var lines: [String] = []
+    for (i, row) in all.enumerated() {
+        lines.append("| " + row.enumerated().map { c, cell in
+            let pad = String(repeating: " ", count: widths[c] - cell.count)
+            return rightAligned.contains(c) ? pad + cell : cell + pad
+        }.joined(separator: " | ") + " |")
+        if i == 0 {
+            lines.append("|" + widths.enumerated().map { c, w in
+                rightAligned.contains(c) ? String(repeating: "-", count: w + 1) + ":" : String(repeating: "-", count: w + 2)
+            }.joined(separator: "|") + "|")
+        }
+    }
+    return lines.joined(separator: "\n")
 }
 
 func format(_ value: Double) -> String {

@@ -9,22 +9,15 @@ import ShareSyncWire
 // `sharesync-bench tls`: what TLS costs, against the loopback cleartext debug mode on the same
 // in-process owner server (127.0.0.1, cleartext allowed, so both modes reach the same code):
 // connection setup (TCP + TLS + framing handshake + Ed25519 challenge-response, until `welcome`),
-// p50/p99 over BENCH_CONNECTIONS connections (default 300), and the initial fetch of a zone of
-// BENCH_RECORDS Topic/Note records (default 50,000) in pages of 400, records/s (best of 5, the two
+// p50/p99 over --connections connections (default 300), and the initial fetch of a zone of
+// --records Topic/Note records (default 50,000) in pages of 400, records/s (best of 5, the two
 // transports taking turns); change
 // latency, the owner's save of one record until a subscribed participant holds its push, p50/p99
-// over BENCH_CHANGES saves (default 500); and fan-out, BENCH_FANOUT_IDENTITIES identities (default
-// 50) with two subscribed connections each: the owner saves one record at a time (BENCH_FANOUT_CHANGES,
+// over --changes saves (default 500); and fan-out, --fan-out-identities identities (default
+// 50) with two subscribed connections each: the owner saves one record at a time (--fan-out-changes,
 // default 500) and waits until every connection holds it, p50/p99 of that wait.
 // The last line is TLS's cost on each, in percent.
-func runTLSBenchmark() async throws {
-    let environment = ProcessInfo.processInfo.environment
-    var counts = TransportCounts()
-    counts.connections = Int(environment["BENCH_CONNECTIONS"] ?? "") ?? counts.connections
-    counts.records = Int(environment["BENCH_RECORDS"] ?? "") ?? counts.records
-    counts.latencySamples = Int(environment["BENCH_CHANGES"] ?? "") ?? counts.latencySamples
-    counts.fanOutIdentities = Int(environment["BENCH_FANOUT_IDENTITIES"] ?? "") ?? counts.fanOutIdentities
-    counts.fanOutChanges = Int(environment["BENCH_FANOUT_CHANGES"] ?? "") ?? counts.fanOutChanges
+func runTLSBenchmark(_ counts: TransportCounts) async throws {
     let rows = try await measureTransports(counts)
     print("| transport | connect + authenticate p50 ms | p99 ms | initial fetch of \(counts.records) records, records/s | change latency p50 ms | p99 ms | fan-out to \(counts.fanOutIdentities * 2) connections, until the last holds a change, p50 ms | p99 ms |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -115,6 +115,12 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: .hidden) var syncPageSize: Int?
 
+    @Option(help: ArgumentHelp(
+        "How many connections one participant identity may have open at once (1-1024).",
+        discussion: "Each device of a person is one connection; more are refused with requestRateLimited (rule maximumConnectionsPerIdentity) until one closes.",
+        valueName: "n"))
+    var connectionsPerIdentity: Int = 8
+
     @Flag(help: ArgumentHelp(
         "Also accept cleartext (non-TLS) connections, for debugging with nc. Only with a loopback listen address.",
         discussion: "Every connection uses TLS 1.3 otherwise; a cleartext client is told `SHARESYNC-ERROR tlsRequired`."))
@@ -123,6 +129,9 @@ struct RunCommand: AsyncParsableCommand {
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level \(logLevel.debugDescription) is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard (1...1024).contains(connectionsPerIdentity) else {
+            throw ValidationError("--connections-per-identity \(connectionsPerIdentity) is not between 1 and 1024")
         }
     }
 
@@ -152,7 +161,7 @@ struct RunCommand: AsyncParsableCommand {
         // --sync-page-size (hidden): smaller fetch pages, so tests can interrupt an initial sync midway.
         let node = NodeService(
             home: home, logger: logger, participantConfiguration: ParticipantSync.Configuration(pageSize: syncPageSize),
-            allowCleartext: cleartextLoopback
+            allowCleartext: cleartextLoopback, connectionsPerIdentity: connectionsPerIdentity
         ) { address in
             // Unbuffered: whoever started the daemon waits for this line.
             FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))

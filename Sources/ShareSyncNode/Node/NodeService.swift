@@ -34,6 +34,7 @@ public final class NodeService: Service, Sendable {
     private let onListening: @Sendable (HostAndPort) -> Void
     private let participantConfiguration: ParticipantSync.Configuration
     private let allowCleartext: Bool
+    private let connectionsPerIdentity: Int
     private let state = Mutex(State.idle)
 
     /// - Parameters:
@@ -42,12 +43,16 @@ public final class NodeService: Service, Sendable {
     ///   - participantConfiguration: how the participant side syncs (its display name is the home's).
     ///   - allowCleartext: whether the owner server also accepts cleartext connections (debugging; only
     ///     with a loopback listen address, else ``run()`` fails: see ``OwnerServer/Configuration/allowCleartext``).
+    ///   - connectionsPerIdentity: how many connections the owner server accepts from one identity at
+    ///     once (``OwnerServer/Configuration/maximumConnectionsPerIdentity``).
     public init(
         home: NodeHome, logger: Logger, participantConfiguration: ParticipantSync.Configuration = .init(),
-        allowCleartext: Bool = false, onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }
+        allowCleartext: Bool = false, connectionsPerIdentity: Int = 8,
+        onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }
     ) {
         self.home = home
         self.allowCleartext = allowCleartext
+        self.connectionsPerIdentity = connectionsPerIdentity
         var participantConfiguration = participantConfiguration
         participantConfiguration.displayName = home.settings.displayName
         self.participantConfiguration = participantConfiguration
@@ -66,7 +71,9 @@ public final class NodeService: Service, Sendable {
         func start(port: Int) async throws(ShareSyncError) -> OwnerServer {
             try await OwnerServer.start(
                 database: database, identity: home.identity,
-                configuration: OwnerServer.Configuration(host: settings.listen.host, port: port, allowCleartext: allowCleartext),
+                configuration: OwnerServer.Configuration(
+                    host: settings.listen.host, port: port, maximumConnectionsPerIdentity: connectionsPerIdentity,
+                    allowCleartext: allowCleartext),
                 logger: logger)
         }
         if settings.listen.port == 0, let kept = settings.boundPort {
