@@ -63,6 +63,40 @@ public struct SharedDatabaseView: Sendable {
     package func fetchZoneChangesPage(
         _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil, byteBudget: Int?, allowEmpty: Bool
     ) throws(ShareSyncError) -> (changes: ZoneChanges, bytes: Int)? {
+        let viewer = self.viewer
+        let database = self.database
+        guard let page = try feedPage(
+            zoneID, since: token, resultsLimit: resultsLimit, byteBudget: byteBudget, allowEmpty: allowEmpty,
+            record: { json, _, zoneID, db in database.present(try Record(jsonData: json), to: viewer, zoneID: zoneID, in: db) })
+        else { return nil }
+        let changes: [RecordChange] = page.changes.map { change in
+            switch change {
+            case .changed(let record): .changed(record)
+            case .deleted(let name, let type):
+                .deleted(DeletedRecord(recordID: Record.ID(recordName: name, zoneID: page.zoneID), recordType: type))
+            }
+        }
+        return (ZoneChanges(zoneID: page.zoneID, changes: changes, changeToken: page.changeToken, moreComing: page.moreComing), page.bytes)
+    }
+
+    /// ``fetchZoneChangesPage(_:since:resultsLimit:byteBudget:allowEmpty:)`` with each record as the
+    /// JSON of the record the caller sees (``PrivateDatabase/presentedJSON(_:type:to:zoneID:in:)``):
+    /// the stored bytes with the zone ID changed, not decoded and encoded again. What the owner's
+    /// server sends.
+    package func fetchZoneChangesPageJSON(
+        _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil, byteBudget: Int?, allowEmpty: Bool
+    ) throws(ShareSyncError) -> FeedPage<Data>? {
+        let viewer = self.viewer
+        let database = self.database
+        return try feedPage(
+            zoneID, since: token, resultsLimit: resultsLimit, byteBudget: byteBudget, allowEmpty: allowEmpty,
+            record: { json, type, zoneID, db in try database.presentedJSON(json, type: type, to: viewer, zoneID: zoneID, in: db) })
+    }
+
+    private func feedPage<Item>(
+        _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int?, byteBudget: Int?, allowEmpty: Bool,
+        record: (Data, String, RecordZone.ID, Database) throws -> Item
+    ) throws(ShareSyncError) -> FeedPage<Item>? {
         let limit = database.effectiveLimit(resultsLimit)
         let budget = min(byteBudget ?? .max, database.limits.maximumResponseSize)
         let shared = database.sharedZoneID(zoneID.zoneName)
@@ -90,16 +124,14 @@ public struct SharedDatabaseView: Sendable {
                 arguments: [viewer, zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1], limit: limit,
                 byteBudget: budget, allowEmpty: allowEmpty)
             if page.isEmpty && moreComing { return nil }
-            let changes: [RecordChange] = try page.map { row in
-                if let json = row["json"] as Data? {
-                    return .changed(database.present(try Record(jsonData: json), to: viewer, zoneID: shared, in: db))
-                }
-                return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: shared), recordType: row["type"]))
+            let changes: [FeedPage<Item>.Change] = try page.map { row in
+                if let json = row["json"] as Data? { return .changed(try record(json, row["type"], shared, db)) }
+                return .deleted(name: row["name"], type: row["type"])
             }
-            let zoneChanges = ZoneChanges(
+            return FeedPage(
                 zoneID: shared, changes: changes,
-                changeToken: try database.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing)
-            return (zoneChanges, bytes)
+                changeToken: try database.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing,
+                bytes: bytes)
         }
     }
 
@@ -190,4 +222,22 @@ public struct SharedDatabaseView: Sendable {
     public func leaveShare(_ shareID: ShareSyncCore.Record.ID) throws(ShareSyncError) {
         _ = try modifyRecords(deleting: [shareID]).get()
     }
+}
+
+/// A page of a viewer's feed of one zone: its records, each as the caller of
+/// ``SharedDatabaseView/fetchZoneChangesPageJSON(_:since:resultsLimit:byteBudget:allowEmpty:)`` (or
+/// the record-valued variant) made it from the stored JSON, and its deletions, in commit order.
+package struct FeedPage<Item>: Sendable where Item: Sendable {
+    package enum Change: Sendable {
+        case changed(Item)
+        case deleted(name: String, type: String)
+    }
+
+    /// The zone as the viewer sees it (owned by the owner).
+    package var zoneID: RecordZone.ID
+    package var changes: [Change]
+    package var changeToken: ServerChangeToken
+    package var moreComing: Bool
+    /// The stored bytes the page counted against its budget.
+    package var bytes: Int
 }

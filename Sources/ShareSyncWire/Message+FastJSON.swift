@@ -93,6 +93,13 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
     package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
         writer.raw(#"{"changed":"#)
         try writer.records(changed, includingChangedKeys: includingChangedKeys)
+        Self.writeTail(to: &writer, deleted: deleted, moreComing: moreComing, order: order, token: token, zoneName: zoneName)
+    }
+
+    /// Everything after `changed`, and the closing brace.
+    fileprivate static func writeTail(
+        to writer: inout JSONWriter, deleted: [Deleted], moreComing: Bool, order: String, token: ServerChangeToken, zoneName: String
+    ) {
         writer.raw(#","deleted":["#)
         for (i, item) in deleted.enumerated() {
             writer.raw(i > 0 ? #",{"recordName":"# : #"{"recordName":"#)
@@ -147,6 +154,79 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
         return ZoneChangesResult(
             zoneName: zoneName, changed: changed, deleted: deleted, order: order,
             token: ServerChangeToken(stringValue: token), moreComing: moreComing)
+    }
+}
+
+/// A `fetchZoneChanges` result as the owner's server writes it: the same JSON as
+/// ``ZoneChangesResult``, with each record already JSON (as the participant sees it, spliced from
+/// the stored bytes by the store) instead of a ``Record`` encoded again. Only ever encoded; decoding
+/// reads a ``ZoneChangesResult`` and encodes its records.
+package struct ZoneChangesPage: Codable, Sendable, FastJSONEncodable {
+    package var zoneName: String
+    package var changedJSON: [Data]
+    package var deleted: [ZoneChangesResult.Deleted]
+    package var order: String
+    package var token: ServerChangeToken
+    package var moreComing: Bool
+
+    /// The changes in commit order: `.changed` with a record's JSON, `.deleted` with its name and type.
+    package enum Change {
+        case changed(Data)
+        case deleted(recordName: String, recordType: String)
+    }
+
+    package init(zoneName: String, changes: [Change], token: ServerChangeToken, moreComing: Bool) {
+        self.zoneName = zoneName
+        changedJSON = []
+        deleted = []
+        order = ""
+        for change in changes {
+            switch change {
+            case .changed(let json):
+                changedJSON.append(json)
+                order.append("c")
+            case .deleted(let name, let type):
+                deleted.append(ZoneChangesResult.Deleted(recordName: name, recordType: type))
+                order.append("d")
+            }
+        }
+        self.token = token
+        self.moreComing = moreComing
+    }
+
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        // Stored JSON never holds changed keys: a page asked for with them takes the Codable path.
+        guard !includingChangedKeys else { throw JSONFallback() }
+        writer.raw(#"{"changed":["#)
+        for (i, json) in changedJSON.enumerated() {
+            if i > 0 { writer.raw(",") }
+            writer.json(json)
+        }
+        writer.raw("]")
+        ZoneChangesResult.writeTail(to: &writer, deleted: deleted, moreComing: moreComing, order: order, token: token, zoneName: zoneName)
+    }
+
+    /// The equivalent ``ZoneChangesResult`` (each record decoded).
+    package func result() throws(ShareSyncError) -> ZoneChangesResult {
+        var result = ZoneChangesResult(ZoneChanges(zoneID: RecordZone.ID(zoneName: zoneName), changes: [], changeToken: token, moreComing: moreComing))
+        result.changed = try changedJSON.map { json throws(ShareSyncError) in try Record(jsonData: json) }
+        result.deleted = deleted
+        result.order = order
+        return result
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        try result().encode(to: encoder)
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let result = try ZoneChangesResult(from: decoder)
+        zoneName = result.zoneName
+        changedJSON = try result.changed.map { record throws(ShareSyncError) in try record.jsonData() }
+        deleted = result.deleted
+        order = result.order
+        token = result.token
+        moreComing = result.moreComing
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOPosix
 import ShareSyncCore
@@ -33,12 +34,14 @@ extension RequestExecutor {
     /// before the read.
     struct ZonePage: Sendable {
         let generation: UInt64
-        let page: ZoneChanges
+        /// The records as the JSON the participant sees, spliced from the stored bytes.
+        let page: FeedPage<Data>
     }
 
     func readZonePage(_ key: ZonePageReadAhead.Key) throws(ShareSyncError) -> ZonePage {
         let generation = database.changeGeneration
-        let page = try view.fetchZoneChanges(zoneID(key.zoneName), since: key.token, resultsLimit: key.resultsLimit)
+        let page = try view.fetchZoneChangesPageJSON(
+            zoneID(key.zoneName), since: key.token, resultsLimit: key.resultsLimit, byteBudget: nil, allowEmpty: false)!
         return ZonePage(generation: generation, page: page)
     }
 
@@ -46,13 +49,13 @@ extension RequestExecutor {
     /// was read, else read now; and the token of the page after it, if there is one.
     func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, readAhead: ZonePage?) -> (ByteBuffer, next: ServerChangeToken?) {
         do {
-            let page: ZoneChanges
+            let page: FeedPage<Data>
             if let readAhead, readAhead.generation == database.changeGeneration {
                 page = readAhead.page
             } else {
                 page = try readZonePage(key).page
             }
-            let response = try MessageCoding.encode(Response(id: id, ok: ZoneChangesResult(page)))
+            let response = try MessageCoding.encode(Response(id: id, ok: ZoneChangesPage(page)))
             return (response, page.moreComing ? page.changeToken : nil)
         } catch {
             return (errorResponse(id: id, error), nil)
@@ -84,5 +87,18 @@ extension ServerConnection {
             shared.readAhead.withLock { $0 = ZonePageReadAhead(key: nextKey, page: read) }
         }
         return answer.0
+    }
+}
+
+extension ZoneChangesPage {
+    /// The wire form of a page of a viewer's feed whose records are JSON already.
+    package init(_ page: FeedPage<Data>) {
+        let changes: [Change] = page.changes.map { change in
+            switch change {
+            case .changed(let json): .changed(json)
+            case .deleted(let name, let type): .deleted(recordName: name, recordType: type)
+            }
+        }
+        self.init(zoneName: page.zoneID.zoneName, changes: changes, token: page.changeToken, moreComing: page.moreComing)
     }
 }
