@@ -59,34 +59,67 @@ extension PrivateDatabase {
     /// (`sharesync-bench suite --only initial-sync`): the owner's CPU for serving an initial sync
     /// from about 27 % in decoding and encoding records to a few percent.
     package func presentedJSON(_ stored: Data, type: String, to viewer: String, zoneID: RecordZone.ID, in db: Database) throws -> Data {
-        if type != Record.shareRecordType {
-            var storedTail = JSONWriter(capacity: 96)
-            storedTail.raw(#","zoneID":{"ownerRecordName":"#)
-            storedTail.string(RecordZone.ID.currentUserDefaultName)
-            storedTail.raw(#","zoneName":"#)
-            storedTail.string(zoneID.zoneName)
-            storedTail.raw("}}")
-            let tail = storedTail.bytes
-            if stored.count > tail.count, stored.suffix(tail.count).elementsEqual(tail) {
-                let body = stored.prefix(stored.count - tail.count)
-                if body.firstRange(of: Self.zoneIDKey) == nil {
-                    var json = Data(capacity: stored.count + 32)
-                    json.append(body)
-                    var presentedTail = JSONWriter(capacity: 96)
-                    presentedTail.raw(#","zoneID":{"ownerRecordName":"#)
-                    presentedTail.string(zoneID.ownerName)
-                    presentedTail.raw(#","zoneName":"#)
-                    presentedTail.string(zoneID.zoneName)
-                    presentedTail.raw("}}")
-                    json.append(contentsOf: presentedTail.bytes)
-                    return json
-                }
-            }
-        }
-        return try present(Record(jsonData: stored), to: viewer, zoneID: zoneID, in: db).jsonData()
+        try presentedJSON(stored, type: type, to: viewer, splice: ZoneIDSplice(zoneID), in: db)
     }
 
-    private static let zoneIDKey = Data(#""zoneID""#.utf8)
+    /// ``presentedJSON(_:type:to:zoneID:in:)`` with the zone's splice made once (a page's records
+    /// share it).
+    func presentedJSON(_ stored: Data, type: String, to viewer: String, splice: ZoneIDSplice, in db: Database) throws -> Data {
+        if type != Record.shareRecordType, let spliced = splice.apply(stored) { return spliced }
+        return try present(Record(jsonData: stored), to: viewer, zoneID: splice.zoneID, in: db).jsonData()
+    }
+
+    /// Replaces the zone ID a stored record's JSON ends with by the one a participant sees.
+    struct ZoneIDSplice {
+        let zoneID: RecordZone.ID
+        /// How stored JSON of a record of this zone ends, and how the presented JSON ends.
+        private let storedTail: [UInt8]
+        private let presentedTail: [UInt8]
+        private static let zoneIDKey: [UInt8] = Array(#""zoneID""#.utf8)
+
+        init(_ zoneID: RecordZone.ID) {
+            self.zoneID = zoneID
+            func tail(owner: String) -> [UInt8] {
+                var writer = JSONWriter(capacity: 96)
+                writer.raw(#","zoneID":{"ownerRecordName":"#)
+                writer.string(owner)
+                writer.raw(#","zoneName":"#)
+                writer.string(zoneID.zoneName)
+                writer.raw("}}")
+                return writer.bytes
+            }
+            storedTail = tail(owner: RecordZone.ID.currentUserDefaultName)
+            presentedTail = tail(owner: zoneID.ownerName)
+        }
+
+        /// The stored JSON with the presented zone ID in place of the stored one, or nil if it does
+        /// not end with the stored zone ID or names a zone anywhere else. Works on the raw bytes
+        /// (Data's generic collection methods cost more than decoding the record).
+        func apply(_ stored: Data) -> Data? {
+            let tail = storedTail
+            let splices = stored.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Bool in
+                guard bytes.count > tail.count else { return false }
+                let bodyCount = bytes.count - tail.count
+                guard memcmp(bytes.baseAddress! + bodyCount, tail, tail.count) == 0 else { return false }
+                // No `"zoneID"` in the body: a key only (a quote inside a string is escaped).
+                // memchr finds each `z` (rare in JSON punctuation), then the bytes around it are compared.
+                let base = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                var from = 1
+                while from < bodyCount, let hit = memchr(base + from, Int32(UInt8(ascii: "z")), bodyCount - from) {
+                    let i = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                    if i + Self.zoneIDKey.count - 1 <= bodyCount, memcmp(base + i - 1, Self.zoneIDKey, Self.zoneIDKey.count) == 0 { return false }
+                    from = i + 1
+                }
+                return true
+            }
+            guard splices else { return nil }
+            var json = Data(capacity: stored.count - tail.count + presentedTail.count)
+            stored.withUnsafeBytes { json.append($0.bindMemory(to: UInt8.self).baseAddress!, count: stored.count - tail.count) }
+            json.append(contentsOf: presentedTail)
+            return json
+        }
+    }
+
 
     /// The zone ID under which participants see a zone.
     func sharedZoneID(_ name: String) -> RecordZone.ID { RecordZone.ID(zoneName: name, ownerName: ownerName) }

@@ -88,9 +88,10 @@ public struct SharedDatabaseView: Sendable {
     ) throws(ShareSyncError) -> FeedPage<Data>? {
         let viewer = self.viewer
         let database = self.database
+        let splice = PrivateDatabase.ZoneIDSplice(database.sharedZoneID(zoneID.zoneName))
         return try feedPage(
             zoneID, since: token, resultsLimit: resultsLimit, byteBudget: byteBudget, allowEmpty: allowEmpty,
-            record: { json, type, zoneID, db in try database.presentedJSON(json, type: type, to: viewer, zoneID: zoneID, in: db) })
+            record: { json, type, _, db in try database.presentedJSON(json, type: type, to: viewer, splice: splice, in: db) })
     }
 
     private func feedPage<Item>(

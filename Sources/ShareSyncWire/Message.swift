@@ -198,3 +198,28 @@ public struct MessageHead: Decodable, Sendable {
         hasOk = c.contains(.ok)
     }
 }
+
+extension MessageHead {
+    /// The request id of a successful response written as owners write them, `{"id":N,"ok":…`, read
+    /// from the first bytes only; nil for any other frame (read the whole head then). The request
+    /// that waits for the response decodes it all (and refuses it if it is malformed), so a page of
+    /// records is not scanned twice: measured, the head's scan of a page was 38 % of the
+    /// participant's event loop during an initial sync.
+    package static func responseID(_ frame: ByteBuffer) -> Int? {
+        let prefix: [UInt8] = Array(#"{"id":"#.utf8)
+        let ok: [UInt8] = Array(#","ok":"#.utf8)
+        return frame.withUnsafeReadableBytes { bytes -> Int? in
+            guard bytes.count > prefix.count + ok.count + 1, bytes.starts(with: prefix) else { return nil }
+            var i = prefix.count
+            var id = 0
+            while i < bytes.count, i - prefix.count < 18, bytes[i] >= UInt8(ascii: "0"), bytes[i] <= UInt8(ascii: "9") {
+                id = id * 10 + Int(bytes[i] - UInt8(ascii: "0"))
+                i += 1
+            }
+            guard i > prefix.count, bytes[prefix.count] != UInt8(ascii: "0") || i == prefix.count + 1,
+                bytes.count - i > ok.count, bytes[i..<(i + ok.count)].elementsEqual(ok)
+            else { return nil }
+            return id
+        }
+    }
+}

@@ -205,4 +205,29 @@ struct MessageJSONCodecTests {
         expectSameDecoding(Request.self, data)
         expectSameHead(data)
     }
+
+    @Test("a response written as owners write them is routed by the id in its first bytes; anything else is not")
+    func responseIDFromThePrefix() throws {
+        let cases: [(String, Int?)] = [
+            (#"{"id":12,"ok":{"changed":[]}}"#, 12), (#"{"id":0,"ok":true}"#, 0), (#"{"id":7,"ok":{}}"#, 7),
+            (#"{"id":012,"ok":{}}"#, nil), (#"{"error":{"code":"x"},"id":3}"#, nil), (#"{"id":3,"error":{}}"#, nil),
+            (#"{"id":,"ok":{}}"#, nil), (#"{"id":-1,"ok":{}}"#, nil), (#"{"id":123456789012345678901,"ok":{}}"#, nil),
+            (#"{"ok":{},"push":"changes"}"#, nil), (#"{"id":5,"ok""#, nil), (#"{"id":5,"ok":"#, nil), (#" {"id":5,"ok":{}}"#, nil),
+        ]
+        for (frame, id) in cases {
+            #expect(MessageHead.responseID(ByteBuffer(string: frame)) == id, "\(frame)")
+            // Where it answers, the whole head agrees.
+            if let id {
+                let head = try MessageCoding.decode(MessageHead.self, from: ByteBuffer(string: frame))
+                #expect(head.id == id && head.hasOk && head.push == nil && head.op == nil)
+            }
+        }
+        // Every response the owner writes is read from its prefix.
+        for id in [0, 1, 42, 65_535, Int(Int32.max)] {
+            let frame = try MessageCoding.encode(Response(id: id, ok: ZoneChangesResult(ZoneChanges(
+                zoneID: RecordZone.ID(zoneName: "Topics", ownerName: "_o"), changes: [],
+                changeToken: ServerChangeToken(stringValue: "t"), moreComing: false))))
+            #expect(MessageHead.responseID(frame) == id)
+        }
+    }
 }

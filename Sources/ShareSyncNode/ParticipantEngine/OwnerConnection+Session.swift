@@ -223,6 +223,10 @@ final class ClientSession: Sendable {
 
     /// Routes one frame after authentication; throws (closing the connection) on one that cannot be read.
     private func route(_ frame: ByteBuffer) throws {
+        if let id = MessageHead.responseID(frame) {
+            state.withLock { $0.waiting.removeValue(forKey: id) }?.succeed(frame)
+            return
+        }
         let head: MessageHead
         do {
             head = try MessageCoding.decode(MessageHead.self, from: frame)
