@@ -58,15 +58,12 @@ extension PrivateDatabase {
     /// stored with an explicit zone, which presenting would drop) go the long way. Measured
     /// (`sharesync-bench suite --only initial-sync`): the owner's CPU for serving an initial sync
     /// from about 27 % in decoding and encoding records to a few percent.
-    package func presentedJSON(_ stored: Data, type: String, to viewer: String, zoneID: RecordZone.ID, in db: Database) throws -> Data {
-        try presentedJSON(stored, type: type, to: viewer, splice: ZoneIDSplice(zoneID), in: db)
-    }
-
-    /// ``presentedJSON(_:type:to:zoneID:in:)`` with the zone's splice made once (a page's records
-    /// share it).
-    func presentedJSON(_ stored: Data, type: String, to viewer: String, splice: ZoneIDSplice, in db: Database) throws -> Data {
+    func presentedJSON(
+        _ stored: Data, name: String, type: String, to viewer: String, splice: ZoneIDSplice, in db: Database
+    ) throws -> Data {
         if type != Record.shareRecordType, let spliced = splice.apply(stored) { return spliced }
-        return try present(Record(jsonData: stored), to: viewer, zoneID: splice.zoneID, in: db).jsonData()
+        let record = try decodeStored(stored, type: type, zone: splice.zoneID.zoneName, name: name)
+        return try present(record, to: viewer, zoneID: splice.zoneID, in: db).jsonData()
     }
 
     /// Replaces the zone ID a stored record's JSON ends with by the one a participant sees.

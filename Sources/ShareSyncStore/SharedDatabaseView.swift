@@ -67,7 +67,9 @@ public struct SharedDatabaseView: Sendable {
         let database = self.database
         guard let page = try feedPage(
             zoneID, since: token, resultsLimit: resultsLimit, byteBudget: byteBudget, allowEmpty: allowEmpty,
-            record: { json, _, zoneID, db in database.present(try Record(jsonData: json), to: viewer, zoneID: zoneID, in: db) })
+            record: { json, name, type, zoneID, db in
+                database.present(try database.decodeStored(json, type: type, zone: zoneID.zoneName, name: name), to: viewer, zoneID: zoneID, in: db)
+            })
         else { return nil }
         let changes: [RecordChange] = page.changes.map { change in
             switch change {
@@ -80,7 +82,7 @@ public struct SharedDatabaseView: Sendable {
     }
 
     /// ``fetchZoneChangesPage(_:since:resultsLimit:byteBudget:allowEmpty:)`` with each record as the
-    /// JSON of the record the caller sees (``PrivateDatabase/presentedJSON(_:type:to:zoneID:in:)``):
+    /// JSON of the record the caller sees (``PrivateDatabase/presentedJSON(_:name:type:to:splice:in:)``):
     /// the stored bytes with the zone ID changed, not decoded and encoded again. What the owner's
     /// server sends.
     package func fetchZoneChangesPageJSON(
@@ -91,12 +93,14 @@ public struct SharedDatabaseView: Sendable {
         let splice = PrivateDatabase.ZoneIDSplice(database.sharedZoneID(zoneID.zoneName))
         return try feedPage(
             zoneID, since: token, resultsLimit: resultsLimit, byteBudget: byteBudget, allowEmpty: allowEmpty,
-            record: { json, type, _, db in try database.presentedJSON(json, type: type, to: viewer, splice: splice, in: db) })
+            record: { json, name, type, _, db in
+                try database.presentedJSON(json, name: name, type: type, to: viewer, splice: splice, in: db)
+            })
     }
 
     private func feedPage<Item>(
         _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int?, byteBudget: Int?, allowEmpty: Bool,
-        record: (Data, String, RecordZone.ID, Database) throws -> Item
+        record: (_ json: Data, _ name: String, _ type: String, RecordZone.ID, Database) throws -> Item
     ) throws(ShareSyncError) -> FeedPage<Item>? {
         let limit = database.effectiveLimit(resultsLimit)
         let budget = min(byteBudget ?? .max, database.limits.maximumResponseSize)
@@ -126,7 +130,7 @@ public struct SharedDatabaseView: Sendable {
                 byteBudget: budget, allowEmpty: allowEmpty)
             if page.isEmpty && moreComing { return nil }
             let changes: [FeedPage<Item>.Change] = try page.map { row in
-                if let json = row["json"] as Data? { return .changed(try record(json, row["type"], shared, db)) }
+                if let json = row["json"] as Data? { return .changed(try record(json, row["name"], row["type"], shared, db)) }
                 return .deleted(name: row["name"], type: row["type"])
             }
             return FeedPage(

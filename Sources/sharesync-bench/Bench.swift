@@ -45,7 +45,9 @@ struct SuiteCommand: AsyncParsableCommand {
     @Flag(help: "Only the 1,000,000-record sync.")
     var scaleOnly = false
 
-    @Option(help: ArgumentHelp("Only one group of scenarios: initial-sync (the owner's import and the two initial syncs).", valueName: "group"))
+    @Option(help: ArgumentHelp(
+        "Only one group of scenarios: initial-sync (the owner's import and the two initial syncs) or fan-out (both fan-outs).",
+        valueName: "group"))
     var only: SuiteOptions.Group?
 
     @Option(help: "Records of the initial sync (default 100,000; 10,000 with --quick).")
@@ -78,6 +80,7 @@ struct SuiteCommand: AsyncParsableCommand {
         options.scale = scale || scaleOnly
         options.onlyScale = scaleOnly
         options.onlyInitialSync = only == .initialSync
+        options.onlyFanOut = only == .fanOut
         if let records { options.records = records }
         if let scaleRecords { options.scaleRecords = scaleRecords }
         if let fanOutConnections { options.largeFanOutConnections = fanOutConnections }

@@ -32,6 +32,8 @@ struct SuiteOptions {
     enum Group: String, ExpressibleByArgument, CaseIterable {
         /// The owner's import, the in-process initial sync and the daemon sync.
         case initialSync = "initial-sync"
+        /// The two fan-outs (100 connections, and the large one), each against an owner of its own.
+        case fanOut = "fan-out"
     }
 
     var quick: Bool
@@ -51,6 +53,8 @@ struct SuiteOptions {
     var onlyScale = false
     /// `--only initial-sync`: only the owner's import, the in-process initial sync and the daemon sync.
     var onlyInitialSync = false
+    /// `--only fan-out`: only the two fan-outs.
+    var onlyFanOut = false
 
     init(quick: Bool) {
         self.quick = quick
@@ -145,7 +149,17 @@ func runSuite(_ options: SuiteOptions) async throws {
     // The machine's limits first: every figure after them is also a ratio to its limit.
     try machineLimits(results, options: options, root: root)
 
-    if !options.onlyScale {
+    if options.onlyFanOut {
+        let owner = try NodeDaemon(name: "owner", root: root)
+        daemons.append(owner)
+        try owner.start()
+        let ownerName = try await owner.call(.status, as: NodeStatus.self).userRecordName
+        try await fanOut(
+            results, scenario: "fan-out \(options.fanParticipants) connections", owner: owner, ownerName: ownerName,
+            connections: options.fanParticipants, changes: options.fanChanges, p99Target: 25)
+        owner.stop()
+        if options.largeFanOutConnections > 0 { try await largeFanOut(results, options: options, root: root, daemons: &daemons) }
+    } else if !options.onlyScale {
         if !options.onlyInitialSync { try nodeStart(results, root: root) }
         let owner = try NodeDaemon(name: "owner", root: root)
         daemons.append(owner)
@@ -495,7 +509,7 @@ func machineLimits(_ results: Results, options: SuiteOptions, root: String) thro
     results.limits.roundTripP99 = percentile(rtt, 99)
     results.add(m, "loopback TCP round trip 100 B, p50", percentile(rtt, 50) * 1000, "µs")
     results.add(m, "loopback TCP round trip 100 B, p99", percentile(rtt, 99) * 1000, "µs")
-    guard !options.onlyInitialSync else { return }
+    guard !options.onlyInitialSync, !options.onlyFanOut else { return }
     let z = try MachineLimits.zlib(records)
     results.add(m, "zlib deflate, same bytes (pages of 400, sync flush, default level 6)", z.deflate, "MB/s")
     results.add(m, "zlib inflate, same bytes", z.inflate, "MB/s")

@@ -158,3 +158,27 @@ struct ReceivedBytesTests {
         #expect(edited.receivedJSON.isEmpty)
     }
 }
+
+@Suite("Decoded share records kept per version")
+struct DecodedShareCacheTests {
+    @Test("a share decoded once is reused while its JSON is the same, and decoded again when it changes")
+    func reusedPerVersion() throws {
+        let db = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let zone = RecordZone.ID(zoneName: "Topics")
+        try db.saveZone(RecordZone(zoneID: zone))
+        var share = Share(recordZoneID: zone)
+        share.publicPermission = .readOnly
+        let first = try db.modifyRecords(saving: [share.record]).get()[0]
+        let json1 = try first.jsonData()
+        let a = try db.decodeStored(json1, type: Record.shareRecordType, zone: "Topics", name: first.recordID.recordName)
+        let b = try db.decodeStored(json1, type: Record.shareRecordType, zone: "Topics", name: first.recordID.recordName)
+        #expect(a == b)
+        #expect(a == (try Record(jsonData: json1)))
+        var changed = try #require(Share(first))
+        changed.publicPermission = .readWrite
+        let json2 = try changed.record.jsonData()
+        let c = try db.decodeStored(json2, type: Record.shareRecordType, zone: "Topics", name: first.recordID.recordName)
+        #expect(Share(c)?.publicPermission == .readWrite)
+        #expect(c == (try Record(jsonData: json2)))
+    }
+}
