@@ -16,7 +16,7 @@ struct SharesyncBench: AsyncParsableCommand {
             this program.
             """,
         subcommands: [
-            SuiteCommand.self, StoreCommand.self, CodecCommand.self, WireCommand.self, ControlCommand.self, TLSCommand.self,
+            SuiteCommand.self, CompareCommand.self, StoreCommand.self, CodecCommand.self, WireCommand.self, ControlCommand.self, TLSCommand.self,
             StalledCommand.self, ConnectionsCommand.self,
         ])
 }
@@ -87,6 +87,25 @@ struct SuiteCommand: AsyncParsableCommand {
         options.out = out
         options.compare = compare
         try await runSuite(options)
+    }
+}
+
+struct CompareCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compare", abstract: "Print the change of each figure between two results files of the suite.")
+
+    @Argument(help: "The earlier results file.") var before: String
+    @Argument(help: "The later results file.") var after: String
+
+    func run() throws {
+        func load(_ path: String) throws -> SuiteReport {
+            do {
+                return try JSONDecoder().decode(SuiteReport.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+            } catch {
+                throw ValidationError("\(path) is not a results file of sharesync-bench suite: \(error)")
+            }
+        }
+        print(try load(after).comparison(with: try load(before)))
     }
 }
 

@@ -343,16 +343,22 @@ extension SuiteReport {
     /// and whether it is better or worse by more than 5 %. Ratios to the machine limits are compared
     /// too, as they hold better than absolute figures across runs on a shared machine.
     func comparison(with earlier: SuiteReport) -> String {
-        var before: [String: Figure] = [:]
-        for figure in earlier.figures { before[Self.key(figure)] = figure }
+        var exact: [String: Figure] = [:]
+        var loose: [String: Figure] = [:]
+        for figure in earlier.figures {
+            exact[figure.scenario + " / " + figure.figure] = figure
+            loose[Self.looseKey(figure)] = figure
+        }
         var rows: [[String]] = []
         var unmatched = 0
         for figure in figures {
-            guard let old = before[Self.key(figure)] else {
+            guard let old = exact[figure.scenario + " / " + figure.figure] ?? loose[Self.looseKey(figure)] else {
                 unmatched += 1
                 continue
             }
-            let change = old.value == 0 ? Double.nan : (figure.value - old.value) / abs(old.value) * 100
+            // A percentage changes by points; anything else by its own percent.
+            let points = figure.unit == "%"
+            let change = points ? figure.value - old.value : old.value == 0 ? Double.nan : (figure.value - old.value) / abs(old.value) * 100
             let higherIsBetter = figure.unit.hasSuffix("/s") || figure.unit == "changes"
             var verdict = ""
             if change.isFinite, abs(change) >= 5, figure.scenario != "machine" {
@@ -362,7 +368,7 @@ extension SuiteReport {
             let ratioText = ratios.0.flatMap { a in ratios.1.map { b in "\(format(a)) → \(format(b))" } } ?? ""
             rows.append([
                 figure.scenario, figure.figure, format(old.value), format(figure.value), figure.unit,
-                change.isFinite ? String(format: "%+.1f %%", change) : "", ratioText, verdict,
+                change.isFinite ? String(format: points ? "%+.1f points" : "%+.1f %%", change) : "", ratioText, verdict,
             ])
         }
         var text = markdownTable(
@@ -372,9 +378,9 @@ extension SuiteReport {
         return text
     }
 
-    /// Figures match by scenario and name, counts in parentheses aside (a run that held 100001
-    /// records compares with one that held 100000).
-    private static func key(_ figure: Figure) -> String {
+    /// Figures match by scenario and name; failing that, with what is in parentheses aside (a run
+    /// whose replica held 100001 records compares with one that held 100000).
+    private static func looseKey(_ figure: Figure) -> String {
         (figure.scenario + " / " + figure.figure).replacing(/\([^)]*\)/, with: "()")
     }
 }
