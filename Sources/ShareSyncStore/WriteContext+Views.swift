@@ -191,32 +191,21 @@ extension WriteContext {
             return
         }
         let base = reserveSeqs(Int64(entries.count))
-        var present = JSONWriter(capacity: entries.count * 32)
-        var absent = JSONWriter(capacity: 64)
-        present.byte(UInt8(ascii: "["))
-        absent.byte(UInt8(ascii: "["))
-        for (i, entry) in entries.enumerated() {
-            if entry.present {
-                if present.bytes.count > 1 { present.byte(UInt8(ascii: ",")) }
-                present.byte(UInt8(ascii: "["))
-                present.string(entry.name)
-                present.byte(UInt8(ascii: ","))
-                present.string(entry.type)
-                present.byte(UInt8(ascii: ","))
-                present.int(base + 1 + Int64(i))
-                present.byte(UInt8(ascii: "]"))
-            } else {
-                if absent.bytes.count > 1 { absent.byte(UInt8(ascii: ",")) }
-                absent.byte(UInt8(ascii: "["))
-                absent.string(entry.name)
-                absent.byte(UInt8(ascii: ","))
-                absent.int(base + 1 + Int64(i))
-                absent.byte(UInt8(ascii: "]"))
+        // Each entry with its sequence number, in order; then one JSON list each way for json_each.
+        let numbered = entries.enumerated().map { (seq: base + 1 + Int64($0.offset), entry: $0.element) }
+        let entering = numbered.filter(\.entry.present)
+        let leaving = numbered.filter { !$0.entry.present }
+        if !entering.isEmpty {
+            var present = JSONWriter(capacity: entering.count * 32)
+            present.array(entering) { w, item in
+                w.raw("[")
+                w.string(item.entry.name)
+                w.raw(",")
+                w.string(item.entry.type)
+                w.raw(",")
+                w.int(item.seq)
+                w.raw("]")
             }
-        }
-        present.byte(UInt8(ascii: "]"))
-        absent.byte(UInt8(ascii: "]"))
-        if present.bytes.count > 2 {
             try db.cachedStatement(
                 sql: """
                     INSERT INTO viewLog (viewer, zone, name, type, seq, present)
@@ -226,7 +215,15 @@ extension WriteContext {
                     """
             ).execute(arguments: [viewer, zone, String(decoding: present.bytes, as: UTF8.self)])
         }
-        if absent.bytes.count > 2 {
+        if !leaving.isEmpty {
+            var absent = JSONWriter(capacity: leaving.count * 24)
+            absent.array(leaving) { w, item in
+                w.raw("[")
+                w.string(item.entry.name)
+                w.raw(",")
+                w.int(item.seq)
+                w.raw("]")
+            }
             try db.cachedStatement(
                 sql: """
                     UPDATE viewLog SET seq = json_extract(left.value, '$[1]'), present = 0 FROM json_each(?3) AS left
