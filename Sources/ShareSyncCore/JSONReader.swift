@@ -127,14 +127,6 @@ package struct JSONReader {
         }
     }
 
-    /// Reads a record (``record()``) and returns it with the bytes it was read from.
-    package mutating func recordAndJSON() throws(JSONFallback) -> (Record, Data) {
-        skipWhitespace()
-        let start = index
-        let record = try record()
-        return (record, Data(bytes: base + start, count: index - start))
-    }
-
     /// Reads an array of values read by `element`.
     package mutating func elements<T>(_ element: (inout JSONReader) throws(JSONFallback) -> T) throws(JSONFallback) -> [T] {
         var values: [T] = []

@@ -74,17 +74,11 @@ public struct ZoneChanges: Sendable {
     /// The zone.
     public var zoneID: RecordZone.ID
     /// The changes in commit order; each record appears at most once, in its latest state.
-    public var changes: [RecordChange] {
-        didSet { receivedJSON = [] }
-    }
+    public var changes: [RecordChange]
     /// The token to pass next time to get only what comes after this page.
     public var changeToken: ServerChangeToken
     /// Whether more changes wait: fetch again with ``changeToken``.
     public var moreComing: Bool
-    /// The JSON each changed record was read from, by index in ``changes`` (nil for a deletion);
-    /// empty when not known, and emptied by any change to ``changes``. A replica stores these bytes
-    /// instead of encoding the record again.
-    package var receivedJSON: [Data?] = []
 
     public init(zoneID: RecordZone.ID, changes: [RecordChange], changeToken: ServerChangeToken, moreComing: Bool) {
         self.zoneID = zoneID

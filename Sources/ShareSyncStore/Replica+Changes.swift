@@ -79,21 +79,11 @@ extension SharedDatabaseReplica {
         // costs 400 steps, not 400 parses.
         var upsert: Statement?
         var delete: Statement?
-        // The bytes the record was read from, when known, are stored as they are (they are its JSON:
-        // it was just read from them), unless they carry changed keys (even an empty list: a message
-        // written with them), which stored JSON never holds. Measured: encoding each record again was
-        // 17 % of applying an initial sync's pages.
-        let received = changes.receivedJSON.count == changes.changes.count ? changes.receivedJSON : nil
-        for (i, change) in changes.changes.enumerated() {
+        for change in changes.changes {
             switch change {
             case .changed(let record):
                 try checkZone(record.recordID, zoneID)
-                let json: Data
-                if let bytes = received?[i], record.changedKeys.isEmpty, !record.parentChanged, !bytes.starts(with: Self.changedKeysKey) {
-                    json = bytes
-                } else {
-                    json = try record.jsonData()
-                }
+                let json = try record.jsonData()
                 if upsert == nil {
                     upsert = try db.cachedStatement(
                         sql: """
@@ -130,9 +120,6 @@ extension SharedDatabaseReplica {
             sql: "UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?",
             arguments: [changes.changeToken.stringValue, owner])
     }
-
-    /// How record JSON with changed keys begins (keys are sorted; `changedKeys` comes first).
-    static let changedKeysKey = Data(#"{"changedKeys":"#.utf8)
 
     func checkOwner(_ zoneID: RecordZone.ID, _ owner: String) throws(ShareSyncError) {
         guard zoneID.ownerName == owner else {

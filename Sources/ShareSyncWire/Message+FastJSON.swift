@@ -121,7 +121,7 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
 
     package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> ZoneChangesResult {
         var seen: UInt32 = 0
-        var changed: [(Record, Data)]?
+        var changed: [Record]?
         var deleted: [Deleted]?
         var moreComing: Bool?
         var order: String?
@@ -130,7 +130,7 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
         try reader.object { r, key throws(JSONFallback) in
             if key.is("changed") {
                 try JSONReader.first(0, in: &seen)
-                changed = try r.elements { r throws(JSONFallback) in try r.recordAndJSON() }
+                changed = try r.elements { r throws(JSONFallback) in try r.record() }
             } else if key.is("deleted") {
                 try JSONReader.first(1, in: &seen)
                 deleted = try r.elements { r throws(JSONFallback) in try Deleted.readJSON(from: &r) }
@@ -151,11 +151,9 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
             }
         }
         guard let changed, let deleted, let moreComing, let order, let token, let zoneName else { throw JSONFallback() }
-        var result = ZoneChangesResult(
-            zoneName: zoneName, changed: changed.map(\.0), deleted: deleted, order: order,
+        return ZoneChangesResult(
+            zoneName: zoneName, changed: changed, deleted: deleted, order: order,
             token: ServerChangeToken(stringValue: token), moreComing: moreComing)
-        result.receivedJSON = changed.map(\.1)
-        return result
     }
 }
 

@@ -82,35 +82,11 @@ public struct ZoneChangesResult: Codable, Sendable, Hashable {
     }
 
     public var zoneName: String
-    public var changed: [Record] {
-        didSet { receivedJSON = [] }
-    }
+    public var changed: [Record]
     public var deleted: [Deleted]
     public var order: String
     public var token: ServerChangeToken
     public var moreComing: Bool
-    /// The JSON each of ``changed`` was read from (empty when not known; emptied by any change to
-    /// ``changed``). Not part of the message: not encoded, compared or hashed.
-    package var receivedJSON: [Data] = []
-
-    private enum CodingKeys: String, CodingKey {
-        case zoneName, changed, deleted, order, token, moreComing
-    }
-
-    public static func == (a: ZoneChangesResult, b: ZoneChangesResult) -> Bool {
-        a.zoneName == b.zoneName && a.changed == b.changed && a.deleted == b.deleted && a.order == b.order
-            && a.token == b.token && a.moreComing == b.moreComing
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(zoneName)
-        hasher.combine(changed)
-        hasher.combine(deleted)
-        hasher.combine(order)
-        hasher.combine(token)
-        hasher.combine(moreComing)
-    }
-
     public init(_ changes: ZoneChanges) {
         zoneName = changes.zoneID.zoneName
         changed = []
@@ -146,12 +122,7 @@ public struct ZoneChangesResult: Codable, Sendable, Hashable {
             let item = d.next()!
             return .deleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
         }
-        var result = ZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
-        if receivedJSON.count == changed.count {
-            var json = receivedJSON.makeIterator()
-            result.receivedJSON = order.map { $0 == "c" ? json.next()! : nil }
-        }
-        return result
+        return ZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
     }
 }
 

@@ -101,64 +101,6 @@ struct SplicedPageTests {
     }
 }
 
-/// A participant stores each record of a page as the bytes it read it from, instead of encoding the
-/// decoded record again; the stored JSON must be the record's JSON all the same.
-@Suite("Replica pages stored as received")
-struct ReceivedBytesTests {
-    static let owner = OwnerInfo(ownerName: "_owner", host: "127.0.0.1", port: 7420, fingerprint: String(repeating: "a", count: 32))
-
-    /// What the replica holds for a record: the stored bytes.
-    static func storedJSON(_ replica: SharedDatabaseReplica, _ name: String) throws -> Data? {
-        try replica.writer.read { db in
-            try Data.fetchOne(db, sql: "SELECT json FROM replicaRecord WHERE owner = ? AND name = ?", arguments: [owner.ownerName, name])
-        }
-    }
-
-    @Test("a page read from the wire is stored byte for byte as sent, which is the records' JSON; changed keys and edited pages are encoded again")
-    func storedAsReceived() throws {
-        let replica = try SharedDatabaseReplica(inMemory: ())
-        try replica.setOwner(Self.owner)
-        let zone = RecordZone.ID(zoneName: "Topics", ownerName: Self.owner.ownerName)
-        var random = RandomRecords(seed: 5)
-        // Records the hand-written reader reads (one it leaves to Foundation sends the page that way).
-        var records = SplicedPageTests.records(&random, count: 60, zone: "Topics").map { $0.relocated(to: zone) }.filter { record in
-            (try? record.jsonData(includingChangedKeys: true)).flatMap { json in JSONReader.read(json) { r throws(JSONFallback) in try r.record() } } != nil
-        }
-        #expect(records.count > 20)
-        // As owners send pages: without changed keys. Every record is stored as the bytes received,
-        // which are its JSON.
-        func received(_ records: [Record], changedKeys: Bool, token: String) throws -> ZoneChanges {
-            let sent = ZoneChangesResult(ZoneChanges(
-                zoneID: zone, changes: records.map { .changed($0) }, changeToken: ServerChangeToken(stringValue: token), moreComing: false))
-            let frame = try MessageCoding.encode(Response(id: 1, ok: sent), includingChangedKeys: changedKeys)
-            return try MessageCoding.decode(Response<ZoneChangesResult>.self, from: frame).result(ownerName: Self.owner.ownerName)
-                .zoneChanges(ownerName: Self.owner.ownerName)
-        }
-        let page = try received(records, changedKeys: false, token: "t1")
-        #expect(page.receivedJSON.count == records.count)
-        try replica.apply(page, owner: Self.owner.ownerName)
-        for (i, record) in page.changedRecords.enumerated() {
-            let stored = try #require(try Self.storedJSON(replica, record.recordID.recordName))
-            #expect(stored == page.receivedJSON[i], "record \(i) stored as received")
-            #expect(stored == (try record.jsonData()), "record \(i)")
-        }
-        // A page written with changed keys (even empty lists) is stored without them.
-        records[0]["title"] = .string("changed")
-        let withKeys = try received(Array(records.prefix(3)), changedKeys: true, token: "t2")
-        #expect(withKeys.receivedJSON.count == 3)
-        try replica.apply(withKeys, owner: Self.owner.ownerName)
-        for record in withKeys.changedRecords {
-            let stored = try #require(try Self.storedJSON(replica, record.recordID.recordName))
-            #expect(stored == (try record.jsonData()))
-            #expect(!String(decoding: stored, as: UTF8.self).contains("changedKeys"))
-        }
-        // Changing a page's changes forgets the bytes (they may no longer match).
-        var edited = page
-        edited.changes.removeLast()
-        #expect(edited.receivedJSON.isEmpty)
-    }
-}
-
 @Suite("Decoded share records kept per version")
 struct DecodedShareCacheTests {
     @Test("a share decoded once is reused while its JSON is the same, and decoded again when it changes")
