@@ -6,11 +6,13 @@ import PackageDescription
 //   ShareSyncStore  SQLite through GRDB: the owner's private database and the participant replica
 //   ShareSyncWire   protocol messages, the frame codec (zlib, line framing, limits), NIO handlers
 //   ShareSyncNode   the owner server, the participant sync engine, the local control channel
+//   ShareSync       the API apps build on: Container, Database, Query, shares (embedded or connected)
 //   sharesync       the command line
 let package = Package(
     name: "ShareSync",
     platforms: [.macOS(.v14)],
     products: [
+        .library(name: "ShareSync", targets: ["ShareSync"]),
         .library(name: "ShareSyncCore", targets: ["ShareSyncCore"]),
         .library(name: "ShareSyncStore", targets: ["ShareSyncStore"]),
         .library(name: "ShareSyncWire", targets: ["ShareSyncWire"]),
@@ -69,6 +71,10 @@ let package = Package(
             ]
         ),
         .target(
+            name: "ShareSync",
+            dependencies: ["ShareSyncCore", "ShareSyncNode", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
             name: "ShareSyncTestSupport",
             dependencies: [
                 "ShareSyncNode", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
@@ -107,6 +113,7 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "sharesync-fuzz", dependencies: ["ShareSyncFuzzing"]),
+        .testTarget(name: "ShareSyncTests", dependencies: ["ShareSync", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
         .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),

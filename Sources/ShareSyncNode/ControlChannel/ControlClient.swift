@@ -61,14 +61,7 @@ public final class ControlClient: Sendable {
 
     /// Sends one request and returns the response line (the JSON, without the newline).
     public func send(_ request: ControlRequest) async throws -> Data {
-        var line: Data
-        if let fast = request.fastEncode() {
-            line = fast
-        } else {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            line = try encoder.encode(request)
-        }
+        var line = try request.line()
         line.append(UInt8(ascii: "\n"))
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
         let written = channel.eventLoop.makePromise(of: Void.self)
@@ -82,12 +75,36 @@ public final class ControlClient: Sendable {
 
     /// Sends one request and decodes its result; a refusal throws ``ControlError``.
     public func call<T: Codable & Sendable>(_ request: ControlRequest, as type: T.Type) async throws -> T {
-        let data = try await send(request)
+        try ControlResponse<T>.result(of: try await send(request))
+    }
+
+    /// Closes the connection; requests still waiting fail.
+    public func close() async {
+        try? await channel.close()
+    }
+}
+
+extension ControlRequest {
+    /// The request's JSON line, without the newline: records with their ``Record/changedKeys`` (for the
+    /// `changedKeys` save policy), keys sorted, slashes unescaped.
+    public func line() throws -> Data {
+        if let fast = fastEncode() { return fast }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.userInfo[Record.encodeChangedKeys] = true
+        return try encoder.encode(self)
+    }
+}
+
+extension ControlResponse {
+    /// The result of a response line; a refusal throws its ``ControlError``, a line that is not a
+    /// response ``ControlClientError/malformedResponse(_:)``.
+    public static func result(of line: Data) throws -> Result {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
-        let response: ControlResponse<T>
+        let response: ControlResponse<Result>
         do {
-            response = try decoder.decode(ControlResponse<T>.self, from: data)
+            response = try decoder.decode(ControlResponse<Result>.self, from: line)
         } catch {
             throw ControlClientError.malformedResponse("\(error)")
         }
@@ -96,11 +113,6 @@ public final class ControlClient: Sendable {
             throw ControlClientError.malformedResponse("neither a result nor an error")
         }
         return result
-    }
-
-    /// Closes the connection; requests still waiting fail.
-    public func close() async {
-        try? await channel.close()
     }
 }
 

@@ -44,7 +44,8 @@ extension ControlHandler {
             let info = ShareInfo(saved, ownerName: zoneID.ownerName)
             logger.info("share changed through its owner", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
             return ok(ShareEditResult(
-                share: info, participant: changed.flatMap { id in info.participants.first { $0.participantID == id } }))
+                share: info, participant: changed.flatMap { id in info.participants.first { $0.participantID == id } },
+                shareRecord: saved.record))
         case .accept(let url, let timeoutSeconds):
             let timeout = Duration.milliseconds(Int64(max(1, min(timeoutSeconds ?? 120, 3600)) * 1000))
             let metadata = try await participant.accept(url: url, timeout: timeout)
@@ -152,6 +153,52 @@ extension ControlHandler {
             case .queued:
                 return ok(SharedWriteResult(outcome: .queued))
             }
+        case .sharedRecordModify(let saving, let deleting, let policy, let atomically):
+            // Each zone's items go to its owner as one request, in the order the zones first appear.
+            struct Group {
+                var zoneID: RecordZone.ID
+                var saving: [Record] = []
+                var deleting: [String] = []
+            }
+            var groups: [Group] = []
+            func group(owner: String, zone: String) throws(ShareSyncError) -> Int {
+                let given = owner == RecordZone.ID.currentUserDefaultName ? nil : owner
+                let zoneID = try sharedZone(owner: given, zone: zone, in: replica)
+                if let index = groups.firstIndex(where: { $0.zoneID == zoneID }) { return index }
+                groups.append(Group(zoneID: zoneID))
+                return groups.count - 1
+            }
+            for record in saving {
+                let index = try group(owner: record.recordID.zoneID.ownerName, zone: record.recordID.zoneID.zoneName)
+                if record.recordID.zoneID == groups[index].zoneID {
+                    groups[index].saving.append(record)
+                } else {
+                    // The owner named by the zone (or found for it): the record and its references move there.
+                    var moved = record.relocated(to: groups[index].zoneID)
+                    moved.markChanged(record.changedKeys, parent: record.parentChanged)
+                    groups[index].saving.append(moved)
+                }
+            }
+            for ref in deleting {
+                let index = try group(owner: ref.ownerName ?? RecordZone.ID.currentUserDefaultName, zone: ref.zoneName)
+                groups[index].deleting.append(ref.recordName)
+            }
+            var modified = ModifyResult()
+            for group in groups {
+                let outcome = try await participant.modifyRecords(
+                    owner: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, saving: group.saving,
+                    deleting: group.deleting, savePolicy: policy ?? .ifServerRecordUnchanged, atomically: atomically ?? true)
+                switch outcome {
+                case .sent(let result):
+                    modified.add(result)
+                case .queued(let operation):
+                    let refs =
+                        group.saving.map { RecordRef($0.recordID) }
+                        + group.deleting.map { RecordRef(ownerName: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, recordName: $0) }
+                    modified.queued.append(ModifyResult.Queued(outboxID: operation.id, records: refs))
+                }
+            }
+            return ok(modified)
         case .outboxList:
             return ok(try replica.outboxOperations().map { OutboxItem(owner: $0.owner, operation: $0.operation) })
         case .outboxResolve(let id, let keep):

@@ -75,8 +75,37 @@ public struct ControlHandler: Sendable {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         switch request {
         case .shareMetadata, .sharedShareGet, .sharedShareEdit, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
-            .sharedRecordDelete, .outboxList, .outboxResolve, .outboxDiscard:
+            .sharedRecordDelete, .sharedRecordModify, .outboxList, .outboxResolve, .outboxDiscard:
             return try await handleParticipant(request)
+        case .recordModify(let saving, let deleting, let policy, let atomically):
+            let result = try database.modifyRecords(
+                saving: saving,
+                deleting: deleting.map { Record.ID(recordName: $0.recordName, zoneID: RecordZone.ID(zoneName: $0.zoneName)) },
+                savePolicy: policy ?? .ifServerRecordUnchanged, atomically: atomically ?? true)
+            var modified = ModifyResult()
+            modified.add(result)
+            return ok(modified)
+        case .recordQuery(let shared, let owner, let zone, let query, let limit, let cursor):
+            if let limit, limit < 1 {
+                throw ShareSyncError(.invalidArguments, "limit \(limit) must be at least 1", rule: .limitRange)
+            }
+            let results: QueryResults
+            if shared {
+                guard let participant else { throw Self.unavailable("the shared database") }
+                let zoneID = try sharedZone(owner: owner, zone: zone, in: participant.replica)
+                results = try participant.replica.records(
+                    matching: query, inZoneWith: zoneID, resultsLimit: limit ?? QueryResults.maximumResultsLimit,
+                    cursor: cursor.map(QueryResults.Cursor.init(offset:)))
+            } else {
+                guard owner == nil else {
+                    throw ShareSyncError(
+                        .invalidArguments, "owner names a shared zone's owner: use it with shared true", rule: .ownerWithSharedZone)
+                }
+                results = try database.records(
+                    matching: query, inZoneWith: RecordZone.ID(zoneName: zone),
+                    resultsLimit: limit ?? QueryResults.maximumResultsLimit, cursor: cursor.map(QueryResults.Cursor.init(offset:)))
+            }
+            return ok(QueryPage(records: results.records, cursor: results.cursor?.offset))
         case .changes(let shared, let since, let waitSeconds, let zone, let owner, let limit):
             guard let feeds else { throw Self.unavailable("change feeds") }
             let wait = waitSeconds.map { Duration.milliseconds(Int64(max(0, min($0, 600)) * 1000)) }

@@ -116,6 +116,28 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// → ``ImportResult``
     case recordImport(zone: String, records: [Record], policy: SavePolicy? = nil)
 
+    /// Saves and deletes records of the private database in one request, like `CKDatabase.modifyRecords`:
+    /// each record carries its zone (`zoneID`) and, for `ifServerRecordUnchanged` (the default), its
+    /// `recordChangeTag`; with `atomically` (the default) it is one transaction, all of it or none. The
+    /// result has one entry per item: `saved`, `deleted`, or `failed` with that item's error (the others of
+    /// a failed atomic request fail with `batchRequestFailed`). → ``ModifyResult``
+    ///
+    /// ```
+    /// → {"recordModify":{"saving":[{"recordName":"n1","recordType":"Note","zoneID":{"zoneName":"Topics"},"fields":{"title":{"value":"Milk","type":"STRING"}}}],"deleting":[{"zoneName":"Topics","recordName":"n0"}]}}
+    /// ← {"ok":true,"result":{"saved":[{"recordName":"n1","recordChangeTag":"5",…}],"deleted":[{"zoneName":"Topics","recordName":"n0"}],"failed":[]}}
+    /// ```
+    case recordModify(saving: [Record], deleting: [RecordRef], policy: SavePolicy? = nil, atomically: Bool? = nil)
+    /// The records of a zone that match a query (``Query``), in its order, a page of at most `limit`
+    /// (default and cap 1000); `cursor` (from the previous page) continues. Private database, or with
+    /// `shared` the replica (`owner` may be omitted when one owner shares a zone of that name; the
+    /// replica's records, this node's pending writes not applied). → ``QueryPage``
+    ///
+    /// ```
+    /// → {"recordQuery":{"shared":false,"zone":"Topics","query":{"recordType":"Note","predicate":[{"key":"title","comparator":"beginsWith","value":{"value":"Mi","type":"STRING"}}],"sortDescriptors":[{"key":"title","ascending":true}]}}}
+    /// ← {"ok":true,"result":{"records":[…]}}
+    /// ```
+    case recordQuery(shared: Bool, owner: String? = nil, zone: String, query: Query, limit: Int? = nil, cursor: Int? = nil)
+
     // MARK: Participant side (the shared database replica)
 
     /// What the share at a URL is, asked of its owner without accepting it (`CKShare.Metadata`): nothing
@@ -173,6 +195,13 @@ public enum ControlRequest: Sendable, Hashable, Codable {
         policy: SavePolicy?, ifTag: String? = nil)
     /// Deletes a record in a shared zone through the owner. → ``SharedWriteResult``
     case sharedRecordDelete(owner: String?, zone: String, name: String)
+    /// Saves and deletes records in shared zones through their owners, like `recordModify`: each record's
+    /// `zoneID` names its zone and owner (`ownerRecordName`; may be omitted when one owner shares a zone
+    /// of that name), each zone's items go to its owner as one request (atomic per zone, as in CloudKit),
+    /// with `ifServerRecordUnchanged` (the default) against each record's `recordChangeTag`. A zone whose
+    /// owner is not reachable is queued in the outbox: its items are listed in `queued` (with the outbox
+    /// operation's id) rather than `saved` or `deleted`. → ``ModifyResult``
+    case sharedRecordModify(saving: [Record], deleting: [RecordRef], policy: SavePolicy? = nil, atomically: Bool? = nil)
 
     // MARK: The outbox (writes to shared zones not yet accepted)
 
@@ -307,11 +336,109 @@ public struct ControlError: Codable, Sendable, Hashable, Error, CustomStringConv
         }
     }
 
+    /// The error as a ``ShareSyncError``: its code, message, rule, record or zone, and server record.
+    public var shareSyncError: ShareSyncError {
+        let zoneID = zoneName.map { RecordZone.ID(zoneName: $0, ownerName: serverRecord?.recordID.zoneID.ownerName ?? RecordZone.ID.currentUserDefaultName) }
+        return ShareSyncError(
+            code, message, recordID: recordName.map { Record.ID(recordName: $0, zoneID: zoneID ?? .default) }, zoneID: zoneID,
+            serverRecord: serverRecord, rule: rule)
+    }
+
     public var description: String {
         // The same form as ShareSyncError's description: "code: message; rule X".
         var text = "\(code.rawValue): \(message)"
         if let rule { text += "; rule \(rule)" }
         return text
+    }
+}
+
+/// A record named by its zone and name (and, in the shared database, its owner).
+public struct RecordRef: Codable, Sendable, Hashable {
+    /// The owner's user record name (shared database; may be omitted when one owner shares a zone of that name).
+    public var ownerName: String?
+    public var zoneName: String
+    public var recordName: String
+
+    public init(ownerName: String? = nil, zoneName: String, recordName: String) {
+        self.ownerName = ownerName
+        self.zoneName = zoneName
+        self.recordName = recordName
+    }
+
+    /// The reference to a record ID (its owner omitted when it is the current user's default owner name).
+    public init(_ id: Record.ID) {
+        self.init(
+            ownerName: id.zoneID.ownerName == RecordZone.ID.currentUserDefaultName ? nil : id.zoneID.ownerName,
+            zoneName: id.zoneID.zoneName, recordName: id.recordName)
+    }
+}
+
+/// What `recordModify` and `sharedRecordModify` did, item by item.
+public struct ModifyResult: Codable, Sendable, Hashable {
+    /// Each record saved, as the database (the owner, for shared zones) now holds it.
+    public var saved: [Record]
+    /// Each record deleted.
+    public var deleted: [RecordRef]
+    /// Each item that failed, with its error (`serverRecordChanged` carries the stored record).
+    public var failed: [Failure]
+    /// Shared zones only: the writes waiting in the outbox because their owner was not reachable.
+    public var queued: [Queued]
+
+    public struct Failure: Codable, Sendable, Hashable {
+        public var record: RecordRef
+        public var error: ControlError
+
+        public init(record: RecordRef, error: ControlError) {
+            self.record = record
+            self.error = error
+        }
+    }
+
+    public struct Queued: Codable, Sendable, Hashable {
+        /// The outbox operation (see `outboxList`).
+        public var outboxID: Int64
+        /// The records it saves and deletes.
+        public var records: [RecordRef]
+
+        public init(outboxID: Int64, records: [RecordRef]) {
+            self.outboxID = outboxID
+            self.records = records
+        }
+    }
+
+    public init(saved: [Record] = [], deleted: [RecordRef] = [], failed: [Failure] = [], queued: [Queued] = []) {
+        self.saved = saved
+        self.deleted = deleted
+        self.failed = failed
+        self.queued = queued
+    }
+
+    /// Adds a store result: its saved records, deleted IDs and failures (in record name order).
+    public mutating func add(_ result: ModifyRecordsResult) {
+        for (id, outcome) in result.saveResults.sorted(by: { $0.key.recordName < $1.key.recordName }) {
+            switch outcome {
+            case .success(let record): saved.append(record)
+            case .failure(let error): failed.append(Failure(record: RecordRef(id), error: ControlError(error)))
+            }
+        }
+        for (id, outcome) in result.deleteResults.sorted(by: { $0.key.recordName < $1.key.recordName }) {
+            switch outcome {
+            case .success: deleted.append(RecordRef(id))
+            case .failure(let error): failed.append(Failure(record: RecordRef(id), error: ControlError(error)))
+            }
+        }
+    }
+}
+
+/// A page of `recordQuery` results.
+public struct QueryPage: Codable, Sendable, Hashable {
+    public var records: [Record]
+    /// Present when more records match: pass it as `cursor` for the next page.
+    public var cursor: Int?
+
+    public init(records: [Record], cursor: Int?) {
+        self.records = records
+        self.cursor = cursor
     }
 }
 
@@ -516,4 +643,6 @@ public enum ShareEdit: Sendable, Hashable, Codable {
 public struct ShareEditResult: Codable, Sendable, Hashable {
     public var share: ShareInfo
     public var participant: ParticipantInfo?
+    /// The share's record as the owner saved it (the replica has it once the change syncs).
+    public var shareRecord: Record? = nil
 }

@@ -94,15 +94,36 @@ public final class NodeService: Service, Sendable {
             s = .starting
         }
         defer { state.withLock { $0 = .stopped } }
+        let node = try await start(controlSocket: true)
+        state.withLock { $0 = .running(listen: node.listen, advertised: node.advertised) }
+        onListening(node.listen)
+        // Returns on graceful shutdown, or throws when the service is cancelled: stop either way.
+        try? await gracefulShutdown()
+        state.withLock { $0 = .stopping }
+        await node.stop()
+    }
+
+    /// Starts the node: takes the home's daemon lock, opens its databases, starts the owner server and the
+    /// participant side and, with `controlSocket`, answers the control channel on the home's socket. The
+    /// node runs until ``RunningNode/stop()``. ``run()`` is this plus waiting for graceful shutdown; an app
+    /// that embeds a node (the `ShareSync` library's `Container.embedded`) calls it directly.
+    public func start(controlSocket: Bool) async throws(ShareSyncError) -> RunningNode {
         // One daemon per home, checked first: before a database is opened, a socket listens or an owner
-        // is contacted. The lock is held until this function returns.
+        // is contacted. The lock is held until the node stops.
         let lock = try home.lockForDaemon()
-        defer { lock.release() }
         var settings = home.settings
-        let database = try home.openPrivateDatabase()
-        database.setOwnerIdentity(displayName: home.settings.displayName, emailAddress: home.settings.email)
-        let replica = try home.openReplica()
-        let server = try await startServer(database: database, settings: settings)
+        let database: PrivateDatabase
+        let replica: SharedDatabaseReplica
+        let server: OwnerServer
+        do {
+            database = try home.openPrivateDatabase()
+            database.setOwnerIdentity(displayName: home.settings.displayName, emailAddress: home.settings.email)
+            replica = try home.openReplica()
+            server = try await startServer(database: database, settings: settings)
+        } catch {
+            lock.release()
+            throw error
+        }
         if settings.listen.port == 0, settings.boundPort != server.port {
             // Keep the port the system chose: the next start binds it again.
             settings.boundPort = server.port
@@ -136,7 +157,9 @@ public final class NodeService: Service, Sendable {
             try participant.start()
         } catch {
             await participant.stop()
+            await eventLog.value
             try? await server.shutdown()
+            lock.release()
             throw error
         }
         let feeds = NodeChangeFeeds(database: database, replica: replica)
@@ -173,34 +196,28 @@ public final class NodeService: Service, Sendable {
                     advertised: address, listening: bound, listenAtNextStart: next.listen, participantsTold: told)
             },
             logger: logger)
-        let control: ControlServer
-        do {
-            control = try await ControlServer.bind(path: home.controlSocketPath, handler: handler, logger: logger)
-        } catch {
-            feeds.close()
-            await participant.stop()
-            try? await server.shutdown()
-            throw error
+        var control: ControlServer?
+        if controlSocket {
+            do {
+                control = try await ControlServer.bind(path: home.controlSocketPath, handler: handler, logger: logger)
+            } catch {
+                feeds.close()
+                await participant.stop()
+                await eventLog.value
+                try? await server.shutdown()
+                lock.release()
+                throw error
+            }
         }
-        state.withLock { $0 = .running(listen: bound, advertised: initial) }
         logger.info(
             "node running",
-            metadata: ["listen": "\(bound)", "advertised": "\(initial)", "control": "\(control.path)"])
-        onListening(bound)
-
-        await withDiscardingTaskGroup { group in
-            group.addTask { await control.run() }
-            // Returns on graceful shutdown, or throws when the service is cancelled: stop either way.
-            try? await gracefulShutdown()
-            state.withLock { $0 = .stopping }
-            logger.info("node stopping")
-            feeds.close()
-            await control.close()
-        }
-        await participant.stop()
-        await eventLog.value
-        try? await server.shutdown()
-        logger.info("node stopped")
+            metadata: ["listen": "\(bound)", "advertised": "\(initial)", "control": "\(control?.path ?? "-")"])
+        return RunningNode(
+            handler: handler, participant: participant, listen: bound, advertised: initial, logger: logger,
+            stopParts: RunningNode.Parts(
+                lock: lock, server: server, feeds: feeds, control: control, controlTask: control.map { control in
+                    Task { await control.run() }
+                }, eventLog: eventLog))
     }
 
     /// Logs one event of the participant sync engine, with the owner and zone as metadata.
@@ -251,5 +268,58 @@ public final class NodeService: Service, Sendable {
                     "owner": "\(owner ?? "-")", "zone": "\(error.zoneID?.zoneName ?? "-")", "error": "\(error.description)",
                 ])
         }
+    }
+}
+
+/// A started node (``NodeService/start(controlSocket:)``): its databases open, its owner server
+/// listening, its participant side following its owners, until ``stop()``.
+public final class RunningNode: Sendable {
+    /// Answers control requests: the same handler the control socket serves, for an app to call in process.
+    public let handler: ControlHandler
+    /// The participant side (the shared database replica and its sync engine).
+    public let participant: ParticipantSync
+    /// Where the owner server listens (the actual port when the settings say 0).
+    public let listen: HostAndPort
+    /// The address share URLs carried when the node started.
+    public let advertised: HostAndPort
+    private let logger: Logger
+    private let parts: Mutex<Parts?>
+
+    struct Parts: Sendable {
+        var lock: DaemonLock
+        var server: OwnerServer
+        var feeds: NodeChangeFeeds
+        var control: ControlServer?
+        var controlTask: Task<Void, Never>?
+        var eventLog: Task<Void, Never>
+    }
+
+    init(
+        handler: ControlHandler, participant: ParticipantSync, listen: HostAndPort, advertised: HostAndPort,
+        logger: Logger, stopParts: Parts
+    ) {
+        self.handler = handler
+        self.participant = participant
+        self.listen = listen
+        self.advertised = advertised
+        self.logger = logger
+        self.parts = Mutex(stopParts)
+    }
+
+    /// Stops the node: the control socket first (requests in progress finish), then the participant side
+    /// and the owner server; then releases the home's daemon lock. Stopping twice does nothing.
+    public func stop() async {
+        guard let parts = parts.withLock({ p -> Parts? in defer { p = nil }; return p }) else { return }
+        logger.info("node stopping")
+        parts.feeds.close()
+        if let control = parts.control {
+            await control.close()
+            await parts.controlTask?.value
+        }
+        await participant.stop()
+        await parts.eventLog.value
+        try? await parts.server.shutdown()
+        parts.lock.release()
+        logger.info("node stopped")
     }
 }

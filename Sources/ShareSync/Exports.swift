@@ -1,0 +1,12 @@
+import ShareSyncNode
+
+// The node types the API hands out, under the names an app uses (the app imports `ShareSync` only).
+
+/// A host and port, such as where a node listens.
+public typealias HostAndPort = ShareSyncNode.HostAndPort
+/// Who a node is and where it listens (``Container/status()``).
+public typealias NodeStatus = ShareSyncNode.NodeStatus
+/// What a share URL offers, read without accepting it (``Container/shareMetadata(for:)``).
+public typealias ShareMetadataInfo = ShareSyncNode.ShareMetadataInfo
+/// A share accepted by ``Container/accept(_:timeout:)``: its owner and zones.
+public typealias AcceptedShare = ShareSyncNode.AcceptedShare

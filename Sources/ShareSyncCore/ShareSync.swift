@@ -1,5 +1,0 @@
-/// ShareSync: CloudKit-style sharing between nodes you run yourself.
-public enum ShareSync {
-    /// The version of this library.
-    public static let version = "0.1.0"
-}
