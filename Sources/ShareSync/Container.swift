@@ -109,6 +109,25 @@ public final class Container: Sendable {
         }
     }
 
+    /// The connection to the daemon (connected containers).
+    var connectedClient: ControlClient? {
+        if case .connected(let client) = transport { client } else { nil }
+    }
+
+    /// A transport for requests that wait (a change feed's long poll): in process the same one; for a
+    /// daemon a connection of its own, since one connection answers its requests in order.
+    func waitingTransport() async throws(ShareSyncError) -> Transport {
+        switch transport {
+        case .embedded: return transport
+        case .connected:
+            do {
+                return .connected(try await ControlClient.connect(path: NodeHome.controlSocketPath(home: home)))
+            } catch {
+                throw ShareSyncError(.serviceUnavailable, error.description)
+            }
+        }
+    }
+
     /// The owner's private database.
     public var privateDatabase: Database { Database(container: self, scope: .private) }
 

@@ -98,11 +98,22 @@ public struct Database: Sendable {
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy = .ifServerRecordUnchanged,
         atomically: Bool = true
     ) async throws(ShareSyncError) -> ModifyRecordsResults {
+        try await modifyRecords(
+            saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically, queue: true)
+    }
+
+    /// `queue` false: in the shared database, items whose owner cannot take them now fail with
+    /// `networkUnavailable` instead of waiting in the node's outbox (the sync engine keeps its own).
+    func modifyRecords(
+        saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy, atomically: Bool,
+        queue: Bool
+    ) async throws(ShareSyncError) -> ModifyRecordsResults {
         let deleting = recordIDsToDelete.map(RecordRef.init)
         let result: ModifyResult =
             if shared {
                 try await transport.call(
-                    .sharedRecordModify(saving: recordsToSave, deleting: deleting, policy: savePolicy, atomically: atomically))
+                    .sharedRecordModify(
+                        saving: recordsToSave, deleting: deleting, policy: savePolicy, atomically: atomically, queue: queue))
             } else {
                 try await transport.call(
                     .recordModify(saving: recordsToSave, deleting: deleting, policy: savePolicy, atomically: atomically))

@@ -153,7 +153,7 @@ extension ControlHandler {
             case .queued:
                 return ok(SharedWriteResult(outcome: .queued))
             }
-        case .sharedRecordModify(let saving, let deleting, let policy, let atomically):
+        case .sharedRecordModify(let saving, let deleting, let policy, let atomically, let queue):
             // Each zone's items go to its owner as one request, in the order the zones first appear.
             struct Group {
                 var zoneID: RecordZone.ID
@@ -185,9 +185,20 @@ extension ControlHandler {
             }
             var modified = ModifyResult()
             for group in groups {
-                let outcome = try await participant.modifyRecords(
-                    owner: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, saving: group.saving,
-                    deleting: group.deleting, savePolicy: policy ?? .ifServerRecordUnchanged, atomically: atomically ?? true)
+                let outcome: ParticipantSync.WriteOutcome
+                do {
+                    outcome = try await participant.modifyRecords(
+                        owner: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, saving: group.saving,
+                        deleting: group.deleting, savePolicy: policy ?? .ifServerRecordUnchanged, atomically: atomically ?? true,
+                        queueWhenUnreachable: queue ?? true)
+                } catch where queue == false && [.networkUnavailable, .networkFailure, .serviceUnavailable].contains(error.code) {
+                    // This zone's owner cannot take it now: each of its items fails, the other zones go on.
+                    let refs =
+                        group.saving.map { RecordRef($0.recordID) }
+                        + group.deleting.map { RecordRef(ownerName: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, recordName: $0) }
+                    modified.failed += refs.map { ModifyResult.Failure(record: $0, error: ControlError(error)) }
+                    continue
+                }
                 switch outcome {
                 case .sent(let result):
                     modified.add(result)

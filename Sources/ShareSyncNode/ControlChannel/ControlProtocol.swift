@@ -200,8 +200,11 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// of that name), each zone's items go to its owner as one request (atomic per zone, as in CloudKit),
     /// with `ifServerRecordUnchanged` (the default) against each record's `recordChangeTag`. A zone whose
     /// owner is not reachable is queued in the outbox: its items are listed in `queued` (with the outbox
-    /// operation's id) rather than `saved` or `deleted`. → ``ModifyResult``
-    case sharedRecordModify(saving: [Record], deleting: [RecordRef], policy: SavePolicy? = nil, atomically: Bool? = nil)
+    /// operation's id) rather than `saved` or `deleted`; with `queue` false (a caller that keeps its own
+    /// pending changes and retries, like a sync engine) nothing is queued and those items fail with
+    /// `networkUnavailable`. → ``ModifyResult``
+    case sharedRecordModify(
+        saving: [Record], deleting: [RecordRef], policy: SavePolicy? = nil, atomically: Bool? = nil, queue: Bool? = nil)
 
     // MARK: The outbox (writes to shared zones not yet accepted)
 

@@ -293,23 +293,37 @@ public final class ParticipantSync: Sendable {
 
     /// Saves and deletes records in an owner's shared zone, as `OwnerConnection.modifyRecords` does,
     /// when the owner is connected; otherwise queues the write in the replica's outbox. See "Writes" above.
+    ///
+    /// With `queueWhenUnreachable` false nothing is queued: a write the owner cannot take now (not
+    /// connected, a network failure, or earlier writes still waiting in the outbox) throws
+    /// ``ShareSyncError/Code/networkUnavailable`` (or the network error), for a caller that keeps its own
+    /// pending changes and retries, as a sync engine does.
     public func modifyRecords(
         owner: String, zoneName: String, saving: [Record] = [], deleting: [String] = [],
-        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, queueWhenUnreachable: Bool = true
     ) async throws(ShareSyncError) -> WriteOutcome {
         guard try replica.owner(named: owner) != nil else {
             throw ShareSyncError(.unknownItem, "owner \(owner) is not in the replica; accept one of its shares first")
         }
         let link = existingLink(owner)
-        if let connection = link?.activeConnection, try replica.pendingOperations(owner: owner).isEmpty {
+        let outboxEmpty = try replica.pendingOperations(owner: owner).isEmpty
+        if let connection = link?.activeConnection, outboxEmpty {
             do {
                 return .sent(
                     try await connection.modifyRecords(
                         zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy,
                         atomically: atomically))
             } catch where ParticipantOwnerLink.isTransient(error) {
+                if !queueWhenUnreachable { throw error }
                 logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
             }
+        }
+        if !queueWhenUnreachable {
+            throw ShareSyncError(
+                .networkUnavailable,
+                outboxEmpty
+                    ? "owner \(owner) is not connected now; try again later"
+                    : "earlier writes to owner \(owner) wait in the outbox; try again once they are sent")
         }
         let queued = try replica.enqueue(
             owner: owner,

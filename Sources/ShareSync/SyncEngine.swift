@@ -1,0 +1,550 @@
+import Foundation
+import Logging
+import ShareSyncNode
+import Synchronization
+
+/// Keeps an app's local store in step with a database, like `CKSyncEngine`.
+///
+/// The app tells the engine what changed locally (``State/add(pendingRecordZoneChanges:)``), and hands it
+/// the records to save when it asks (``Configuration/recordProvider``). The engine sends them when it
+/// can, fetches what changed on the other side, and reports everything as ``events``:
+///
+/// ```swift
+/// let engine = SyncEngine(SyncEngine.Configuration(
+///     database: container.sharedDatabase, stateSerialization: savedState
+/// ) { recordID in store.record(for: recordID) })
+/// Task {
+///     for await event in engine.events {
+///         switch event {
+///         case .stateUpdate(let state): store.saveEngineState(state)
+///         case .fetchedRecordZoneChanges(let changes): store.apply(changes)
+///         case .sentRecordZoneChanges(let sent):
+///             for failure in sent.failedRecordSaves where failure.error.code == .serverRecordChanged {
+///                 store.merge(failure.error.serverRecord!)   // then add the save again
+///                 engine.state.add(pendingRecordZoneChanges: [.saveRecord(failure.record.recordID)])
+///             }
+///         default: break
+///         }
+///     }
+/// }
+/// store.save(note)
+/// engine.state.add(pendingRecordZoneChanges: [.saveRecord(note.recordID)])
+/// ```
+///
+/// With ``Configuration/automaticallySync`` (the default) the engine fetches when the database changes
+/// (a long poll on its change feed) and sends soon after changes are added; without it the app calls
+/// ``fetchChanges()`` and ``sendChanges()``. Either way one fetch or send runs at a time.
+///
+/// Sends use ``SavePolicy/ifServerRecordUnchanged``: a record changed on the server since the app's copy
+/// fails with `serverRecordChanged`, whose ``ShareSyncError/serverRecord`` the app merges with before it
+/// adds the save again. A save or delete that failed for a reason that may pass (the owner unreachable,
+/// the node busy) stays pending and is tried again; any other failure is removed from the pending changes
+/// and reported once. In the shared database the engine does not use the node's outbox: its own pending
+/// changes are the queue.
+public final class SyncEngine: Sendable {
+    /// How an engine runs.
+    public struct Configuration: Sendable {
+        /// The database to sync: a container's private or shared database.
+        public var database: Database
+        /// The state from an earlier engine (its last ``Event/stateUpdate(_:)``): tokens and pending
+        /// changes. `nil` starts from scratch: the first fetch returns everything.
+        public var stateSerialization: State.Serialization?
+        /// Whether the engine fetches and sends by itself.
+        public var automaticallySync: Bool
+        /// The record to save for a pending ``PendingRecordZoneChange/saveRecord(_:)``, as the app holds it
+        /// now (with the change tag of the last version it fetched or saved); `nil` drops the change.
+        public var recordProvider: @Sendable (Record.ID) async -> Record?
+        /// How long to wait before trying again after a failure that may pass.
+        public var retryInterval: Duration
+        /// Where the engine logs; by default nowhere.
+        public var logger: Logger
+
+        public init(
+            database: Database, stateSerialization: State.Serialization? = nil, automaticallySync: Bool = true,
+            retryInterval: Duration = .seconds(2),
+            logger: Logger = Logger(label: "sharesync.syncengine", factory: { _ in SwiftLogNoOpLogHandler() }),
+            recordProvider: @escaping @Sendable (Record.ID) async -> Record?
+        ) {
+            self.database = database
+            self.stateSerialization = stateSerialization
+            self.automaticallySync = automaticallySync
+            self.retryInterval = retryInterval
+            self.logger = logger
+            self.recordProvider = recordProvider
+        }
+    }
+
+    /// What the engine reports, in order, on ``events``.
+    public enum Event: Sendable {
+        /// The engine's state changed (tokens, pending changes): store it and pass it to the next engine.
+        case stateUpdate(State.Serialization)
+        /// Zones changed or deleted in the database.
+        case fetchedDatabaseChanges(FetchedDatabaseChanges)
+        /// Records changed or deleted in a zone (one event per page).
+        case fetchedRecordZoneChanges(FetchedRecordZoneChanges)
+        /// Zones saved or deleted, and those that failed.
+        case sentDatabaseChanges(SentDatabaseChanges)
+        /// Records saved or deleted, and those that failed (with `serverRecordChanged` carrying the server's record).
+        case sentRecordZoneChanges(SentRecordZoneChanges)
+        /// A shared zone appeared in the shared database: a share was accepted (here or by another app of this node).
+        case shareAccepted(RecordZone.ID)
+        /// A shared zone left the shared database: the share was left, stopped, or this node was removed from it.
+        case shareRemoved(RecordZone.ID)
+        case willFetchChanges
+        case didFetchChanges
+        case willSendChanges
+        case didSendChanges
+    }
+
+    /// A change the app made locally, waiting to be sent, like `CKSyncEngine.PendingRecordZoneChange`.
+    public enum PendingRecordZoneChange: Sendable, Hashable, Codable {
+        case saveRecord(Record.ID)
+        case deleteRecord(Record.ID)
+
+        public var recordID: Record.ID {
+            switch self {
+            case .saveRecord(let id), .deleteRecord(let id): id
+            }
+        }
+    }
+
+    /// A zone change the app made locally, like `CKSyncEngine.PendingDatabaseChange` (private database).
+    public enum PendingDatabaseChange: Sendable, Hashable, Codable {
+        case saveZone(RecordZone)
+        case deleteZone(RecordZone.ID)
+
+        public var zoneID: RecordZone.ID {
+            switch self {
+            case .saveZone(let zone): zone.zoneID
+            case .deleteZone(let id): id
+            }
+        }
+    }
+
+    public struct FetchedDatabaseChanges: Sendable, Hashable {
+        public var modifications: [RecordZone.ID]
+        public var deletions: [RecordZone.ID]
+    }
+
+    public struct FetchedRecordZoneChanges: Sendable, Hashable {
+        public var zoneID: RecordZone.ID
+        /// Records created or changed, in their latest state.
+        public var modifications: [Record]
+        /// Records deleted (or no longer shared with this node).
+        public var deletions: [DeletedRecord]
+    }
+
+    public struct SentDatabaseChanges: Sendable {
+        public var savedZones: [RecordZone] = []
+        public var failedZoneSaves: [(zone: RecordZone, error: ShareSyncError)] = []
+        public var deletedZoneIDs: [RecordZone.ID] = []
+        public var failedZoneDeletes: [RecordZone.ID: ShareSyncError] = [:]
+    }
+
+    public struct SentRecordZoneChanges: Sendable {
+        /// The records saved, as the database now holds them (store their change tags).
+        public var savedRecords: [Record] = []
+        /// The saves that failed: the record sent and the error.
+        public var failedRecordSaves: [FailedRecordSave] = []
+        public var deletedRecordIDs: [Record.ID] = []
+        public var failedRecordDeletes: [Record.ID: ShareSyncError] = [:]
+    }
+
+    public struct FailedRecordSave: Sendable {
+        /// The record as the engine sent it.
+        public var record: Record
+        /// Why it was not saved; `serverRecordChanged` carries the server's record in ``ShareSyncError/serverRecord``.
+        public var error: ShareSyncError
+    }
+
+    /// The engine's state: its change tokens and the changes waiting to be sent, like `CKSyncEngine.State`.
+    public final class State: Sendable {
+        /// The state in a form to store: pass it back in ``Configuration/stateSerialization``.
+        public struct Serialization: Sendable, Hashable, Codable {
+            /// The state's JSON.
+            public var data: Data
+        }
+
+        struct Stored: Codable, Sendable {
+            var databaseToken: String?
+            var zoneTokens: [String: String] = [:]
+            var knownZones: [RecordZone.ID] = []
+            var pendingRecordZoneChanges: [PendingRecordZoneChange] = []
+            var pendingDatabaseChanges: [PendingDatabaseChange] = []
+        }
+
+        let stored: Mutex<Stored>
+        private let changed: @Sendable () -> Void
+
+        init(_ serialization: Serialization?, changed: @escaping @Sendable () -> Void) {
+            let decoded = serialization.flatMap { try? JSONDecoder().decode(Stored.self, from: $0.data) }
+            stored = Mutex(decoded ?? Stored())
+            self.changed = changed
+        }
+
+        /// The record changes waiting to be sent, in the order they were added.
+        public var pendingRecordZoneChanges: [PendingRecordZoneChange] { stored.withLock { $0.pendingRecordZoneChanges } }
+
+        /// The zone changes waiting to be sent.
+        public var pendingDatabaseChanges: [PendingDatabaseChange] { stored.withLock { $0.pendingDatabaseChanges } }
+
+        /// Adds record changes to send. A save and a delete of the same record replace each other (the last
+        /// one added counts); adding one already pending does nothing.
+        public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
+            stored.withLock { s in
+                for change in changes {
+                    s.pendingRecordZoneChanges.removeAll { $0.recordID == change.recordID }
+                    s.pendingRecordZoneChanges.append(change)
+                }
+            }
+            changed()
+        }
+
+        /// Removes record changes (the app no longer wants them sent).
+        public func remove(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
+            let set = Set(changes)
+            stored.withLock { $0.pendingRecordZoneChanges.removeAll { set.contains($0) } }
+            changed()
+        }
+
+        /// Adds zone changes to send.
+        public func add(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
+            stored.withLock { s in
+                for change in changes {
+                    s.pendingDatabaseChanges.removeAll { $0.zoneID == change.zoneID }
+                    s.pendingDatabaseChanges.append(change)
+                }
+            }
+            changed()
+        }
+
+        /// Removes zone changes.
+        public func remove(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
+            let set = Set(changes)
+            stored.withLock { $0.pendingDatabaseChanges.removeAll { set.contains($0) } }
+            changed()
+        }
+
+        func serialization() -> Serialization {
+            let snapshot = stored.withLock { $0 }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return Serialization(data: (try? encoder.encode(snapshot)) ?? Data())
+        }
+    }
+
+    /// The engine's configuration.
+    public let configuration: Configuration
+    /// Its state: add the app's changes here.
+    public let state: State
+    /// What the engine does, in order. One consumer reads it; it ends at ``stop()``.
+    public let events: AsyncStream<Event>
+
+    private let continuation: AsyncStream<Event>.Continuation
+    private let wakes: AsyncStream<Void>.Continuation
+    private let serial = SerialRunner()
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let stopped = Atomic<Bool>(false)
+    /// The connection the change watcher long-polls on (connected containers), closed by ``stop()`` to end its wait.
+    private let watcherClient = Mutex<ControlClient?>(nil)
+    /// The longest batch of records one send carries.
+    static let batchSize = 200
+
+    /// Creates an engine; with ``Configuration/automaticallySync`` it starts fetching and sending at once.
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        let (wakeStream, wakes) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.wakes = wakes
+        let automatic = configuration.automaticallySync
+        let continuation = continuation
+        let stateBox = Mutex<State?>(nil)
+        state = State(configuration.stateSerialization) {
+            if let state = stateBox.withLock({ $0 }) { continuation.yield(.stateUpdate(state.serialization())) }
+            if automatic { wakes.yield() }
+        }
+        stateBox.withLock { $0 = state }
+        guard automatic else { return }
+        wakes.yield()
+        let loop = Task { [weak self] in
+            for await _ in wakeStream {
+                guard let self, !self.stopped.load(ordering: .acquiring) else { return }
+                do {
+                    try await self.fetchChanges()
+                    try await self.sendChanges()
+                } catch {
+                    self.configuration.logger.info("sync failed; trying again", metadata: ["error": "\(error)"])
+                    self.retryLater()
+                }
+            }
+        }
+        let watcher = Task { [weak self] () -> Void in await self?.watchForChanges() }
+        tasks.withLock { $0 = [loop, watcher] }
+    }
+
+    deinit {
+        for task in tasks.withLock({ $0 }) { task.cancel() }
+        wakes.finish()
+        continuation.finish()
+    }
+
+    /// Stops the engine: no more fetches or sends, and ``events`` ends (after the one in progress).
+    public func stop() async {
+        stopped.store(true, ordering: .releasing)
+        let running = tasks.withLock { t -> [Task<Void, Never>] in defer { t = [] }; return t }
+        wakes.finish()
+        for task in running { task.cancel() }
+        if let client = watcherClient.withLock({ $0 }) { await client.close() }
+        for task in running { await task.value }
+        continuation.finish()
+    }
+
+    private func retryLater() {
+        let interval = configuration.retryInterval
+        let task = Task { [weak self] in
+            try? await Task.sleep(for: interval)
+            self?.wakes.yield()
+        }
+        tasks.withLock { $0.append(task) }
+    }
+
+    /// Long-polls the database's change feed and wakes the loop when something changes.
+    private func watchForChanges() async {
+        let shared = configuration.database.scope == .shared
+        var transport: Transport?
+        var token: String?
+        while !Task.isCancelled, !stopped.load(ordering: .acquiring) {
+            do {
+                if transport == nil {
+                    let opened = try await configuration.database.container.waitingTransport()
+                    if case .connected(let client) = opened, client !== configuration.database.container.connectedClient {
+                        watcherClient.withLock { $0 = client }
+                    }
+                    transport = opened
+                    if stopped.load(ordering: .acquiring) { break }
+                }
+                if token == nil {
+                    let now: ChangesPage = try await transport!.call(.currentChangeToken(shared: shared))
+                    token = now.token
+                }
+                let page: ChangesPage = try await transport!.call(.changes(shared: shared, since: token, waitSeconds: 10))
+                if !page.changes.isEmpty { wakes.yield() }
+                token = page.token
+            } catch {
+                if case .connected(let client)? = transport, client !== configuration.database.container.connectedClient {
+                    await client.close()
+                }
+                transport = nil
+                token = nil
+                if Task.isCancelled { break }
+                try? await Task.sleep(for: configuration.retryInterval)
+                wakes.yield()  // something may have changed while the feed was not watched
+            }
+        }
+        if case .connected(let client)? = transport, client !== configuration.database.container.connectedClient {
+            await client.close()
+        }
+    }
+
+    private func emit(_ event: Event) { continuation.yield(event) }
+    private func emitState() { emit(.stateUpdate(state.serialization())) }
+
+    // MARK: Fetching
+
+    /// Fetches what changed in the database since the engine's tokens, reporting it as events.
+    public func fetchChanges() async throws(ShareSyncError) {
+        try await serial.run { () throws(ShareSyncError) in try await self.fetch() }
+    }
+
+    private func fetch() async throws(ShareSyncError) {
+        let database = configuration.database
+        emit(.willFetchChanges)
+        defer { emit(.didFetchChanges) }
+        var pages = 0
+        while pages < 10_000 {
+            pages += 1
+            let token = state.stored.withLock { $0.databaseToken }
+            let changes = try await database.databaseChanges(since: token.map(ServerChangeToken.init(stringValue:)))
+            if !changes.modifiedZoneIDs.isEmpty || !changes.deletedZoneIDs.isEmpty {
+                emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: changes.modifiedZoneIDs, deletions: changes.deletedZoneIDs)))
+            }
+            if database.scope == .shared {
+                let known = Set(state.stored.withLock { $0.knownZones })
+                for zoneID in changes.modifiedZoneIDs where !known.contains(zoneID) { emit(.shareAccepted(zoneID)) }
+                for zoneID in changes.deletedZoneIDs where known.contains(zoneID) { emit(.shareRemoved(zoneID)) }
+                state.stored.withLock { s in
+                    s.knownZones.removeAll { changes.deletedZoneIDs.contains($0) }
+                    for zoneID in changes.modifiedZoneIDs where !s.knownZones.contains(zoneID) { s.knownZones.append(zoneID) }
+                }
+            }
+            state.stored.withLock { s in
+                for zoneID in changes.deletedZoneIDs { s.zoneTokens.removeValue(forKey: Self.key(zoneID)) }
+            }
+            for zoneID in changes.modifiedZoneIDs { try await fetchZone(zoneID) }
+            state.stored.withLock { $0.databaseToken = changes.changeToken.stringValue }
+            emitState()
+            if !changes.moreComing { break }
+        }
+    }
+
+    private func fetchZone(_ zoneID: RecordZone.ID) async throws(ShareSyncError) {
+        let database = configuration.database
+        var restarted = false
+        var pages = 0
+        while pages < 100_000 {
+            pages += 1
+            let token = state.stored.withLock { $0.zoneTokens[Self.key(zoneID)] }
+            let page: RecordZoneChangesResult
+            do {
+                page = try await database.recordZoneChanges(
+                    inZoneWith: zoneID, since: token.map(ServerChangeToken.init(stringValue:)), resultsLimit: Self.batchSize)
+            } catch where error.code == .changeTokenExpired && !restarted {
+                // The zone was replaced since: fetch it all again.
+                restarted = true
+                state.stored.withLock { _ = $0.zoneTokens.removeValue(forKey: Self.key(zoneID)) }
+                continue
+            } catch where error.code == .zoneNotFound {
+                return  // deleted since the database changes were read; the next fetch reports it
+            }
+            if !page.modifications.isEmpty || !page.deletions.isEmpty {
+                emit(.fetchedRecordZoneChanges(
+                    FetchedRecordZoneChanges(zoneID: zoneID, modifications: page.modifications, deletions: page.deletions)))
+            }
+            state.stored.withLock { $0.zoneTokens[Self.key(zoneID)] = page.changeToken.stringValue }
+            if !page.moreComing { return }
+        }
+    }
+
+    private static func key(_ zoneID: RecordZone.ID) -> String { zoneID.ownerName + "\u{0}" + zoneID.zoneName }
+
+    // MARK: Sending
+
+    /// Sends the pending changes: zones first, then records in batches, reporting the results as events.
+    /// Changes that failed for a reason that may pass stay pending.
+    public func sendChanges() async throws(ShareSyncError) {
+        try await serial.run { () throws(ShareSyncError) in try await self.send() }
+    }
+
+    private func send() async throws(ShareSyncError) {
+        let zoneChanges = state.pendingDatabaseChanges
+        let recordChanges = state.pendingRecordZoneChanges
+        guard !zoneChanges.isEmpty || !recordChanges.isEmpty else { return }
+        emit(.willSendChanges)
+        defer { emit(.didSendChanges) }
+        var retry = false
+        if !zoneChanges.isEmpty { retry = try await sendZones(zoneChanges) || retry }
+        var start = 0
+        while start < recordChanges.count {
+            let batch = Array(recordChanges[start..<min(start + Self.batchSize, recordChanges.count)])
+            start += batch.count
+            retry = try await sendRecords(batch) || retry
+        }
+        emitState()
+        if retry, configuration.automaticallySync { retryLater() }
+    }
+
+    /// Sends zone changes; returns whether some stay pending to try again.
+    private func sendZones(_ changes: [PendingDatabaseChange]) async throws(ShareSyncError) -> Bool {
+        var sent = SentDatabaseChanges()
+        var done: [PendingDatabaseChange] = []
+        var retry = false
+        for change in changes {
+            do {
+                switch change {
+                case .saveZone(let zone): sent.savedZones.append(try await configuration.database.save(zone))
+                case .deleteZone(let zoneID):
+                    try await configuration.database.deleteRecordZone(withID: zoneID)
+                    sent.deletedZoneIDs.append(zoneID)
+                }
+                done.append(change)
+            } catch where Self.mayPass(error) {
+                retry = true
+            } catch {
+                switch change {
+                case .saveZone(let zone): sent.failedZoneSaves.append((zone, error))
+                case .deleteZone(let zoneID): sent.failedZoneDeletes[zoneID] = error
+                }
+                done.append(change)
+            }
+        }
+        let finished = Set(done)
+        state.stored.withLock { $0.pendingDatabaseChanges.removeAll { finished.contains($0) } }
+        emit(.sentDatabaseChanges(sent))
+        return retry
+    }
+
+    /// Sends one batch of record changes; returns whether some stay pending to try again.
+    private func sendRecords(_ batch: [PendingRecordZoneChange]) async throws(ShareSyncError) -> Bool {
+        var saving: [Record] = []
+        var deleting: [Record.ID] = []
+        var dropped: [PendingRecordZoneChange] = []
+        for change in batch {
+            switch change {
+            case .saveRecord(let id):
+                if let record = await configuration.recordProvider(id) { saving.append(record) } else { dropped.append(change) }
+            case .deleteRecord(let id): deleting.append(id)
+            }
+        }
+        var finished = Set(dropped)
+        var retry = false
+        var sent = SentRecordZoneChanges()
+        if !saving.isEmpty || !deleting.isEmpty {
+            let results = try await configuration.database.modifyRecords(
+                saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: false, queue: false)
+            for record in saving {
+                switch results.saveResults[record.recordID] {
+                case .success(let saved)?:
+                    sent.savedRecords.append(saved)
+                    finished.insert(.saveRecord(record.recordID))
+                case .failure(let error)? where Self.mayPass(error):
+                    retry = true
+                case .failure(let error)?:
+                    sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
+                    finished.insert(.saveRecord(record.recordID))
+                case nil:
+                    retry = true  // queued or unanswered: try again
+                }
+            }
+            for id in deleting {
+                switch results.deleteResults[id] {
+                case .success?:
+                    sent.deletedRecordIDs.append(id)
+                    finished.insert(.deleteRecord(id))
+                case .failure(let error)? where Self.mayPass(error):
+                    retry = true
+                case .failure(let error)?:
+                    sent.failedRecordDeletes[id] = error
+                    finished.insert(.deleteRecord(id))
+                case nil:
+                    retry = true
+                }
+            }
+        }
+        state.stored.withLock { $0.pendingRecordZoneChanges.removeAll { finished.contains($0) } }
+        emit(.sentRecordZoneChanges(sent))
+        return retry
+    }
+
+    /// Whether a failure may pass by itself (the change stays pending and is tried again).
+    static func mayPass(_ error: ShareSyncError) -> Bool {
+        [.networkFailure, .networkUnavailable, .serviceUnavailable, .requestRateLimited, .operationCancelled].contains(error.code)
+    }
+}
+
+/// Runs one body at a time, in the order they arrive.
+private actor SerialRunner {
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func run<T: Sendable>(_ body: @Sendable () async throws(ShareSyncError) -> T) async throws(ShareSyncError) -> T {
+        if busy {
+            await withCheckedContinuation { waiting.append($0) }
+        } else {
+            busy = true
+        }
+        defer {
+            if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
+        }
+        return try await body()
+    }
+}

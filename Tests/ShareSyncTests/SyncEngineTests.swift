@@ -1,0 +1,253 @@
+import Foundation
+import ShareSync
+import Synchronization
+import Testing
+
+/// An app's local store, as a sync engine's app keeps one: records by ID, the IDs edited locally and not
+/// yet saved, and every event the engine reported.
+final class AppStore: Sendable {
+    private let state = Mutex<(records: [Record.ID: Record], dirty: Set<Record.ID>, events: [SyncEngine.Event])>(([:], [], []))
+
+    func record(_ id: Record.ID) -> Record? { state.withLock { $0.records[id] } }
+    var events: [SyncEngine.Event] { state.withLock { $0.events } }
+    var records: [Record] { state.withLock { Array($0.records.values) } }
+
+    /// A local edit: kept, marked dirty until the engine saves it.
+    func edit(_ record: Record) {
+        state.withLock { s in
+            s.records[record.recordID] = record
+            s.dirty.insert(record.recordID)
+        }
+    }
+
+    /// Applies one event, as an app would: fetched records replace clean copies; saved records clear the
+    /// dirty mark; a conflict merges the server's record with the local fields and saves again.
+    func handle(_ event: SyncEngine.Event, engine: SyncEngine) {
+        var again: [Record.ID] = []
+        state.withLock { s in
+            s.events.append(event)
+            switch event {
+            case .fetchedRecordZoneChanges(let changes):
+                for record in changes.modifications where !s.dirty.contains(record.recordID) { s.records[record.recordID] = record }
+                for deleted in changes.deletions { s.records.removeValue(forKey: deleted.recordID) }
+            case .sentRecordZoneChanges(let sent):
+                for record in sent.savedRecords {
+                    s.records[record.recordID] = record
+                    s.dirty.remove(record.recordID)
+                }
+                for failure in sent.failedRecordSaves {
+                    guard failure.error.code == .serverRecordChanged, var merged = failure.error.serverRecord else { continue }
+                    // The local version's fields win, over the server's change tag and its other fields.
+                    for key in failure.record.allKeys { merged[key] = failure.record[key] }
+                    s.records[merged.recordID] = merged
+                    again.append(merged.recordID)
+                }
+            default:
+                break
+            }
+        }
+        if !again.isEmpty { engine.state.add(pendingRecordZoneChanges: again.map { .saveRecord($0) }) }
+    }
+
+    /// Starts an engine on `database` whose events this store handles.
+    func startEngine(
+        _ database: Database, state: SyncEngine.State.Serialization? = nil, automatic: Bool = true
+    ) -> (SyncEngine, Task<Void, Never>) {
+        let engine = SyncEngine(SyncEngine.Configuration(
+            database: database, stateSerialization: state, automaticallySync: automatic, retryInterval: .milliseconds(200)
+        ) { [self] id in self.record(id) })
+        let task = Task { [self] in
+            for await event in engine.events { self.handle(event, engine: engine) }
+        }
+        return (engine, task)
+    }
+}
+
+/// Polls `condition` every 50 ms for at most `seconds`; returns whether it held.
+func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    repeat {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    } while ContinuousClock.now < deadline
+    return false
+}
+
+@Suite struct SyncEngineTests {
+    static let zoneID = RecordZone.ID(zoneName: "Topics")
+
+    @Test(arguments: bothModes)
+    func ownerAndParticipantSyncAndMergeAConflict(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                // Alice's app: a zone and two records, sent by her engine.
+                let aliceStore = AppStore()
+                let (aliceEngine, aliceEvents) = aliceStore.startEngine(alice.container.privateDatabase)
+                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                topic["title"] = "Groceries"
+                var note = Record(recordType: "Note", recordID: Record.ID(recordName: "note", zoneID: Self.zoneID))
+                note["title"] = "Milk"
+                note.setParent(topic.recordID)
+                aliceStore.edit(topic)
+                aliceStore.edit(note)
+                aliceEngine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.zoneID))])
+                aliceEngine.state.add(pendingRecordZoneChanges: [.saveRecord(topic.recordID), .saveRecord(note.recordID)])
+                #expect(await eventually { aliceStore.record(note.recordID)?.recordChangeTag != nil })
+                #expect(aliceEngine.state.pendingRecordZoneChanges.isEmpty)
+                #expect(try await alice.container.privateDatabase.record(for: note.recordID)["title"] == "Milk")
+
+                // Alice shares the topic with Bob; Bob's engine reports the share and its records.
+                let db = alice.container.privateDatabase
+                let share = try await db.createShare(rootRecordID: topic.recordID)
+                let invitation = try await db.invite(
+                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
+                let bobStore = AppStore()
+                let (bobEngine, bobEvents) = bobStore.startEngine(bob.container.sharedDatabase)
+                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                let bobNoteID = Record.ID(recordName: "note", zoneID: sharedZone)
+                #expect(await eventually { bobStore.record(bobNoteID) != nil })
+                #expect(bobStore.events.contains { if case .shareAccepted(sharedZone) = $0 { true } else { false } })
+
+                // Both edit the note. Alice's edit reaches the owner first; Bob's save (of the copy he had
+                // before) then conflicts, his app merges with the server's record, and the merged record is saved.
+                var bobCopy = try #require(bobStore.record(bobNoteID))
+                var aliceCopy = try #require(aliceStore.record(note.recordID))
+                aliceCopy["title"] = "A-edit"
+                aliceCopy["aliceField"] = "from Alice"
+                aliceStore.edit(aliceCopy)
+                aliceEngine.state.add(pendingRecordZoneChanges: [.saveRecord(note.recordID)])
+                #expect(await eventually { (try? await db.record(for: note.recordID)["title"]) == "A-edit" })
+
+                #expect(bobCopy["title"] == "Milk")
+                bobCopy["title"] = "B-edit"
+                bobCopy["bobField"] = "from Bob"
+                bobStore.edit(bobCopy)
+                bobEngine.state.add(pendingRecordZoneChanges: [.saveRecord(bobNoteID)])
+                #expect(await eventually { (try? await db.record(for: note.recordID)["title"]) == "B-edit" })
+                let merged = try await db.record(for: note.recordID)
+                #expect(merged["aliceField"] == "from Alice")
+                #expect(merged["bobField"] == "from Bob")
+                let conflicts = bobStore.events.flatMap { event -> [SyncEngine.FailedRecordSave] in
+                    if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves } else { [] }
+                }
+                #expect(conflicts.count == 1)
+                #expect(conflicts.first?.error.code == .serverRecordChanged)
+                #expect(conflicts.first?.error.serverRecord?["title"] == "A-edit")
+
+                // Alice's engine fetches Bob's merged save.
+                #expect(await eventually { aliceStore.record(note.recordID)?["bobField"] == "from Bob" })
+
+                // Bob's state, stored and given to a new (manual) engine: nothing old is fetched again.
+                await bobEngine.stop()
+                await bobEvents.value
+                let saved = try #require(bobStore.events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
+                    if case .stateUpdate(let state) = event { state } else { nil }
+                }.first)
+                let restored = AppStore()
+                let (manual, manualEvents) = restored.startEngine(bob.container.sharedDatabase, state: saved, automatic: false)
+                try await manual.fetchChanges()
+                #expect(await eventually { restored.events.contains { if case .didFetchChanges = $0 { true } else { false } } })
+                #expect(!restored.events.contains { if case .fetchedRecordZoneChanges = $0 { true } else { false } })
+                #expect(restored.records.isEmpty)
+
+                // A new note reaches it; then Alice removes Bob and the share leaves his shared database.
+                var second = Record(recordType: "Note", recordID: Record.ID(recordName: "second", zoneID: Self.zoneID))
+                second["title"] = "Eggs"
+                second.setParent(topic.recordID)
+                try await db.save(second)
+                #expect(try await eventually {
+                    try await manual.fetchChanges()
+                    return restored.record(Record.ID(recordName: "second", zoneID: sharedZone)) != nil
+                })
+                #expect(restored.records.count == 1)
+                let bobID = try #require(invitation.participant.participantID as String?)
+                try await db.removeParticipant(withID: bobID, from: share)
+                #expect(try await eventually {
+                    try await manual.fetchChanges()
+                    return restored.events.contains { if case .shareRemoved(sharedZone) = $0 { true } else { false } }
+                })
+                await manual.stop()
+                await manualEvents.value
+                await aliceEngine.stop()
+                await aliceEvents.value
+            }
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func stateSerializationKeepsPendingChanges(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let store = AppStore()
+            let (engine, events) = store.startEngine(node.container.privateDatabase, automatic: false)
+            let ids = (0..<3).map { Record.ID(recordName: "n\($0)", zoneID: Self.zoneID) }
+            engine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord($0) })
+            engine.state.add(pendingRecordZoneChanges: [.deleteRecord(ids[1])])  // replaces the save of n1
+            engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.zoneID))])
+            #expect(engine.state.pendingRecordZoneChanges == [.saveRecord(ids[0]), .saveRecord(ids[2]), .deleteRecord(ids[1])])
+            await engine.stop()
+            await events.value
+            let last = try #require(store.events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
+                if case .stateUpdate(let state) = event { state } else { nil }
+            }.first)
+            let next = SyncEngine(SyncEngine.Configuration(
+                database: node.container.privateDatabase, stateSerialization: last, automaticallySync: false) { _ in nil })
+            #expect(next.state.pendingRecordZoneChanges == [.saveRecord(ids[0]), .saveRecord(ids[2]), .deleteRecord(ids[1])])
+            #expect(next.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: Self.zoneID))])
+            // No record for the saves: they are dropped; the delete of a record that does not exist fails
+            // once (unknownItem) and is not tried again.
+            try await next.sendChanges()
+            #expect(next.state.pendingRecordZoneChanges.isEmpty)
+            #expect(next.state.pendingDatabaseChanges.isEmpty)
+            #expect(try await node.container.privateDatabase.allRecordZones().map(\.zoneID.zoneName).contains("Topics"))
+            await next.stop()
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func aWriteForAnUnreachableOwnerStaysPendingUntilItIsReached(mode: Container.Mode) async throws {
+        // Alice runs embedded in this process, so the test can stop and restart her on the same home.
+        let folder = "/tmp/ss-api-" + UUID().uuidString.prefix(8).lowercased()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let aliceHome = folder + "/alice"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Container.createHome(at: aliceHome, displayName: "Alice", listen: HostAndPort(host: "127.0.0.1", port: 0))
+        var alice = try await Container.embedded(home: aliceHome)
+        try await withNode(mode, name: "Bob") { bob in
+            let db = alice.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "note", zoneID: Self.zoneID))
+            note["title"] = "Milk"
+            try await db.save(note)
+            let share = try await db.createShare(forZone: Self.zoneID)
+            let invitation = try await db.invite(UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
+            _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+
+            let store = AppStore()
+            let (engine, events) = store.startEngine(bob.container.sharedDatabase, automatic: false)
+            try await engine.fetchChanges()
+            let bobNoteID = Record.ID(recordName: "note", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: try await alice.userRecordID().recordName))
+            #expect(await eventually { store.record(bobNoteID) != nil })
+            var copy = try #require(store.record(bobNoteID))
+            copy["title"] = "Offline edit"
+            store.edit(copy)
+
+            await alice.close()
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(bobNoteID)])
+            try await engine.sendChanges()
+            // Not sent, not failed: still pending, and nothing reported as failed.
+            #expect(engine.state.pendingRecordZoneChanges == [.saveRecord(bobNoteID)])
+            #expect(!store.events.contains { if case .sentRecordZoneChanges(let s) = $0 { !s.failedRecordSaves.isEmpty } else { false } })
+
+            alice = try await Container.embedded(home: aliceHome)
+            #expect(await eventually(seconds: 30) {
+                try? await engine.sendChanges()
+                return engine.state.pendingRecordZoneChanges.isEmpty
+            })
+            #expect(try await alice.privateDatabase.record(for: note.recordID)["title"] == "Offline edit")
+            await engine.stop()
+            await events.value
+        }
+        await alice.close()
+    }
+}
