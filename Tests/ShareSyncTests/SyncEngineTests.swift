@@ -139,6 +139,8 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 #expect(await eventually { aliceStore.record(note.recordID)?["bobField"] == "from Bob" })
 
                 // Bob's state, stored and given to a new (manual) engine: nothing old is fetched again.
+                // (A fetch first: the automatic engine may not have fetched its own last save back yet.)
+                try await bobEngine.fetchChanges()
                 await bobEngine.stop()
                 await bobEvents.value
                 let saved = try #require(bobStore.events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
