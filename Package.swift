@@ -83,7 +83,7 @@ let package = Package(
         .executableTarget(
             name: "sharesync",
             dependencies: [
-                "ShareSyncNode",
+                "ShareSync", "ShareSyncNode",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

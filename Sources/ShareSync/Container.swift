@@ -71,13 +71,13 @@ public final class Container: Sendable {
 
     /// Connects to the `sharesync run` daemon of a node home, through its control socket.
     ///
-    /// - Throws: ``ShareSyncError/Code/serviceUnavailable`` if no daemon runs on the home.
+    /// - Throws: ``ShareSyncError/Code/serviceUnavailable`` (rule `nodeNotRunning`) if no daemon runs on the home.
     public static func connected(home: String) async throws(ShareSyncError) -> Container {
         do {
             let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: home))
             return Container(transport: .connected(client), home: home)
         } catch {
-            throw ShareSyncError(.serviceUnavailable, error.description)
+            throw ShareSyncError(.serviceUnavailable, error.description, rule: .nodeNotRunning)
         }
     }
 
@@ -123,7 +123,7 @@ public final class Container: Sendable {
             do {
                 return .connected(try await ControlClient.connect(path: NodeHome.controlSocketPath(home: home)))
             } catch {
-                throw ShareSyncError(.serviceUnavailable, error.description)
+                throw ShareSyncError(.serviceUnavailable, error.description, rule: .nodeNotRunning)
             }
         }
     }

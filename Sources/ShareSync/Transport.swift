@@ -28,7 +28,7 @@ enum Transport: Sendable {
             throw error
         } catch let error as ControlClientError {
             switch error {
-            case .unreachable: throw ShareSyncError(.serviceUnavailable, error.description)
+            case .unreachable: throw ShareSyncError(.serviceUnavailable, error.description, rule: .nodeNotRunning)
             case .malformedResponse: throw ShareSyncError(.networkFailure, error.description)
             }
         } catch is CancellationError {

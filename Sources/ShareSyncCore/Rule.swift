@@ -238,6 +238,8 @@ extension Rule {
     public static let controlSyntax = Rule(rawValue: "controlSyntax")
     /// A `key=value` field argument is malformed.
     public static let fieldSyntax = Rule(rawValue: "fieldSyntax")
+    /// No daemon answers on the node home's control socket (a connected container, the CLI).
+    public static let nodeNotRunning = Rule(rawValue: "nodeNotRunning")
     /// A query is malformed: a bad record type or key, or a comparator that does not fit its value.
     public static let querySyntax = Rule(rawValue: "querySyntax")
     /// A new record needs a record type.

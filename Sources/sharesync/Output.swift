@@ -77,6 +77,9 @@ enum Output {
                     code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule?.rawValue,
                     recordName: error.recordName, zoneName: error.zoneName, serverRecord: error.serverRecord)
                 return Exit.refused
+            case let error as ShareSyncError where error.rule == .nodeNotRunning:
+                emitJSONError(code: "nodeNotRunning", message: error.message, exit: Exit.unreachable, rule: error.rule?.rawValue)
+                return Exit.unreachable
             case let error as ShareSyncError:
                 emitJSONError(
                     code: error.code.rawValue, message: error.message, exit: Exit.refused, rule: error.rule?.rawValue,
@@ -104,6 +107,9 @@ enum Output {
                 FileHandle.standardError.write(Data(("the owner's record:\n" + describe(server) + "\n").utf8))
             }
             return Exit.refused
+        case let error as ShareSyncError where error.rule == .nodeNotRunning:
+            Output.error(error.message)
+            return Exit.unreachable
         case let error as ShareSyncError:
             Output.error(error.description)
             if let server = error.serverRecord {

@@ -75,7 +75,7 @@ struct RecordCommand: AsyncParsableCommand {
               sharesync record list --shared --zone Groceries
               sharesync record import --zone Groceries --file items.jsonl
             """,
-        subcommands: [Save.self, Get.self, Delete.self, List.self, Import.self])
+        subcommands: [Save.self, Get.self, Delete.self, List.self, Query.self, Import.self])
 
     /// --shared and --owner.
     struct SharedOptions: ParsableArguments {
