@@ -23,7 +23,9 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let line = try self.nextLine(&buffer) else { return .needMoreData }
-        context.fireChannelRead(Self.wrapInboundOut(try self.frameDecoder.decode(line: line)))
+        let payload = try self.frameDecoder.decode(line: line)
+        ShareSyncMetrics.frameReceived(wireBytes: line.readableBytes + 1, payloadBytes: payload.readableBytes)
+        context.fireChannelRead(Self.wrapInboundOut(payload))
         return .continue
     }
 
@@ -89,6 +91,7 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
             promise?.fail(error)
             return
         }
+        ShareSyncMetrics.frameSent(wireBytes: out.readableBytes, payloadBytes: payload.readableBytes)
         context.write(Self.wrapOutboundOut(out), promise: promise)
     }
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
 import ShareSyncCore
 import ShareSyncNode
@@ -121,6 +123,15 @@ struct RunCommand: AsyncParsableCommand {
         valueName: "n"))
     var connectionsPerIdentity: Int = 8
 
+    @Option(help: ArgumentHelp(
+        "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free one).",
+        discussion: "Prints `metrics on HOST:PORT` once it serves. Off by default.",
+        valueName: "host:port"))
+    var metrics: String?
+
+    @Option(help: ArgumentHelp("text (the default) or json: one JSON object per line, with every metadata key.", valueName: "format"))
+    var logFormat: String = "text"
+
     @Flag(help: ArgumentHelp(
         "Also accept cleartext (non-TLS) connections, for debugging with nc. Only with a loopback listen address.",
         discussion: "Every connection uses TLS 1.3 otherwise; a cleartext client is told `SHARESYNC-ERROR tlsRequired`."))
@@ -133,14 +144,31 @@ struct RunCommand: AsyncParsableCommand {
         guard (1...1024).contains(connectionsPerIdentity) else {
             throw ValidationError("--connections-per-identity \(connectionsPerIdentity) is not between 1 and 1024")
         }
+        if let metrics, HostAndPort(parsing: metrics) == nil {
+            throw ValidationError("--metrics \(metrics.debugDescription) is not HOST:PORT (port 0...65535)")
+        }
+        guard ["text", "json"].contains(logFormat) else {
+            throw ValidationError("--log-format \(logFormat.debugDescription) is not text or json")
+        }
     }
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel)!
+        let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
+        }
+        // Before the node starts: its counters are made on first use, in whatever system is bootstrapped.
+        var exporter: NodeService.Metrics?
+        if let metrics, let address = HostAndPort(parsing: metrics) {
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            exporter = NodeService.Metrics(address: address, registry: registry) { bound in
+                FileHandle.standardOutput.write(Data("metrics on \(bound)\n".utf8))
+            }
         }
         let logger = Logger(label: "sharesync.node")
         let home: NodeHome
@@ -161,7 +189,7 @@ struct RunCommand: AsyncParsableCommand {
         // --sync-page-size (hidden): smaller fetch pages, so tests can interrupt an initial sync midway.
         let node = NodeService(
             home: home, logger: logger, participantConfiguration: ParticipantSync.Configuration(pageSize: syncPageSize),
-            allowCleartext: cleartextLoopback, connectionsPerIdentity: connectionsPerIdentity
+            allowCleartext: cleartextLoopback, connectionsPerIdentity: connectionsPerIdentity, metrics: exporter
         ) { address in
             // Unbuffered: whoever started the daemon waits for this line.
             FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
@@ -187,10 +215,15 @@ struct RunCommand: AsyncParsableCommand {
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the running node: who it is, where it listens, and its outbox.",
+        abstract: "Show the running node: who it is, where it listens, its shares and the shares it replicates.",
         discussion: """
-            The outbox line counts this node's writes to shared zones not yet accepted: pending \
-            (waiting for the owner), conflicts and refused (kept until resolved; see `sharesync outbox`).
+            Each share of your private database shows its participants: how many accepted and how many \
+            of those are connected now. Each zone of your shared database (a share you accepted) shows \
+            its sync state: the link to its owner (following: connected and caught up, changes arrive \
+            as pushes; syncing: catching up; connecting or waitingToReconnect: not connected), when it \
+            last was caught up, its lag (how far behind the owner it may be: 0 while following), its \
+            records, and this node's writes to it: pending (waiting for the owner), conflicts and \
+            refused (kept until resolved; see `sharesync outbox`).
 
             Example:
               sharesync status --home ~/.sharesync --json
@@ -199,14 +232,38 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var options: NodeOptions
 
     func run() async throws {
-        try await callNode(options, .status, as: NodeStatus.self) {
-            """
-            user record name: \($0.userRecordName)
-            fingerprint: \($0.fingerprint)
-            name: \($0.displayName)
-            listening on \($0.listen), advertised as \($0.advertised)
-            participant connections: \($0.connections)
-            """ + ($0.outbox.map { "\noutbox: \($0.pending) pending, \($0.conflicts) conflicts, \($0.refused) refused" } ?? "")
+        try await callNode(options, .status, as: NodeStatus.self) { status in
+            var lines = [
+                "user record name: \(status.userRecordName)",
+                "fingerprint: \(status.fingerprint)",
+                "name: \(status.displayName)",
+                "listening on \(status.listen), advertised as \(status.advertised)",
+                "participant connections: \(status.connections)",
+            ]
+            if let outbox = status.outbox {
+                lines.append("outbox: \(outbox.pending) pending, \(outbox.conflicts) conflicts, \(outbox.refused) refused")
+            }
+            let shares = status.shares ?? []
+            lines.append("shares:" + (shares.isEmpty ? " none" : ""))
+            for share in shares {
+                let what = share.rootRecordName.map { "record \($0)" } ?? "whole zone"
+                lines.append(
+                    "  \(share.zoneName)/\(share.shareName) (\(what)\(share.title.map { ", \"\($0)\"" } ?? "")): "
+                        + "\(share.accepted) of \(share.participants) participants accepted, \(share.connected) connected"
+                        + (share.publicPermission == .none ? "" : ", public \(share.publicPermission.rawValue)"))
+            }
+            let replicas = status.replicas ?? []
+            lines.append("shared with you:" + (replicas.isEmpty ? " none" : ""))
+            let formatter = ISO8601DateFormatter()
+            for replica in replicas {
+                let owner = replica.ownerDisplayName.map { "\($0) (\(replica.ownerName))" } ?? replica.ownerName
+                let lag = replica.lagSeconds.map { String(format: "%.1f s", $0) } ?? "-"
+                lines.append(
+                    "  \(owner) \(replica.zoneName): \(replica.state), last sync \(replica.lastSync.map(formatter.string) ?? "never"), "
+                        + "lag \(lag), \(replica.records) records, \(replica.pending) pending, \(replica.conflicts) conflicts"
+                        + (replica.refused > 0 ? ", \(replica.refused) refused" : ""))
+            }
+            return lines.joined(separator: "\n")
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ShareSyncCore
 import ShareSyncStore
+import ShareSyncWire
 
 /// Carries out control requests on the owner's private database (see ``ControlRequest``).
 ///
@@ -43,19 +44,56 @@ public struct ControlHandler: Sendable {
             return Self.encode(ControlResponse<Done>(error: ControlError(ShareSyncError(
                 .invalidArguments, "not a control request: \(error)", rule: .controlSyntax))))
         }
+        let start = ContinuousClock.now
+        let name = Self.commandName(line: line) ?? Self.commandName(request)
         do throws(ShareSyncError) {
             let response = try await handle(request)
-            logger.debug("control request", metadata: ["request": "\(Self.commandName(request))"])
+            logger.debug("control request", metadata: ["request": "\(name)"])
+            ShareSyncMetrics.request(channel: "control", name, duration: ContinuousClock.now - start, error: nil)
             return response
         } catch {
             logger.info(
                 "control request refused",
-                metadata: ["request": "\(Self.commandName(request))", "error.code": "\(error.code.rawValue)"])
+                metadata: ["request": "\(name)", "error.code": "\(error.code.rawValue)"])
+            ShareSyncMetrics.request(channel: "control", name, duration: ContinuousClock.now - start, error: error.code)
             return Self.encode(ControlResponse<Done>(error: ControlError(error)))
         }
     }
 
+    /// Each zone of the replica with its owner's link state, lag and outbox.
+    func replicaStatuses(_ participant: ParticipantSync) throws(ShareSyncError) -> [ReplicaStatus] {
+        let replica = participant.replica
+        var outbox: [String: [OutboxOperation.State: Int]] = [:]
+        for (owner, operation) in try replica.outboxOperations() {
+            outbox[owner + "\u{0}" + operation.zoneName, default: [:]][operation.state, default: 0] += 1
+        }
+        let identities = try Self.ownerIdentities(replica)
+        return try replica.allZones().map { (zoneID: RecordZone.ID) throws(ShareSyncError) -> ReplicaStatus in
+            let owner = zoneID.ownerName
+            let state = participant.status(owner: owner)
+            let counts = outbox[owner + "\u{0}" + zoneID.zoneName] ?? [:]
+            let lag = participant.syncLag(owner: owner).map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+            return ReplicaStatus(
+                ownerName: owner, ownerDisplayName: identities[owner]?.displayName, zoneName: zoneID.zoneName,
+                state: state.map { "\($0)" } ?? "stopped", connected: state == .syncing || state == .following,
+                lastSync: participant.lastSynced(owner: owner), lagSeconds: lag,
+                records: try replica.recordCount(owner: owner, zoneName: zoneID.zoneName),
+                pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0)
+        }
+    }
+
     /// The request's command, without its arguments (which may hold hundreds of records).
+    /// The command of a request line: its object's first key (`{"zoneCreate":…` is `zoneCreate`), read off
+    /// the bytes without reflecting on the decoded request.
+    static func commandName(line: Data) -> String? {
+        guard let open = line.firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+        let start = line.index(after: open)
+        guard let close = line[start...].firstIndex(of: UInt8(ascii: "\"")), close - start <= 64 else { return nil }
+        let name = line[start..<close]
+        guard name.allSatisfy({ ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) }) else { return nil }
+        return String(decoding: name, as: UTF8.self)
+    }
+
     static func commandName(_ request: ControlRequest) -> String {
         Mirror(reflecting: request).children.first?.label ?? String(describing: request)
     }
@@ -145,9 +183,11 @@ public struct ControlHandler: Sendable {
             return ok(Done())
         case .status:
             var status = status()
-            if let counts = try participant?.replica.outboxCounts() {
+            if let participant {
+                let counts = try participant.replica.outboxCounts()
                 status.outbox = OutboxCounts(
                     pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0)
+                status.replicas = try replicaStatuses(participant)
             }
             return ok(status)
         case .zoneCreate(let name):

@@ -461,6 +461,63 @@ public struct NodeStatus: Codable, Sendable, Hashable {
     public var connections: Int
     /// The writes to shared zones in the outbox, by state (filled in by the control handler).
     public var outbox: OutboxCounts? = nil
+    /// Each share of the private database, with its participants.
+    public var shares: [ShareStatus]? = nil
+    /// Each zone of the shared database, with its sync state.
+    public var replicas: [ReplicaStatus]? = nil
+}
+
+/// A share of this node's private database, as `status` shows it.
+public struct ShareStatus: Codable, Sendable, Hashable {
+    public var zoneName: String
+    public var shareName: String
+    public var title: String?
+    /// The shared hierarchy's root record (`nil` for a zone-wide share).
+    public var rootRecordName: String?
+    public var publicPermission: Participant.Permission
+    /// Participants other than the owner (invited, accepted, public users).
+    public var participants: Int
+    /// Of them, those who accepted.
+    public var accepted: Int
+    /// Of those, how many are connected now.
+    public var connected: Int
+
+    public init(
+        zoneName: String, shareName: String, title: String?, rootRecordName: String?, publicPermission: Participant.Permission,
+        participants: Int, accepted: Int, connected: Int
+    ) {
+        self.zoneName = zoneName
+        self.shareName = shareName
+        self.title = title
+        self.rootRecordName = rootRecordName
+        self.publicPermission = publicPermission
+        self.participants = participants
+        self.accepted = accepted
+        self.connected = connected
+    }
+}
+
+/// A zone of the shared database (a share this node accepted), as `status` shows it.
+public struct ReplicaStatus: Codable, Sendable, Hashable {
+    public var ownerName: String
+    /// The owner's name, as its shares give it (when known).
+    public var ownerDisplayName: String?
+    public var zoneName: String
+    /// The link to the owner: `connecting`, `syncing` (catching up), `following` (connected, caught up,
+    /// changes arrive as pushes), `waitingToReconnect` or `stopped`.
+    public var state: String
+    /// Whether the owner is connected now.
+    public var connected: Bool
+    /// When the replica last was caught up with the owner.
+    public var lastSync: Date?
+    /// How far behind the owner the replica may be: 0 while following, else the time since it last was.
+    public var lagSeconds: Double?
+    /// Records in the replica's zone.
+    public var records: Int
+    /// This node's writes to the zone waiting for the owner, in conflict, and refused.
+    public var pending: Int
+    public var conflicts: Int
+    public var refused: Int
 }
 
 /// How many writes to shared zones wait in the outbox, by state.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Prometheus
 import ServiceLifecycle
 import ShareSyncCore
 import ShareSyncStore
@@ -35,7 +36,23 @@ public final class NodeService: Service, Sendable {
     private let participantConfiguration: ParticipantSync.Configuration
     private let allowCleartext: Bool
     private let connectionsPerIdentity: Int
+    private let metrics: Metrics?
     private let state = Mutex(State.idle)
+
+    /// Where the daemon serves its metrics, and the registry they are in (the one `MetricsSystem` was
+    /// bootstrapped with, so the node's counters land there too).
+    public struct Metrics: Sendable {
+        public var address: HostAndPort
+        public var registry: PrometheusCollectorRegistry
+        /// Called once the endpoint listens, with its address (the actual port when 0 was asked for).
+        public var onListening: @Sendable (HostAndPort) -> Void
+
+        public init(address: HostAndPort, registry: PrometheusCollectorRegistry, onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }) {
+            self.address = address
+            self.registry = registry
+            self.onListening = onListening
+        }
+    }
 
     /// - Parameters:
     ///   - onListening: called once the owner server and the control socket are up, with the
@@ -45,12 +62,14 @@ public final class NodeService: Service, Sendable {
     ///     with a loopback listen address, else ``run()`` fails: see ``OwnerServer/Configuration/allowCleartext``).
     ///   - connectionsPerIdentity: how many connections the owner server accepts from one identity at
     ///     once (``OwnerServer/Configuration/maximumConnectionsPerIdentity``).
+    ///   - metrics: where to serve Prometheus metrics (``MetricsEndpoint``); `nil`: nowhere.
     public init(
         home: NodeHome, logger: Logger, participantConfiguration: ParticipantSync.Configuration = .init(),
-        allowCleartext: Bool = false, connectionsPerIdentity: Int = 8,
+        allowCleartext: Bool = false, connectionsPerIdentity: Int = 8, metrics: Metrics? = nil,
         onListening: @escaping @Sendable (HostAndPort) -> Void = { _ in }
     ) {
         self.home = home
+        self.metrics = metrics
         self.allowCleartext = allowCleartext
         self.connectionsPerIdentity = connectionsPerIdentity
         var participantConfiguration = participantConfiguration
@@ -95,11 +114,25 @@ public final class NodeService: Service, Sendable {
         }
         defer { state.withLock { $0 = .stopped } }
         let node = try await start(controlSocket: true)
+        var endpoint: MetricsEndpoint?
+        if let metrics {
+            let gauges = NodeGauges(registry: metrics.registry)
+            do {
+                endpoint = try await MetricsEndpoint.start(
+                    host: metrics.address.host, port: metrics.address.port, registry: metrics.registry,
+                    collect: { gauges.refresh(node) }, logger: logger)
+            } catch {
+                await node.stop()
+                throw error
+            }
+        }
         state.withLock { $0 = .running(listen: node.listen, advertised: node.advertised) }
         onListening(node.listen)
+        if let endpoint, let metrics { metrics.onListening(endpoint.address) }
         // Returns on graceful shutdown, or throws when the service is cancelled: stop either way.
         try? await gracefulShutdown()
         state.withLock { $0 = .stopping }
+        await endpoint?.close()
         await node.stop()
     }
 
@@ -166,10 +199,12 @@ public final class NodeService: Service, Sendable {
         let handler = ControlHandler(
             database: database, participant: participant, feeds: feeds,
             status: { [home] in
-                NodeStatus(
+                var status = NodeStatus(
                     userRecordName: identity.userRecordName, fingerprint: identity.fingerprint,
                     displayName: home.settings.displayName, listen: bound, advertised: advertised.withLock { $0 },
                     connections: server.connectionCount)
+                status.shares = try? Self.shareStatuses(database, connected: server.connectedIdentities)
+                return status
             },
             advertise: { [home, logger] address, listen throws(ShareSyncError) in
                 // Kept first (a daemon restarted later comes back with it), then URLs and participants.
@@ -213,11 +248,29 @@ public final class NodeService: Service, Sendable {
             "node running",
             metadata: ["listen": "\(bound)", "advertised": "\(initial)", "control": "\(control?.path ?? "-")"])
         return RunningNode(
-            handler: handler, participant: participant, listen: bound, advertised: initial, logger: logger,
+            handler: handler, participant: participant, database: database, server: server, listen: bound, advertised: initial,
+            logger: logger,
             stopParts: RunningNode.Parts(
                 lock: lock, server: server, feeds: feeds, control: control, controlTask: control.map { control in
                     Task { await control.run() }
                 }, eventLog: eventLog))
+    }
+
+    /// Each share of the private database, with how many of its participants accepted and are connected.
+    static func shareStatuses(_ database: PrivateDatabase, connected: Set<String>) throws(ShareSyncError) -> [ShareStatus] {
+        var statuses: [ShareStatus] = []
+        for zone in try database.fetchAllZones() {
+            for share in try database.fetchShares(in: zone.zoneID) {
+                let others = share.participants.filter { $0.role != .owner && $0.acceptanceStatus != .removed }
+                let accepted = others.filter { $0.acceptanceStatus == .accepted }
+                statuses.append(ShareStatus(
+                    zoneName: zone.zoneID.zoneName, shareName: share.recordID.recordName, title: share.title,
+                    rootRecordName: share.rootRecordID?.recordName, publicPermission: share.publicPermission,
+                    participants: others.count, accepted: accepted.count,
+                    connected: accepted.filter { $0.userIdentity.userRecordName.map(connected.contains) ?? false }.count))
+            }
+        }
+        return statuses
     }
 
     /// Logs one event of the participant sync engine, with the owner and zone as metadata.
@@ -244,6 +297,7 @@ public final class NodeService: Service, Sendable {
         case .operationSent(let owner, let operationID, _):
             logger.info("queued write sent", metadata: ["owner": "\(owner)", "operation": "\(operationID)"])
         case .conflict(let owner, let recordID, let resolved):
+            ShareSyncMetrics.conflicts(side: "participant")
             logger.notice(
                 "write conflict",
                 metadata: [
@@ -278,6 +332,10 @@ public final class RunningNode: Sendable {
     public let handler: ControlHandler
     /// The participant side (the shared database replica and its sync engine).
     public let participant: ParticipantSync
+    /// The owner's private database.
+    public let database: PrivateDatabase
+    /// The owner server.
+    let server: OwnerServer
     /// Where the owner server listens (the actual port when the settings say 0).
     public let listen: HostAndPort
     /// The address share URLs carried when the node started.
@@ -295,11 +353,13 @@ public final class RunningNode: Sendable {
     }
 
     init(
-        handler: ControlHandler, participant: ParticipantSync, listen: HostAndPort, advertised: HostAndPort,
-        logger: Logger, stopParts: Parts
+        handler: ControlHandler, participant: ParticipantSync, database: PrivateDatabase, server: OwnerServer,
+        listen: HostAndPort, advertised: HostAndPort, logger: Logger, stopParts: Parts
     ) {
         self.handler = handler
         self.participant = participant
+        self.database = database
+        self.server = server
         self.listen = listen
         self.advertised = advertised
         self.logger = logger
@@ -321,5 +381,52 @@ public final class RunningNode: Sendable {
         try? await parts.server.shutdown()
         parts.lock.release()
         logger.info("node stopped")
+    }
+}
+
+/// The gauges a scrape reads off the node: connections, participants, the outbox, each replica zone's
+/// lag, and the compression ratio.
+final class NodeGauges: Sendable {
+    private let registry: PrometheusCollectorRegistry
+    private let lagGauges = Mutex<[String: Gauge]>([:])
+
+    init(registry: PrometheusCollectorRegistry) { self.registry = registry }
+
+    func refresh(_ node: RunningNode) {
+        registry.makeGauge(name: "sharesync_connections", help: "Open participant connections to this owner").set(Int64(node.server.connectionCount))
+        if let shares = try? NodeService.shareStatuses(node.database, connected: node.server.connectedIdentities) {
+            registry.makeGauge(name: "sharesync_shares", help: "Shares of the private database").set(Int64(shares.count))
+            registry.makeGauge(name: "sharesync_participants", help: "Accepted participants, over every share")
+                .set(Int64(shares.reduce(0) { $0 + $1.accepted }))
+        }
+        if let counts = try? node.participant.replica.outboxCounts() {
+            for (state, count) in counts {
+                registry.makeGauge(
+                    name: "sharesync_outbox_operations", labels: [("state", state.rawValue)],
+                    help: "This node's writes to shared zones in the outbox"
+                ).set(Int64(count))
+            }
+        }
+        registry.makeGauge(name: "sharesync_compression_ratio", help: "Wire bytes per payload byte, both directions")
+            .set(ShareSyncMetrics.compressionRatio)
+        // Sync lag per replicated zone; zones that left the replica lose their gauge.
+        let zones = (try? node.participant.replica.allZones()) ?? []
+        var present: Set<String> = []
+        for zoneID in zones {
+            let key = zoneID.ownerName + "\u{0}" + zoneID.zoneName
+            present.insert(key)
+            let lag = node.participant.syncLag(owner: zoneID.ownerName) ?? .zero
+            let gauge = registry.makeGauge(
+                name: "sharesync_replica_lag_seconds", labels: [("owner", zoneID.ownerName), ("zone", zoneID.zoneName)],
+                help: "How far behind its owner a shared zone may be (0 while following its pushes)")
+            gauge.set(Double(lag.components.seconds) + Double(lag.components.attoseconds) / 1e18)
+            lagGauges.withLock { $0[key] = gauge }
+        }
+        let gone = lagGauges.withLock { gauges -> [Gauge] in
+            let stale = gauges.filter { !present.contains($0.key) }
+            for key in stale.keys { gauges.removeValue(forKey: key) }
+            return Array(stale.values)
+        }
+        for gauge in gone { registry.unregisterGauge(gauge) }
     }
 }

@@ -48,6 +48,7 @@ struct ServerConnection {
         self.writability = writability
         self.logger = server.logger
         self.logger[metadataKey: "connection.id"] = "\(id)"
+        if let peer = channel.channel.remoteAddress { self.logger[metadataKey: "peer"] = "\(peer)" }
     }
 
     /// Sets up a fresh server channel: TLS (or allowed cleartext), the framing, the session events and
@@ -363,12 +364,17 @@ struct Session {
                     id: request.id, token: token, executor: executor, connection: connection, shared: shared, outbound: outbound,
                     logger: logger)
             case .fetchZoneChanges(let zoneName, let token, let resultsLimit):
+                let start = ContinuousClock.now
                 let key = ZonePageReadAhead.Key(zoneName: zoneName, token: token, resultsLimit: resultsLimit)
                 let answer = await connection.fetchZoneChanges(id: request.id, key, executor: executor, shared: shared)
                 try await connection.writeAnswer(answer, id: request.id, executor: executor, to: outbound)
+                ShareSyncMetrics.request(channel: "owner", request.body.op, duration: ContinuousClock.now - start, error: nil)
             default:
+                let start = ContinuousClock.now
                 let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.execute(request) }
                 try await connection.writeAnswer(answer, id: request.id, executor: executor, to: outbound)
+                // Refusals are counted by code where they are answered (RequestExecutor.errorResponse).
+                ShareSyncMetrics.request(channel: "owner", request.body.op, duration: ContinuousClock.now - start, error: nil)
             }
         }
     }

@@ -26,7 +26,8 @@ struct RequestExecutor: Sendable {
 
     /// The response frame `{"id", "error"}`.
     func errorResponse(id: Int, _ error: ShareSyncError) -> ByteBuffer {
-        (try? MessageCoding.encode(ErrorResponse(id: id, error)))
+        ShareSyncMetrics.countError(channel: "owner", error.code)
+        return (try? MessageCoding.encode(ErrorResponse(id: id, error)))
             ?? ByteBuffer(string: #"{"id":null,"error":{"code":"internalError","message":"cannot encode an error"}}"#)
     }
 
@@ -75,6 +76,7 @@ struct RequestExecutor: Sendable {
             let result = try view.modifyRecords(
                 saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: policy,
                 atomically: atomically)
+            ShareSyncMetrics.conflicts(side: "owner", result.errors.values.count { $0.code == .serverRecordChanged })
             return try ok(id, ModifyRecordsWireResult(result))
         case .leaveShare(let zoneName, let shareRecordName):
             try view.leaveShare(Record.ID(recordName: shareRecordName, zoneID: zoneID(zoneName)))

@@ -73,6 +73,7 @@ enum SubscriptionPusher {
                     "the push is \(payload.readableBytes) bytes, over the frame limit (\(limit))", connection: connection, logger: logger)
             }
             try await write(payload, to: outbound, within: connection.server.configuration.pushWriteTimeout, connection: connection, logger: logger)
+            ShareSyncMetrics.pushSent()
             cursor = push.token
         }
     }

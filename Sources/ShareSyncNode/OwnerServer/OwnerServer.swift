@@ -192,6 +192,9 @@ public final class OwnerServer: Sendable {
     /// The number of open connections (authenticated or not).
     public var connectionCount: Int { registry.count }
 
+    /// The user record names of the identities connected now (authenticated).
+    public var connectedIdentities: Set<String> { registry.connectedIdentities }
+
     /// The address this owner advertises (the one its share URLs name), as every `welcome` tells it;
     /// `nil` until set.
     public var advertisedAddress: WireAddress? { registry.advertised.withLock { $0 } }
@@ -278,6 +281,8 @@ final class ConnectionRegistry: Sendable {
     func authenticatedChannels() -> [any Channel] {
         state.withLock { s in s.authenticatedChannels.compactMap { s.channels[$0] } }
     }
+
+    var connectedIdentities: Set<String> { state.withLock { Set($0.perIdentity.keys) } }
 
     func nextConnectionID() -> Int { state.withLock { $0.nextID += 1; return $0.nextID } }
 

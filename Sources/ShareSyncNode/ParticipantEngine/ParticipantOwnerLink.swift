@@ -30,6 +30,10 @@ final class ParticipantOwnerLink: Sendable {
         var failures = 0
         var lastFailure: ShareSyncError?
         var task: Task<Void, Never>?
+        /// When the link last was caught up (following), or started when it never was.
+        var caughtUpAt = Date()
+        /// When the link last was caught up, `nil` if it never was.
+        var lastSynced: Date?
     }
 
     private let state = Mutex(State())
@@ -105,9 +109,27 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     private func setStatus(_ status: ParticipantSync.LinkStatus) {
-        state.withLock { $0.status = status }
+        state.withLock { s in
+            // Leaving `following` (or entering it) marks the last moment the replica was known current.
+            if status == .following || s.status == .following {
+                s.caughtUpAt = Date()
+                s.lastSynced = s.caughtUpAt
+            }
+            s.status = status
+        }
         hub.notifyWatchers()
     }
+
+    /// How far behind the owner the replica may be: zero while following (changes arrive as pushes),
+    /// else the time since it last was (or since the link started, if it never was).
+    var lag: Duration {
+        state.withLock { s in
+            s.status == .following ? .zero : .milliseconds(Int64(max(0, Date().timeIntervalSince(s.caughtUpAt)) * 1000))
+        }
+    }
+
+    /// When the link last was caught up with the owner.
+    var lastSynced: Date? { state.withLock { $0.status == .following ? Date() : $0.lastSynced } }
 
     static func isTransient(_ error: ShareSyncError) -> Bool {
         [.networkFailure, .networkUnavailable, .serviceUnavailable, .requestRateLimited].contains(error.code)

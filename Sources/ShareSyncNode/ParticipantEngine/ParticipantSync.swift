@@ -378,6 +378,13 @@ public final class ParticipantSync: Sendable {
     /// Where each owner's link stands.
     public func status(owner: String) -> LinkStatus? { existingLink(owner)?.status }
 
+    /// How far behind an owner the replica may be: zero while its link follows the owner's pushes, else
+    /// the time since it last did (`nil` for an owner this engine has no link to).
+    public func syncLag(owner: String) -> Duration? { existingLink(owner)?.lag }
+
+    /// When the replica last was caught up with an owner (now, while following).
+    public func lastSynced(owner: String) -> Date? { existingLink(owner)?.lastSynced }
+
     /// The number of record changes (saves and deletions) received from owners, in fetched pages and
     /// pushes, since this engine was created: a resumed engine receives only what changed since its tokens.
     public var recordsReceived: Int { hub.recordsReceived }

@@ -1,0 +1,136 @@
+import Foundation
+import ShareSyncTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `GET path` over HTTP/1.0 on 127.0.0.1:port: the status code and the body.
+func httpGet(port: Int, path: String) throws -> (status: Int, body: String) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EIO) }
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+    let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+    var response: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    for _ in 0..<10_000 {
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { break }
+        response += chunk[0..<n]
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    let statusLine = text.split(separator: "\r\n").first ?? ""
+    let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") ?? 0
+    let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+    return (status, body)
+}
+
+/// The value of a Prometheus sample line `name{labels} value` (the first whose name and labels contain `match`).
+func sample(_ metrics: String, _ name: String, containing match: String = "") -> Double? {
+    for line in metrics.split(separator: "\n") where line.hasPrefix(name) && (match.isEmpty || line.contains(match)) {
+        let rest = line.dropFirst(name.count)
+        guard rest.first == " " || rest.first == "{" else { continue }
+        return Double(line.split(separator: " ").last ?? "")
+    }
+    return nil
+}
+
+@Suite("Operating a node: metrics, status and JSON logs")
+struct OperationsCLITests {
+    @Test func metricsStatusAndJSONLogsOfTwoNodes() throws {
+        let alice = try E2ENode(name: "Alice", runArguments: ["--metrics", "127.0.0.1:0", "--log-format", "json"])
+        defer { alice.stop() }
+        let bob = try E2ENode(name: "Bob")
+        defer { bob.stop() }
+        let metricsLine = try alice.daemon.waitForLine(containing: "metrics on", timeout: 30)
+        let port = try #require(Int(metricsLine.split(separator: ":").last ?? ""))
+
+        try makeTopics(on: alice)
+        let (url, _) = try invite(bob, to: "Topics", of: alice, permission: "readWrite")
+        try bob.ok(["accept", url])
+        try bob.ok(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--field", "title=string:Changed"])
+        // A refusal, to count by code.
+        #expect(try alice.run(["zone", "delete", "_defaultZone"]).status == 65)
+
+        // Status: Alice's share, accepted and connected; Bob's replica, following with no lag.
+        #expect(eventually {
+            let status = (try? alice.ok(["status"])) as? [String: Any]
+            let shares = status?["shares"] as? [[String: Any]]
+            return shares?.first?["accepted"] as? Int == 1 && shares?.first?["connected"] as? Int == 1
+        })
+        #expect(eventually {
+            let status = (try? bob.ok(["status"])) as? [String: Any]
+            let replica = (status?["replicas"] as? [[String: Any]])?.first
+            return replica?["state"] as? String == "following" && replica?["lagSeconds"] as? Double == 0
+                && replica?["records"] as? Int == 2 && replica?["pending"] as? Int == 0
+        })
+        let human = try cli(["status", "--home", bob.home])
+        #expect(human.stdout.contains("Alice (\(alice.userRecordName)) Topics: following"))
+
+        // The metrics endpoint (scraped until Bob's write has been pushed back to him).
+        var scraped = try httpGet(port: port, path: "/metrics")
+        #expect(scraped.status == 200)
+        _ = try eventually {
+            scraped = try httpGet(port: port, path: "/metrics")
+            return (sample(scraped.body, "sharesync_pushes_total") ?? 0) >= 1
+        }
+        let metrics = scraped.body
+        #expect(sample(metrics, "sharesync_connections") == 1)
+        #expect(sample(metrics, "sharesync_participants") == 1)
+        #expect(sample(metrics, "sharesync_shares") == 1)
+        #expect((sample(metrics, "sharesync_frames_total", containing: "direction=\"in\"") ?? 0) > 2)
+        #expect((sample(metrics, "sharesync_payload_bytes_total", containing: "direction=\"out\"") ?? 0) > 0)
+        #expect((sample(metrics, "sharesync_compression_ratio") ?? 0) > 0)
+        #expect((sample(metrics, "sharesync_pushes_total") ?? 0) >= 1)
+        #expect((sample(metrics, "sharesync_requests_total", containing: "request=\"modifyRecords\"") ?? 0) >= 1)
+        #expect(metrics.contains("sharesync_request_duration_seconds_bucket"))
+        #expect(sample(metrics, "sharesync_errors_total", containing: "code=\"invalidArguments\"") == 1)
+        #expect(sample(metrics, "sharesync_outbox_operations", containing: "state=\"pending\"") == 0)
+        #expect(try httpGet(port: port, path: "/other").status == 404)
+
+        // Bob's replica falls behind when Alice stops: no longer following, lag growing.
+        try alice.kill()
+        #expect(eventually {
+            let status = (try? bob.ok(["status"])) as? [String: Any]
+            let replica = (status?["replicas"] as? [[String: Any]])?.first
+            return replica?["state"] as? String != "following" && (replica?["lagSeconds"] as? Double ?? 0) > 0
+                && replica?["connected"] as? Bool == false
+        })
+
+        // Alice's log: one JSON object per line, with metadata.
+        let logLines = alice.daemon.stderr.split(separator: "\n")
+        #expect(!logLines.isEmpty)
+        for line in logLines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object?["level"] is String && object?["message"] is String, "\(line)")
+        }
+        let running = logLines.first { $0.contains("node running") }
+        let object = try #require(try JSONSerialization.jsonObject(with: Data((running ?? "").utf8)) as? [String: Any])
+        #expect((object["metadata"] as? [String: Any])?["node.user"] as? String == alice.userRecordName)
+    }
+
+    @Test func badOperatingOptionsAreRefused() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let home = folder.path + "/home"
+        #expect(try cli(["init", "--home", home, "--name", "A", "--listen", "127.0.0.1:0"]).status == 0)
+        let badMetrics = try cli(["run", "--home", home, "--metrics", "nowhere"])
+        #expect(badMetrics.status == 64)
+        #expect(badMetrics.stderr.contains("--metrics"))
+        let badFormat = try cli(["run", "--home", home, "--log-format", "xml"])
+        #expect(badFormat.status == 64)
+        #expect(badFormat.stderr.contains("--log-format"))
+    }
+}
