@@ -35,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", exact: "1.21.1"),
         .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+        // `swift package generate-documentation --target ShareSync` (the DocC catalog in Sources/ShareSync).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", exact: "1.5.0"),
     ],
     targets: [
         .target(name: "ShareSyncCore", exclude: ["SharingRules.md"]),

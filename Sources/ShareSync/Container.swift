@@ -23,7 +23,7 @@ import ShareSyncNode
 /// syncs the shares it accepted, and answers `sharesync` commands on the home's control socket while it
 /// is open. Like a daemon, it holds the home's daemon lock: a `sharesync run` on the same home is refused
 /// until ``close()``. A connected container needs the daemon to be running; if it stops, calls fail with
-/// ``ShareSyncError/Code/serviceUnavailable``.
+/// `ShareSyncError.Code.serviceUnavailable`.
 public final class Container: Sendable {
     /// How the container reaches its node.
     public enum Mode: String, Sendable, Hashable {
@@ -50,7 +50,7 @@ public final class Container: Sendable {
         self.home = home
     }
 
-    /// Opens a node home (made by `sharesync init` or ``createHome(at:displayName:email:listen:)``) and runs
+    /// Opens a node home (made by `sharesync init` or ``createHome(at:displayName:email:listen:advertise:)``) and runs
     /// its node in this process until ``close()``.
     ///
     /// - Parameters:
@@ -58,7 +58,7 @@ public final class Container: Sendable {
     ///   - logger: where the node logs; by default nowhere (the library never prints).
     ///   - controlSocket: whether `sharesync` commands may drive this node while it runs (the home's
     ///     `control.sock`, as a daemon's).
-    /// - Throws: ``ShareSyncError/Code/serviceUnavailable`` (rule `oneDaemonPerHome`) if a daemon or another
+    /// - Throws: `ShareSyncError.Code.serviceUnavailable` (rule `oneDaemonPerHome`) if a daemon or another
     ///   container runs on the home; `invalidArguments` (rule `noHome`) if the folder is not a node home.
     public static func embedded(
         home: String, logger: Logger = Logger(label: "sharesync", factory: { _ in SwiftLogNoOpLogHandler() }),
@@ -71,7 +71,7 @@ public final class Container: Sendable {
 
     /// Connects to the `sharesync run` daemon of a node home, through its control socket.
     ///
-    /// - Throws: ``ShareSyncError/Code/serviceUnavailable`` (rule `nodeNotRunning`) if no daemon runs on the home.
+    /// - Throws: `ShareSyncError.Code.serviceUnavailable` (rule `nodeNotRunning`) if no daemon runs on the home.
     public static func connected(home: String) async throws(ShareSyncError) -> Container {
         do {
             let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: home))
@@ -84,6 +84,9 @@ public final class Container: Sendable {
     /// Creates a node home: a new identity, empty databases and settings (what `sharesync init` does).
     ///
     /// - Parameters:
+    ///   - path: the folder to create (its parent must exist).
+    ///   - displayName: the name shown to the people this node shares with.
+    ///   - email: the owner's email address, which others may invite them by.
     ///   - listen: where the node listens for participants (port 0: a free port, kept from then on).
     ///   - advertise: the address share URLs carry, when participants reach the node by another name.
     /// - Throws: `invalidArguments` (rule `homeExists`) if the folder already is a node home.
@@ -101,7 +104,7 @@ public final class Container: Sendable {
     }
 
     /// Stops an embedded node (requests in progress finish first) or closes the connection to the daemon.
-    /// Calls made after it fail with ``ShareSyncError/Code/serviceUnavailable``.
+    /// Calls made after it fail with `ShareSyncError.Code.serviceUnavailable`.
     public func close() async {
         switch transport {
         case .embedded(let node): await node.stop()

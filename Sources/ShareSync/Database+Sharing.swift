@@ -26,7 +26,7 @@ extension Database {
     }
 
     /// Shares a record and its hierarchy (`CKShare(rootRecord:)`): the record and every record whose
-    /// ``Record/parent`` chain leads to it. Private database only.
+    /// `Record.parent` chain leads to it. Private database only.
     public func createShare(
         rootRecordID: Record.ID, title: String? = nil, publicPermission: Participant.Permission = .none,
         allowsAccessRequests: Bool = false

@@ -11,13 +11,15 @@ import ShareSyncNode
 ///   the owner cannot be reached a write waits in the node's outbox and goes out on reconnect (see
 ///   ``ModifyRecordsResults/queued``).
 ///
-/// Errors are ``ShareSyncError`` with CloudKit's codes: `unknownItem`, `serverRecordChanged` (its
-/// ``ShareSyncError/serverRecord`` is the stored record, to merge with), `zoneNotFound`,
-/// `permissionFailure`, `invalidArguments` (with a ``Rule`` naming what was wrong)...
+/// Errors are `ShareSyncError` with CloudKit's codes: `unknownItem`, `serverRecordChanged` (its
+/// `ShareSyncError.serverRecord` is the stored record, to merge with), `zoneNotFound`,
+/// `permissionFailure`, `invalidArguments` (with a `Rule` naming what was wrong)...
 public struct Database: Sendable {
     /// Which database.
     public enum Scope: String, Sendable, Hashable {
+        /// The node owner's own zones and records.
         case `private`
+        /// The zones others share with this node.
         case shared
     }
 
@@ -31,7 +33,7 @@ public struct Database: Sendable {
     // MARK: Records
 
     /// Saves a record (`CKDatabase.save(_:)`): a new record, or a change to one fetched before (its
-    /// ``Record/recordChangeTag`` must still be the stored one, else `serverRecordChanged`). Returns the
+    /// `Record.recordChangeTag` must still be the stored one, else `serverRecordChanged`). Returns the
     /// record as stored, with its new change tag. In the shared database, a write queued for an
     /// unreachable owner returns the record as given.
     public func save(_ record: Record) async throws(ShareSyncError) -> Record {
@@ -44,7 +46,7 @@ public struct Database: Sendable {
     }
 
     /// Fetches a record by ID (`CKDatabase.record(for:)`); `unknownItem` if there is none. In the shared
-    /// database the ID's zone names the owner (``RecordZone/ID/ownerName``), and this node's own write
+    /// database the ID's zone names the owner (`RecordZone.ID.ownerName`), and this node's own write
     /// not yet accepted by the owner is returned in place of the replica's record.
     public func record(for recordID: Record.ID) async throws(ShareSyncError) -> Record {
         let zoneID = recordID.zoneID
@@ -87,7 +89,7 @@ public struct Database: Sendable {
     ///
     /// - `savePolicy`: `ifServerRecordUnchanged` (the default) saves a record only if its change tag is
     ///   the stored one (a new record: only if none of that name exists), else that item fails with
-    ///   `serverRecordChanged`; `changedKeys` writes the record's ``Record/changedKeys`` over the stored
+    ///   `serverRecordChanged`; `changedKeys` writes the record's `Record.changedKeys` over the stored
     ///   record; `allKeys` replaces it.
     /// - `atomically`: all items or none (the private database: the whole request; the shared database:
     ///   each zone's items, as CloudKit does). When an atomic request fails, the items that did not fail
@@ -280,7 +282,7 @@ public struct ModifyRecordsResults: Sendable {
     /// The records saved.
     public var savedRecords: [Record] { saveResults.values.compactMap { try? $0.get() } }
 
-    /// Throws ``ShareSyncError/Code/partialFailure`` with the per-item errors (by record name) if any item failed.
+    /// Throws `ShareSyncError.Code.partialFailure` with the per-item errors (by record name) if any item failed.
     public func get() throws(ShareSyncError) {
         var errors: [String: ShareSyncError] = [:]
         for (id, result) in saveResults { if case .failure(let e) = result { errors[id.recordName] = e } }
@@ -306,6 +308,7 @@ public struct DatabaseChangesResult: Sendable, Hashable {
 
 /// A zone's changes since a token, like the results of `CKFetchRecordZoneChangesOperation`.
 public struct RecordZoneChangesResult: Sendable, Hashable {
+    /// The zone.
     public var zoneID: RecordZone.ID
     /// Records created or changed, each in its latest state.
     public var modifications: [Record] = []

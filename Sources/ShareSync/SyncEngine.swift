@@ -35,8 +35,8 @@ import Synchronization
 /// (a long poll on its change feed) and sends soon after changes are added; without it the app calls
 /// ``fetchChanges()`` and ``sendChanges()``. Either way one fetch or send runs at a time.
 ///
-/// Sends use ``SavePolicy/ifServerRecordUnchanged``: a record changed on the server since the app's copy
-/// fails with `serverRecordChanged`, whose ``ShareSyncError/serverRecord`` the app merges with before it
+/// Sends use `SavePolicy.ifServerRecordUnchanged`: a record changed on the server since the app's copy
+/// fails with `serverRecordChanged`, whose `ShareSyncError.serverRecord` the app merges with before it
 /// adds the save again. A save or delete that failed for a reason that may pass (the owner unreachable,
 /// the node busy) stays pending and is tried again; any other failure is removed from the pending changes
 /// and reported once. In the shared database the engine does not use the node's outbox: its own pending
@@ -59,6 +59,7 @@ public final class SyncEngine: Sendable {
         /// Where the engine logs; by default nowhere.
         public var logger: Logger
 
+        /// A configuration; see the properties for each parameter.
         public init(
             database: Database, stateSerialization: State.Serialization? = nil, automaticallySync: Bool = true,
             retryInterval: Duration = .seconds(2),
@@ -90,17 +91,24 @@ public final class SyncEngine: Sendable {
         case shareAccepted(RecordZone.ID)
         /// A shared zone left the shared database: the share was left, stopped, or this node was removed from it.
         case shareRemoved(RecordZone.ID)
+        /// A fetch starts.
         case willFetchChanges
+        /// A fetch ended (its changes were reported before this event).
         case didFetchChanges
+        /// A send starts.
         case willSendChanges
+        /// A send ended.
         case didSendChanges
     }
 
     /// A change the app made locally, waiting to be sent, like `CKSyncEngine.PendingRecordZoneChange`.
     public enum PendingRecordZoneChange: Sendable, Hashable, Codable {
+        /// Save the record: the engine asks the record provider for it when it sends.
         case saveRecord(Record.ID)
+        /// Delete the record.
         case deleteRecord(Record.ID)
 
+        /// The record the change is about.
         public var recordID: Record.ID {
             switch self {
             case .saveRecord(let id), .deleteRecord(let id): id
@@ -110,9 +118,12 @@ public final class SyncEngine: Sendable {
 
     /// A zone change the app made locally, like `CKSyncEngine.PendingDatabaseChange` (private database).
     public enum PendingDatabaseChange: Sendable, Hashable, Codable {
+        /// Create the zone.
         case saveZone(RecordZone)
+        /// Delete the zone and everything in it.
         case deleteZone(RecordZone.ID)
 
+        /// The zone the change is about.
         public var zoneID: RecordZone.ID {
             switch self {
             case .saveZone(let zone): zone.zoneID
@@ -121,12 +132,17 @@ public final class SyncEngine: Sendable {
         }
     }
 
+    /// Zones that changed in the database (``Event/fetchedDatabaseChanges(_:)``).
     public struct FetchedDatabaseChanges: Sendable, Hashable {
+        /// Zones whose records changed, or that appeared.
         public var modifications: [RecordZone.ID]
+        /// Zones deleted (or no longer shared with this node).
         public var deletions: [RecordZone.ID]
     }
 
+    /// A page of a zone's changes (``Event/fetchedRecordZoneChanges(_:)``).
     public struct FetchedRecordZoneChanges: Sendable, Hashable {
+        /// The zone.
         public var zoneID: RecordZone.ID
         /// Records created or changed, in their latest state.
         public var modifications: [Record]
@@ -134,26 +150,35 @@ public final class SyncEngine: Sendable {
         public var deletions: [DeletedRecord]
     }
 
+    /// What a send did to zones (``Event/sentDatabaseChanges(_:)``).
     public struct SentDatabaseChanges: Sendable {
+        /// The zones saved.
         public var savedZones: [RecordZone] = []
+        /// The zone saves that failed, with their errors.
         public var failedZoneSaves: [(zone: RecordZone, error: ShareSyncError)] = []
+        /// The zones deleted.
         public var deletedZoneIDs: [RecordZone.ID] = []
+        /// The zone deletes that failed, with their errors.
         public var failedZoneDeletes: [RecordZone.ID: ShareSyncError] = [:]
     }
 
+    /// What a send did to records (``Event/sentRecordZoneChanges(_:)``).
     public struct SentRecordZoneChanges: Sendable {
         /// The records saved, as the database now holds them (store their change tags).
         public var savedRecords: [Record] = []
         /// The saves that failed: the record sent and the error.
         public var failedRecordSaves: [FailedRecordSave] = []
+        /// The records deleted.
         public var deletedRecordIDs: [Record.ID] = []
+        /// The deletes that failed, with their errors.
         public var failedRecordDeletes: [Record.ID: ShareSyncError] = [:]
     }
 
+    /// A record save that failed.
     public struct FailedRecordSave: Sendable {
         /// The record as the engine sent it.
         public var record: Record
-        /// Why it was not saved; `serverRecordChanged` carries the server's record in ``ShareSyncError/serverRecord``.
+        /// Why it was not saved; `serverRecordChanged` carries the server's record in `ShareSyncError.serverRecord`.
         public var error: ShareSyncError
     }
 

@@ -12,7 +12,7 @@ enum Transport: Sendable {
     /// A `sharesync run` daemon answers on its control socket.
     case connected(ControlClient)
 
-    /// Sends a request and decodes its result; a refusal throws the node's ``ShareSyncError``.
+    /// Sends a request and decodes its result; a refusal throws the node's `ShareSyncError`.
     func call<T: Codable & Sendable>(_ request: ControlRequest, as type: T.Type = T.self) async throws(ShareSyncError) -> T {
         do {
             switch self {
