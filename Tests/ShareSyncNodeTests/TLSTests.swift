@@ -334,7 +334,7 @@ struct PythonTLSTests {
         return url
     }
 
-    static let scriptPath = "examples/python/tls_client.py"
+    static let scriptPath = "Examples/python/tls_client.py"
 
     /// Runs python3 to its end (at most 60 s) on a dispatch thread, so the wait blocks no task thread.
     static func python(_ arguments: [String]) async throws -> ChildProcess.Outcome {

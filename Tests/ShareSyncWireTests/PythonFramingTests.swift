@@ -4,7 +4,7 @@ import ShareSyncTestSupport
 import Testing
 @testable import ShareSyncWire
 
-/// protocol.md's Python reference for the frame encodings (`examples/python/sharesync_framing.py`,
+/// protocol.md's Python reference for the frame encodings (`Examples/python/sharesync_framing.py`,
 /// printed whole in protocol.md) against the Swift codec: the same lines for the same payloads, each
 /// reads the other's, and the same refusals with the same codes.
 @Suite struct PythonFramingTests {
@@ -14,7 +14,7 @@ import Testing
         return url
     }
 
-    static let scriptPath = "examples/python/sharesync_framing.py"
+    static let scriptPath = "Examples/python/sharesync_framing.py"
 
     static let payloads: [ByteBuffer] = (0..<40).map { index in
         // JSON of growing size with repeats (the shared context matters) and the two escaped bytes.
