@@ -2,6 +2,7 @@
 import Foundation
 import Logging
 import ShareSyncNode
+import Synchronization
 
 /// A node, as an app sees it: its private database, its shared database, and the shares it accepts,
 /// like `CKContainer`.
@@ -33,20 +34,18 @@ public final class Container: Sendable {
         case connected
     }
 
-    let transport: Transport
+    private let state: Mutex<Transport>
+    /// How requests reach the node (`closed` after ``close()``).
+    var transport: Transport { state.withLock { $0 } }
     /// The home folder of the node (`sharesync init --home`).
     public let home: String
 
     /// How this container reaches its node.
-    public var mode: Mode {
-        switch transport {
-        case .embedded: .embedded
-        case .connected: .connected
-        }
-    }
+    public let mode: Mode
 
     private init(transport: Transport, home: String) {
-        self.transport = transport
+        self.state = Mutex(transport)
+        self.mode = if case .embedded = transport { .embedded } else { .connected }
         self.home = home
     }
 
@@ -106,9 +105,10 @@ public final class Container: Sendable {
     /// Stops an embedded node (requests in progress finish first) or closes the connection to the daemon.
     /// Calls made after it fail with `ShareSyncError.Code.serviceUnavailable`.
     public func close() async {
-        switch transport {
+        switch state.withLock({ t -> Transport in defer { t = .closed }; return t }) {
         case .embedded(let node): await node.stop()
         case .connected(let client): await client.close()
+        case .closed: break
         }
     }
 
@@ -121,7 +121,7 @@ public final class Container: Sendable {
     /// daemon a connection of its own, since one connection answers its requests in order.
     func waitingTransport() async throws(ShareSyncError) -> Transport {
         switch transport {
-        case .embedded: return transport
+        case .embedded, .closed: return transport
         case .connected:
             do {
                 return .connected(try await ControlClient.connect(path: NodeHome.controlSocketPath(home: home)))

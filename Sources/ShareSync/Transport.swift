@@ -11,16 +11,23 @@ enum Transport: Sendable {
     case embedded(RunningNode)
     /// A `sharesync run` daemon answers on its control socket.
     case connected(ControlClient)
+    /// The container was closed.
+    case closed
 
     /// Sends a request and decodes its result; a refusal throws the node's `ShareSyncError`.
     func call<T: Codable & Sendable>(_ request: ControlRequest, as type: T.Type = T.self) async throws(ShareSyncError) -> T {
         do {
             switch self {
             case .embedded(let node):
+                guard !node.isStopped else {
+                    throw ShareSyncError(.serviceUnavailable, "the container was closed: open it again to use its node")
+                }
                 let response = await node.handler.respond(toLine: try request.line())
                 return try ControlResponse<T>.result(of: response)
             case .connected(let client):
                 return try await client.call(request, as: T.self)
+            case .closed:
+                throw ShareSyncError(.serviceUnavailable, "the container was closed: open it again to use its node")
             }
         } catch let error as ControlError {
             throw error.shareSyncError

@@ -36,7 +36,8 @@ extension PrivateDatabase {
             itemLimit: .max)
     }
 
-    /// Fetches records by ID; each missing one fails with ``ShareSyncError/Code/unknownItem``.
+    /// Fetches records by ID; each missing one fails with ``ShareSyncError/Code/unknownItem``, or
+    /// ``ShareSyncError/Code/zoneNotFound`` when its zone does not exist (as in CloudKit).
     public func fetchRecords(_ recordIDs: [ShareSyncCore.Record.ID]) throws(ShareSyncError) -> [ShareSyncCore.Record.ID: Result<ShareSyncCore.Record, ShareSyncError>] {
         try read { db in
             var results: [Record.ID: Result<Record, ShareSyncError>] = [:]
@@ -47,6 +48,9 @@ extension PrivateDatabase {
                         db, sql: "SELECT json FROM record WHERE zone = ? AND name = ?",
                         arguments: [id.zoneID.zoneName, id.recordName])
                     guard let json else {
+                        if try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE name = ?", arguments: [id.zoneID.zoneName]) == nil {
+                            throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) does not exist", recordID: id)
+                        }
                         throw ShareSyncError(.unknownItem, "record \(id.recordName) does not exist", recordID: id)
                     }
                     results[id] = .success(present(try Record(jsonData: json), zoneID: id.zoneID, in: db))

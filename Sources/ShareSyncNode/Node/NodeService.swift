@@ -366,6 +366,9 @@ public final class RunningNode: Sendable {
         self.parts = Mutex(stopParts)
     }
 
+    /// Whether ``stop()`` was called.
+    public var isStopped: Bool { parts.withLock { $0 == nil } }
+
     /// Stops the node: the control socket first (requests in progress finish), then the participant side
     /// and the owner server; then releases the home's daemon lock. Stopping twice does nothing.
     public func stop() async {

@@ -1,0 +1,95 @@
+import Foundation
+import ShareSync
+import Testing
+
+/// The calls the other suites leave out: zone deletion, tokens for now, status, roles, public and
+/// one-time shares, stopping a share, leaving locally, and a closed container.
+@Suite struct MoreAPITests {
+    static let zoneID = RecordZone.ID(zoneName: "Topics")
+
+    @Test(arguments: bothModes)
+    func zonesTokensStatusAndClosing(mode: Container.Mode) async throws {
+        let node = try await TestNode.open(mode)
+        let db = node.container.privateDatabase
+        #expect(node.container.mode == mode)
+        let status = try await node.container.status()
+        #expect(status.userRecordName == node.userRecordName)
+        #expect(try await node.container.userRecordID().recordName == node.userRecordName)
+
+        try await db.save(RecordZone(zoneID: Self.zoneID))
+        let now = try await db.currentChangeToken()
+        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: Self.zoneID))
+        note["text"] = "x"
+        try await db.save(note)
+        let since = try await db.recordZoneChanges(inZoneWith: Self.zoneID, since: now)
+        #expect(since.modifications.map(\.recordID.recordName) == ["n"])
+        let found = try await db.records(for: [note.recordID, Record.ID(recordName: "missing", zoneID: Self.zoneID)])
+        #expect((try? found[note.recordID]?.get())?["text"] == "x")
+        #expect(throws: ShareSyncError.self) { try found[Record.ID(recordName: "missing", zoneID: Self.zoneID)]?.get() }
+
+        try await db.deleteRecordZone(withID: Self.zoneID)
+        #expect(try await db.allRecordZones().map(\.zoneID.zoneName) == ["_defaultZone"])
+        #expect(await shareSyncError { _ = try await db.record(for: note.recordID) }?.code == .zoneNotFound)
+        let deleted = try await db.databaseChanges(since: now)
+        #expect(deleted.deletedZoneIDs.map(\.zoneName) == ["Topics"])
+        #expect(await shareSyncError { try await db.deleteRecordZone(withID: .default) }?.code == .invalidArguments)
+
+        await node.container.close()
+        let closed = await shareSyncError { _ = try await db.allRecordZones() }
+        #expect(closed?.code == .serviceUnavailable)
+        await node.close()
+    }
+
+    @Test(arguments: bothModes)
+    func rolesPublicOneTimeStopAndLeaveLocally(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                try await withNode(mode, name: "Carol") { carol in
+                    let db = alice.container.privateDatabase
+                    try await db.save(RecordZone(zoneID: Self.zoneID))
+                    var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                    topic["title"] = "T"
+                    try await db.save(topic)
+                    var share = try await db.createShare(rootRecordID: topic.recordID)
+                    #expect(share.publicPermission == .none)
+
+                    // A one-time link admits whoever opens it first: Bob.
+                    let once = try await db.inviteOneTime(permission: .readOnly, to: share)
+                    #expect(once.url.contains("invite="))
+                    _ = try await bob.container.accept(once.url, timeout: .seconds(30))
+                    let refused = await shareSyncError { _ = try await carol.container.accept(once.url, timeout: .seconds(30)) }
+                    #expect(refused != nil)
+
+                    // Roles: Bob becomes an administrator, and back.
+                    share = try await db.share(withID: share.recordID)
+                    let bobID = try #require(share.participants.first { $0.userIdentity.userRecordName == bob.userRecordName }?.participantID)
+                    share = try await db.setRole(.administrator, forParticipantID: bobID, in: share)
+                    #expect(share.participants.first { $0.participantID == bobID }?.role == .administrator)
+                    share = try await db.setRole(.privateUser, forParticipantID: bobID, in: share)
+                    #expect(share.participants.first { $0.participantID == bobID }?.role == .privateUser)
+
+                    // Public: anyone with the URL joins, read-only; Carol does.
+                    share = try await db.setPublicPermission(.readOnly, for: share)
+                    #expect(share.publicPermission == .readOnly)
+                    let url = try #require(share.url)
+                    let metadata = try await carol.container.shareMetadata(for: url)
+                    #expect(metadata.permission == .readOnly)
+                    _ = try await carol.container.accept(url, timeout: .seconds(30))
+                    let carolZones = try await carol.container.sharedDatabase.allRecordZones()
+                    #expect(carolZones.count == 1)
+
+                    // Bob leaves locally: his shared database empties at once.
+                    let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                    let bobShare = try await bob.container.sharedDatabase.share(withID: Record.ID(recordName: share.recordID.recordName, zoneID: sharedZone))
+                    try await bob.container.leave(bobShare, locally: true)
+                    #expect(try await bob.container.sharedDatabase.allRecordZones().isEmpty)
+
+                    // Stopping the share: Carol's shared database empties at her next sync.
+                    try await db.stopSharing(share)
+                    #expect(await shareSyncError { _ = try await db.share(withID: share.recordID) }?.code == .unknownItem)
+                    #expect(try await waitUntil { try await carol.container.sharedDatabase.allRecordZones().isEmpty })
+                }
+            }
+        }
+    }
+}
