@@ -41,6 +41,8 @@ import Synchronization
 /// the node busy) stays pending and is tried again; any other failure is removed from the pending changes
 /// and reported once. In the shared database the engine does not use the node's outbox: its own pending
 /// changes are the queue.
+///
+/// Call ``stop()`` when done with an engine: its automatic sync runs until then.
 public final class SyncEngine: Sendable {
     /// How an engine runs.
     public struct Configuration: Sendable {

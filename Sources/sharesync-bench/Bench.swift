@@ -16,7 +16,7 @@ struct SharesyncBench: AsyncParsableCommand {
             this program.
             """,
         subcommands: [
-            SuiteCommand.self, CompareCommand.self, StoreCommand.self, CodecCommand.self, WireCommand.self, ControlCommand.self, TLSCommand.self,
+            SuiteCommand.self, CompareCommand.self, StoreCommand.self, QueryCommand.self, CodecCommand.self, WireCommand.self, ControlCommand.self, TLSCommand.self,
             StalledCommand.self, ConnectionsCommand.self,
         ])
 }
@@ -116,6 +116,15 @@ struct StoreCommand: ParsableCommand {
     @Option(help: "Records to write.") var records = 100_000
 
     func run() throws { try runStoreBenchmark(count: records) }
+}
+
+struct QueryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query", abstract: "Queries on a zone of N records in the owner's database: p50 and p99 per query shape.")
+
+    @Option(help: "Notes in the zone.") var records = 100_000
+
+    func run() throws { try runQueryBenchmark(count: records) }
 }
 
 struct CodecCommand: ParsableCommand {
