@@ -25,7 +25,7 @@ func runQueryBenchmark(count: Int) throws {
         note["done"] = .bool(i % 3 == 0)
         note.setParent(.init(recordName: "topic-\(i / 100)", zoneID: zone))
         batch.append(note)
-        if batch.count >= 400 {
+        if batch.count >= 399 {
             _ = try db.modifyRecords(saving: batch, savePolicy: .allKeys).get()
             batch = []
         }
