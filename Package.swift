@@ -103,7 +103,7 @@ let package = Package(
         .executableTarget(
             name: "sharesync-bench",
             dependencies: [
-                "ShareSyncCore", "ShareSyncStore", "ShareSyncWire", "ShareSyncNode",
+                "ShareSync", "ShareSyncCore", "ShareSyncStore", "ShareSyncWire", "ShareSyncNode",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),

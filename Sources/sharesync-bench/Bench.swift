@@ -16,7 +16,7 @@ struct SharesyncBench: AsyncParsableCommand {
             this program.
             """,
         subcommands: [
-            SuiteCommand.self, CompareCommand.self, StoreCommand.self, QueryCommand.self, CodecCommand.self, WireCommand.self, ControlCommand.self, TLSCommand.self,
+            SuiteCommand.self, CompareCommand.self, StoreCommand.self, QueryCommand.self, APICommand.self, CodecCommand.self, WireCommand.self, ControlCommand.self, TLSCommand.self,
             StalledCommand.self, ConnectionsCommand.self,
         ])
 }
@@ -116,6 +116,15 @@ struct StoreCommand: ParsableCommand {
     @Option(help: "Records to write.") var records = 100_000
 
     func run() throws { try runStoreBenchmark(count: records) }
+}
+
+struct APICommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "api", abstract: "The ShareSync library on an embedded container: p50 and p99 per call.")
+
+    @Option(help: "Calls of each kind.") var calls = 2000
+
+    func run() async throws { try await runAPIBenchmark(calls: calls) }
 }
 
 struct QueryCommand: ParsableCommand {

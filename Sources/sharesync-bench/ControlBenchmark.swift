@@ -29,7 +29,8 @@ func runControlBenchmark(calls: Int) async throws {
     }
     print("| control call | p50 µs | p99 µs |")
     print("| --- | ---: | ---: |")
-    try await timed("status") { _ in _ = try await client.call(.status, as: NodeStatus.self) }
+    try await timed("zone list (a small read: the control path's floor)") { _ in _ = try await client.call(.zoneList, as: [ZoneInfo].self) }
+    try await timed("status (shares, replicas, outbox)") { _ in _ = try await client.call(.status, as: NodeStatus.self) }
     let plain = RecordZone.ID(zoneName: "Plain")
     try await timed("save 1 record, unshared zone") { i in
         let record = DataSet.note(1, topic: 0, zone: plain, revision: Int64(i))
