@@ -34,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", exact: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", exact: "1.21.1"),
         .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", .upToNextMinor(from: "1.6.0")),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
         // `swift package generate-documentation --target ShareSync` (the DocC catalog in Sources/ShareSync).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", exact: "1.5.0"),
@@ -80,7 +81,10 @@ let package = Package(
         ),
         .target(
             name: "ShareSync",
-            dependencies: ["ShareSyncCore", "ShareSyncNode", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "ShareSyncCore", "ShareSyncNode", .product(name: "Logging", package: "swift-log"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
+            ]
         ),
         .target(
             name: "ShareSyncTestSupport",

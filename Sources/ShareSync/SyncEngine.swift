@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OrderedCollections
 import ShareSyncNode
 import Synchronization
 
@@ -196,8 +197,17 @@ public final class SyncEngine: Sendable {
             var databaseToken: String?
             var zoneTokens: [String: String] = [:]
             var knownZones: [RecordZone.ID] = []
-            var pendingRecordZoneChanges: [PendingRecordZoneChange] = []
-            var pendingDatabaseChanges: [PendingDatabaseChange] = []
+            /// By record: adding a change for a record already pending replaces it in place, in O(1).
+            var pendingRecordZoneChanges: OrderedDictionary<Record.ID, Pending> = [:]
+            /// Numbers each addition, so a send drops only the additions it sent.
+            var additions: UInt64 = 0
+            var pendingDatabaseChanges: OrderedDictionary<RecordZone.ID, PendingDatabaseChange> = [:]
+        }
+
+        /// A pending record change and the addition that made it.
+        struct Pending: Codable, Sendable, Hashable {
+            var change: PendingRecordZoneChange
+            var addition: UInt64
         }
 
         let stored: Mutex<Stored>
@@ -209,19 +219,22 @@ public final class SyncEngine: Sendable {
             self.changed = changed
         }
 
-        /// The record changes waiting to be sent, in the order they were added.
-        public var pendingRecordZoneChanges: [PendingRecordZoneChange] { stored.withLock { $0.pendingRecordZoneChanges } }
+        /// The record changes waiting to be sent, in the order their records were first added.
+        public var pendingRecordZoneChanges: [PendingRecordZoneChange] { stored.withLock { $0.pendingRecordZoneChanges.values.map(\.change) } }
+
+        /// The pending record changes with their additions, for a send.
+        var pendingSnapshot: [Pending] { stored.withLock { Array($0.pendingRecordZoneChanges.values) } }
 
         /// The zone changes waiting to be sent.
-        public var pendingDatabaseChanges: [PendingDatabaseChange] { stored.withLock { $0.pendingDatabaseChanges } }
+        public var pendingDatabaseChanges: [PendingDatabaseChange] { stored.withLock { Array($0.pendingDatabaseChanges.values) } }
 
-        /// Adds record changes to send. A save and a delete of the same record replace each other (the last
-        /// one added counts); adding one already pending does nothing.
+        /// Adds record changes to send. One change is pending per record: a save and a delete of the same
+        /// record replace each other (the last one added counts, in the first one's place).
         public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
             stored.withLock { s in
                 for change in changes {
-                    s.pendingRecordZoneChanges.removeAll { $0.recordID == change.recordID }
-                    s.pendingRecordZoneChanges.append(change)
+                    s.additions += 1
+                    s.pendingRecordZoneChanges[change.recordID] = Pending(change: change, addition: s.additions)
                 }
             }
             changed()
@@ -229,27 +242,39 @@ public final class SyncEngine: Sendable {
 
         /// Removes record changes (the app no longer wants them sent).
         public func remove(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
-            let set = Set(changes)
-            stored.withLock { $0.pendingRecordZoneChanges.removeAll { set.contains($0) } }
+            stored.withLock { s in
+                for change in changes where s.pendingRecordZoneChanges[change.recordID]?.change == change {
+                    s.pendingRecordZoneChanges.removeValue(forKey: change.recordID)
+                }
+            }
             changed()
         }
 
-        /// Adds zone changes to send.
+        /// Adds zone changes to send (one per zone: the last one added counts).
         public func add(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
             stored.withLock { s in
-                for change in changes {
-                    s.pendingDatabaseChanges.removeAll { $0.zoneID == change.zoneID }
-                    s.pendingDatabaseChanges.append(change)
-                }
+                for change in changes { s.pendingDatabaseChanges[change.zoneID] = change }
             }
             changed()
         }
 
         /// Removes zone changes.
         public func remove(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
-            let set = Set(changes)
-            stored.withLock { $0.pendingDatabaseChanges.removeAll { set.contains($0) } }
+            stored.withLock { s in
+                for change in changes where s.pendingDatabaseChanges[change.zoneID] == change {
+                    s.pendingDatabaseChanges.removeValue(forKey: change.zoneID)
+                }
+            }
             changed()
+        }
+
+        /// Drops the changes sent (or failed for good): each only if no change was added for its record
+        /// since the send took it (the app edited the record again: that edit is still to send).
+        func finish(records: Set<Pending>, zones: Set<PendingDatabaseChange> = []) {
+            stored.withLock { s in
+                if !records.isEmpty { s.pendingRecordZoneChanges.removeAll { records.contains($0.value) } }
+                if !zones.isEmpty { s.pendingDatabaseChanges.removeAll { zones.contains($0.value) } }
+            }
         }
 
         func serialization() -> Serialization {
@@ -454,7 +479,7 @@ public final class SyncEngine: Sendable {
 
     private func send() async throws(ShareSyncError) {
         let zoneChanges = state.pendingDatabaseChanges
-        let recordChanges = state.pendingRecordZoneChanges
+        let recordChanges = state.pendingSnapshot
         guard !zoneChanges.isEmpty || !recordChanges.isEmpty else { return }
         emit(.willSendChanges)
         defer { emit(.didSendChanges) }
@@ -494,25 +519,26 @@ public final class SyncEngine: Sendable {
                 done.append(change)
             }
         }
-        let finished = Set(done)
-        state.stored.withLock { $0.pendingDatabaseChanges.removeAll { finished.contains($0) } }
+        state.finish(records: [], zones: Set(done))
         emit(.sentDatabaseChanges(sent))
         return retry
     }
 
     /// Sends one batch of record changes; returns whether some stay pending to try again.
-    private func sendRecords(_ batch: [PendingRecordZoneChange]) async throws(ShareSyncError) -> Bool {
+    private func sendRecords(_ batch: [State.Pending]) async throws(ShareSyncError) -> Bool {
         var saving: [Record] = []
         var deleting: [Record.ID] = []
-        var dropped: [PendingRecordZoneChange] = []
-        for change in batch {
-            switch change {
+        var sentBy: [Record.ID: State.Pending] = [:]
+        var finished: Set<State.Pending> = []
+        for pending in batch {
+            sentBy[pending.change.recordID] = pending
+            switch pending.change {
             case .saveRecord(let id):
-                if let record = await configuration.recordProvider(id) { saving.append(record) } else { dropped.append(change) }
+                // No record for it: the app dropped the change.
+                if let record = await configuration.recordProvider(id) { saving.append(record) } else { finished.insert(pending) }
             case .deleteRecord(let id): deleting.append(id)
             }
         }
-        var finished = Set(dropped)
         var retry = false
         var sent = SentRecordZoneChanges()
         if !saving.isEmpty || !deleting.isEmpty {
@@ -522,32 +548,32 @@ public final class SyncEngine: Sendable {
                 switch results.saveResults[record.recordID] {
                 case .success(let saved)?:
                     sent.savedRecords.append(saved)
-                    finished.insert(.saveRecord(record.recordID))
+                    if let pending = sentBy[record.recordID] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):
                     retry = true
                 case .failure(let error)?:
                     sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
-                    finished.insert(.saveRecord(record.recordID))
+                    if let pending = sentBy[record.recordID] { finished.insert(pending) }
                 case nil:
-                    retry = true  // queued or unanswered: try again
+                    retry = true  // unanswered: try again
                 }
             }
             for id in deleting {
                 switch results.deleteResults[id] {
                 case .success?:
                     sent.deletedRecordIDs.append(id)
-                    finished.insert(.deleteRecord(id))
+                    if let pending = sentBy[id] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):
                     retry = true
                 case .failure(let error)?:
                     sent.failedRecordDeletes[id] = error
-                    finished.insert(.deleteRecord(id))
+                    if let pending = sentBy[id] { finished.insert(pending) }
                 case nil:
                     retry = true
                 }
             }
         }
-        state.stored.withLock { $0.pendingRecordZoneChanges.removeAll { finished.contains($0) } }
+        state.finish(records: finished)
         emit(.sentRecordZoneChanges(sent))
         return retry
     }

@@ -22,7 +22,7 @@ enum Transport: Sendable {
                 guard !node.isStopped else {
                     throw ShareSyncError(.serviceUnavailable, "the container was closed: open it again to use its node")
                 }
-                let response = await node.handler.respond(toLine: try request.line())
+                let response = await node.respond(toLine: try request.line())
                 return try ControlResponse<T>.result(of: response)
             case .connected(let client):
                 return try await client.call(request, as: T.self)

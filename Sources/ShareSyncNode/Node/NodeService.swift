@@ -366,6 +366,12 @@ public final class RunningNode: Sendable {
         self.parts = Mutex(stopParts)
     }
 
+    /// Answers one control request line in process, as the control socket would: on the store's threads
+    /// (``StoreThreads``), so its SQLite work never holds a thread of Swift's cooperative pool.
+    public func respond(toLine line: Data) async -> Data {
+        await withTaskExecutorPreference(StoreThreads.executor) { await self.handler.respond(toLine: line) }
+    }
+
     /// Whether ``stop()`` was called.
     public var isStopped: Bool { parts.withLock { $0 == nil } }
 
