@@ -157,8 +157,7 @@ public final class Container: Sendable {
     /// Accepts a share by its URL and returns once its records are in the shared database (at most
     /// `timeout`; past it, `networkFailure`, and the share stays accepted and syncing).
     public func accept(_ url: String, timeout: Duration = .seconds(120)) async throws(ShareSyncError) -> AcceptedShare {
-        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        return try await transport.call(.accept(url: url, timeoutSeconds: seconds))
+        try await transport.call(.accept(url: url, timeoutSeconds: timeout.inSeconds))
     }
 
     /// Leaves a share this node accepted: its records leave the shared database. With `locally`, at once

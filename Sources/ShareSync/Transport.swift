@@ -14,20 +14,20 @@ enum Transport: Sendable {
     /// The container was closed.
     case closed
 
+    static let closedError = ShareSyncError(.serviceUnavailable, "the container was closed: open it again to use its node")
+
     /// Sends a request and decodes its result; a refusal throws the node's `ShareSyncError`.
     func call<T: Codable & Sendable>(_ request: ControlRequest, as type: T.Type = T.self) async throws(ShareSyncError) -> T {
         do {
             switch self {
             case .embedded(let node):
-                guard !node.isStopped else {
-                    throw ShareSyncError(.serviceUnavailable, "the container was closed: open it again to use its node")
-                }
+                guard !node.isStopped else { throw Self.closedError }
                 let response = await node.respond(toLine: try request.line())
                 return try ControlResponse<T>.result(of: response)
             case .connected(let client):
                 return try await client.call(request, as: T.self)
             case .closed:
-                throw ShareSyncError(.serviceUnavailable, "the container was closed: open it again to use its node")
+                throw Self.closedError
             }
         } catch let error as ControlError {
             throw error.shareSyncError

@@ -159,6 +159,12 @@ extension ControlHandler {
                 var zoneID: RecordZone.ID
                 var saving: [Record] = []
                 var deleting: [String] = []
+
+                /// The records it saves and deletes.
+                var refs: [RecordRef] {
+                    saving.map { RecordRef($0.recordID) }
+                        + deleting.map { RecordRef(ownerName: zoneID.ownerName, zoneName: zoneID.zoneName, recordName: $0) }
+                }
             }
             var groups: [Group] = []
             func group(owner: String, zone: String) throws(ShareSyncError) -> Int {
@@ -193,20 +199,14 @@ extension ControlHandler {
                         queueWhenUnreachable: queue ?? true)
                 } catch where queue == false && [.networkUnavailable, .networkFailure, .serviceUnavailable].contains(error.code) {
                     // This zone's owner cannot take it now: each of its items fails, the other zones go on.
-                    let refs =
-                        group.saving.map { RecordRef($0.recordID) }
-                        + group.deleting.map { RecordRef(ownerName: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, recordName: $0) }
-                    modified.failed += refs.map { ModifyResult.Failure(record: $0, error: ControlError(error)) }
+                    modified.failed += group.refs.map { ModifyResult.Failure(record: $0, error: ControlError(error)) }
                     continue
                 }
                 switch outcome {
                 case .sent(let result):
                     modified.add(result)
                 case .queued(let operation):
-                    let refs =
-                        group.saving.map { RecordRef($0.recordID) }
-                        + group.deleting.map { RecordRef(ownerName: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, recordName: $0) }
-                    modified.queued.append(ModifyResult.Queued(outboxID: operation.id, records: refs))
+                    modified.queued.append(ModifyResult.Queued(outboxID: operation.id, records: group.refs))
                 }
             }
             return ok(modified)

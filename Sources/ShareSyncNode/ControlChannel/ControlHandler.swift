@@ -72,7 +72,7 @@ public struct ControlHandler: Sendable {
             let owner = zoneID.ownerName
             let state = participant.status(owner: owner)
             let counts = outbox[owner + "\u{0}" + zoneID.zoneName] ?? [:]
-            let lag = participant.syncLag(owner: owner).map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+            let lag = participant.syncLag(owner: owner)?.inSeconds
             return ReplicaStatus(
                 ownerName: owner, ownerDisplayName: identities[owner]?.displayName, zoneName: zoneID.zoneName,
                 state: state.map { "\($0)" } ?? "stopped", connected: state == .syncing || state == .following,

@@ -428,7 +428,7 @@ final class NodeGauges: Sendable {
             let gauge = registry.makeGauge(
                 name: "sharesync_replica_lag_seconds", labels: [("owner", zoneID.ownerName), ("zone", zoneID.zoneName)],
                 help: "How far behind its owner a shared zone may be (0 while following its pushes)")
-            gauge.set(Double(lag.components.seconds) + Double(lag.components.attoseconds) / 1e18)
+            gauge.set(lag.inSeconds)
             lagGauges.withLock { $0[key] = gauge }
         }
         let gone = lagGauges.withLock { gauges -> [Gauge] in
