@@ -388,7 +388,9 @@ public final class SyncEngine: Sendable {
                 }
                 transport = nil
                 token = nil
+                // A closed container does not come back: nothing more to watch.
                 if Task.isCancelled { break }
+                if case .closed = configuration.database.container.transport { break }
                 try? await Task.sleep(for: configuration.retryInterval)
                 wakes.yield()  // something may have changed while the feed was not watched
             }
