@@ -141,6 +141,25 @@ extension Database {
         return try await self.share(withID: share.recordID)
     }
 
+    /// Saves a share's title, thumbnail and type as set on `share` (`share.title = "Groceries"`; `nil`
+    /// removes one), what ``Container/shareMetadata(for:)`` shows before someone accepts. Participants
+    /// change through ``invite(_:permission:role:to:)`` and the calls beside it. Private database only;
+    /// a thumbnail over `Share.maximumThumbnailSize` is `limitExceeded` (rule `thumbnailSize`), a
+    /// malformed type `invalidArguments`, and either changes nothing.
+    @discardableResult
+    public func saveProperties(of share: Share) async throws(ShareSyncError) -> Share {
+        try ownerOnly("change a share's title, thumbnail or type")
+        var clear: [String] = []
+        if share.title == nil { clear.append("title") }
+        if share.thumbnailImageData == nil { clear.append("thumbnail") }
+        if share.shareType == nil { clear.append("type") }
+        let _: ShareInfo = try await container.transport.call(
+            .shareSetProperties(
+                zone: share.recordID.zoneID.zoneName, share: share.recordID.recordName, title: share.title,
+                thumbnail: share.thumbnailImageData, shareType: share.shareType, clear: clear))
+        return try await self.share(withID: share.recordID)
+    }
+
     /// Stops sharing: deletes the share; its participants lose its records. Private database only.
     public func stopSharing(_ share: Share) async throws(ShareSyncError) {
         try ownerOnly("stop sharing")

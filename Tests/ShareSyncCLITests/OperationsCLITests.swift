@@ -119,6 +119,13 @@ struct OperationsCLITests {
         let running = logLines.first { $0.contains("node running") }
         let object = try #require(try JSONSerialization.jsonObject(with: Data((running ?? "").utf8)) as? [String: Any])
         #expect((object["metadata"] as? [String: Any])?["node.user"] as? String == alice.userRecordName)
+        // A refused control request names itself and its request number; a connection its peer.
+        let refusedLine = try #require(logLines.first { $0.contains("control request refused") })
+        let refusedMetadata = try #require(
+            (try JSONSerialization.jsonObject(with: Data(refusedLine.utf8)) as? [String: Any])?["metadata"] as? [String: Any])
+        #expect(refusedMetadata["request"] as? String == "zoneDelete")
+        #expect(refusedMetadata["error.code"] as? String == "invalidArguments")
+        #expect(Int(refusedMetadata["request.id"] as? String ?? "") != nil)
     }
 
     @Test func badOperatingOptionsAreRefused() throws {

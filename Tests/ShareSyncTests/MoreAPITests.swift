@@ -53,6 +53,20 @@ import Testing
                     var share = try await db.createShare(rootRecordID: topic.recordID)
                     #expect(share.publicPermission == .none)
 
+                    // Properties: what someone with the URL sees before accepting.
+                    share.title = "Groceries"
+                    share.shareType = "com.example.list"
+                    share.thumbnailImageData = Data([0x89, 0x50, 0x4E, 0x47])
+                    share = try await db.saveProperties(of: share)
+                    #expect(share.title == "Groceries" && share.shareType == "com.example.list" && share.thumbnailImageData?.count == 4)
+                    share.thumbnailImageData = nil
+                    share = try await db.saveProperties(of: share)
+                    #expect(share.thumbnailImageData == nil && share.title == "Groceries")
+                    var tooBig = share
+                    tooBig.thumbnailImageData = Data(count: Share.maximumThumbnailSize + 1)
+                    #expect(await shareSyncError { _ = try await db.saveProperties(of: tooBig) }?.code == .limitExceeded)
+                    #expect(try await db.share(withID: share.recordID).thumbnailImageData == nil)
+
                     // A one-time link admits whoever opens it first: Bob.
                     let once = try await db.inviteOneTime(permission: .readOnly, to: share)
                     #expect(once.url.contains("invite="))
@@ -74,6 +88,7 @@ import Testing
                     let url = try #require(share.url)
                     let metadata = try await carol.container.shareMetadata(for: url)
                     #expect(metadata.permission == .readOnly)
+                    #expect(metadata.title == "Groceries" && metadata.shareType == "com.example.list")
                     _ = try await carol.container.accept(url, timeout: .seconds(30))
                     let carolZones = try await carol.container.sharedDatabase.allRecordZones()
                     #expect(carolZones.count == 1)

@@ -1,11 +1,12 @@
 import Foundation
+import Logging
 import ShareSyncCore
 import ShareSyncStore
 
 /// The participant side of the control channel: accepting and leaving shares, reading the replica, and
 /// writing to shared zones through their owners (``ParticipantSync``).
 extension ControlHandler {
-    func handleParticipant(_ request: ControlRequest) async throws(ShareSyncError) -> Data {
+    func handleParticipant(_ request: ControlRequest, logger: Logger) async throws(ShareSyncError) -> Data {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         guard let participant else { throw Self.unavailable("the participant sync engine") }
         let replica = participant.replica
@@ -42,7 +43,8 @@ extension ControlHandler {
                 changed = try edit.apply(to: &share)
             }
             let info = ShareInfo(saved, ownerName: zoneID.ownerName)
-            logger.info("share changed through its owner", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
+            logger.info(
+                "share changed through its owner", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)", "share": "\(name)"])
             return ok(ShareEditResult(
                 share: info, participant: changed.flatMap { id in info.participants.first { $0.participantID == id } },
                 shareRecord: saved.record))
@@ -53,7 +55,9 @@ extension ControlHandler {
             // The zone of the share accepted (a share lives in one zone), not every zone of this owner.
             let zones = try zoneInfos(
                 [RecordZone.ID(zoneName: metadata.share.recordID.zoneID.zoneName, ownerName: owner)], replica: replica)
-            logger.info("share accepted", metadata: ["owner": "\(owner)", "zones": "\(zones.map(\.zoneName))"])
+            logger.info(
+                "share accepted",
+                metadata: ["owner": "\(owner)", "zones": "\(zones.map(\.zoneName))", "share": "\(metadata.share.recordID.recordName)"])
             var accepted = AcceptedShare(
                 ownerName: owner, title: metadata.share.title, shareName: metadata.share.recordID.recordName,
                 permission: metadata.participantPermission, zones: zones)
@@ -73,11 +77,11 @@ extension ControlHandler {
             }
             if local == true {
                 try participant.leaveShareLocally(owner: zoneID.ownerName, zoneName: zone, shareRecordName: shareName)
-                logger.info("share left locally", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
+                logger.info("share left locally", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)", "share": "\(shareName)"])
                 return ok(Done())
             }
             try await participant.leaveShare(owner: zoneID.ownerName, zoneName: zone, shareRecordName: shareName)
-            logger.info("share left", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)"])
+            logger.info("share left", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)", "share": "\(shareName)"])
             return ok(Done())
         case .sharedZoneList:
             return ok(try zoneInfos(try replica.allZones(), replica: replica))

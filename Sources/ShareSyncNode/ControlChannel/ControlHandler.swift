@@ -3,6 +3,7 @@ import Logging
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
+import Synchronization
 
 /// Carries out control requests on the owner's private database (see ``ControlRequest``).
 ///
@@ -46,8 +47,12 @@ public struct ControlHandler: Sendable {
         }
         let start = ContinuousClock.now
         let name = Self.commandName(line: line) ?? Self.commandName(request)
+        // A number per request, so its log lines can be told from another's.
+        let id = Self.requestNumbers.add(1, ordering: .relaxed).newValue
+        var logger = logger
+        logger[metadataKey: "request.id"] = "\(id)"
         do throws(ShareSyncError) {
-            let response = try await handle(request)
+            let response = try await handle(request, logger: logger)
             logger.debug("control request", metadata: ["request": "\(name)"])
             ShareSyncMetrics.request(channel: "control", name, duration: ContinuousClock.now - start, error: nil)
             return response
@@ -82,6 +87,8 @@ public struct ControlHandler: Sendable {
         }
     }
 
+    private static let requestNumbers = Atomic<UInt64>(0)
+
     /// The request's command, without its arguments (which may hold hundreds of records).
     /// The command of a request line: its object's first key (`{"zoneCreate":…` is `zoneCreate`), read off
     /// the bytes without reflecting on the decoded request.
@@ -109,12 +116,12 @@ public struct ControlHandler: Sendable {
         }
     }
 
-    func handle(_ request: ControlRequest) async throws(ShareSyncError) -> Data {
+    func handle(_ request: ControlRequest, logger: Logger) async throws(ShareSyncError) -> Data {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         switch request {
         case .shareMetadata, .sharedShareGet, .sharedShareEdit, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
             .sharedRecordDelete, .sharedRecordModify, .outboxList, .outboxResolve, .outboxDiscard:
-            return try await handleParticipant(request)
+            return try await handleParticipant(request, logger: logger)
         case .recordModify(let saving, let deleting, let policy, let atomically):
             let result = try database.modifyRecords(
                 saving: saving,
