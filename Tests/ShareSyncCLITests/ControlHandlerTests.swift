@@ -72,6 +72,40 @@ struct ControlHandlerTests {
         #expect(ControlRequest.status.fastEncode() == nil)
     }
 
+    @Test func queryPagesWrittenAndReadByTheFastCodecAreFoundationsBytesAndValues() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        var random = RandomRecords(seed: 31)
+        var compared = 0
+        var readBack = 0
+        for n in 0..<200 {
+            let page = QueryPage(records: (0..<(n % 6)).map { _ in random.record() }, cursor: n % 3 == 0 ? n * 7 : nil)
+            let foundation = try encoder.encode(ControlResponse(result: page))
+            guard let fast = page.fastResponse() else { continue }  // a record the writer leaves to Foundation
+            #expect(fast == foundation, "page \(n)")
+            compared += 1
+            // A record the reader leaves to Foundation makes the whole page fall back (nil): allowed.
+            guard let read = QueryPage.fastResult(foundation) else { continue }
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            #expect(read == (try decoder.decode(ControlResponse<QueryPage>.self, from: foundation)).result, "page \(n)")
+            readBack += 1
+        }
+        #expect(compared > 150)
+        #expect(readBack > 150)
+        // Errors and anything unusual are left to the Codable path, which reads them as before.
+        for other in [
+            #"{"error":{"code":"zoneNotFound","message":"m"},"ok":false}"#, #"{"ok":true,"result":{"records":[],"extra":1}}"#,
+            #"{"ok":true,"result":{}}"#, #"{"ok":true}"#, #"{"ok":true,"result":{"records":[]}} x"#,
+        ] {
+            #expect(QueryPage.fastResult(Data(other.utf8)) == nil, "\(other)")
+        }
+        #expect(QueryPage.fastResult(Data(#"{"ok":true,"result":{"cursor":4,"records":[]}}"#.utf8)) == QueryPage(records: [], cursor: 4))
+        let refused = Data(#"{"error":{"code":"zoneNotFound","message":"no zone"},"ok":false}"#.utf8)
+        #expect(throws: ControlError.self) { try ControlResponse<QueryPage>.result(of: refused) }
+    }
+
     @Test func aLineThatIsNotARequestGetsAnInvalidArgumentsError() async throws {
         let handler = try makeHandler()
         for line in ["", "not json", #"{"noSuchCommand":{}}"#, #"{"zoneCreate":{}}"#] {

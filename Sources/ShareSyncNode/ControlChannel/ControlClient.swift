@@ -100,6 +100,8 @@ extension ControlResponse {
     /// The result of a response line; a refusal throws its ``ControlError``, a line that is not a
     /// response ``ControlClientError/malformedResponse(_:)``.
     public static func result(of line: Data) throws -> Result {
+        // A page of query results, the one response that carries many records: the hand-written reader.
+        if Result.self == QueryPage.self, let page = QueryPage.fastResult(line) as? Result { return page }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         let response: ControlResponse<Result>

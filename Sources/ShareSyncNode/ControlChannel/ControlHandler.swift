@@ -150,7 +150,8 @@ public struct ControlHandler: Sendable {
                     matching: query, inZoneWith: RecordZone.ID(zoneName: zone),
                     resultsLimit: limit ?? QueryResults.maximumResultsLimit, cursor: cursor.map(QueryResults.Cursor.init(offset:)))
             }
-            return ok(QueryPage(records: results.records, cursor: results.cursor?.offset))
+            let page = QueryPage(records: results.records, cursor: results.cursor?.offset)
+            return page.fastResponse() ?? ok(page)
         case .changes(let shared, let since, let waitSeconds, let zone, let owner, let limit):
             guard let feeds else { throw Self.unavailable("change feeds") }
             let wait = waitSeconds.map { Duration.milliseconds(Int64(max(0, min($0, 600)) * 1000)) }
