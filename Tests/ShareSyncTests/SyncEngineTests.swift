@@ -139,7 +139,9 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 #expect(await eventually { aliceStore.record(note.recordID)?["bobField"] == "from Bob" })
 
                 // Bob's state, stored and given to a new (manual) engine: nothing old is fetched again.
-                // (A fetch first: the automatic engine may not have fetched its own last save back yet.)
+                // (Once its merged save is through, a fetch: the automatic engine may not have fetched its
+                // own last save back yet. An engine stopped in the middle of a send fetches it again.)
+                #expect(await eventually { bobEngine.state.pendingRecordZoneChanges.isEmpty })
                 try await bobEngine.fetchChanges()
                 await bobEngine.stop()
                 await bobEvents.value
