@@ -36,6 +36,7 @@ public struct Database: Sendable {
     /// `Record.recordChangeTag` must still be the stored one, else `serverRecordChanged`). Returns the
     /// record as stored, with its new change tag. In the shared database, a write queued for an
     /// unreachable owner returns the record as given.
+    @discardableResult
     public func save(_ record: Record) async throws(ShareSyncError) -> Record {
         let results = try await modifyRecords(saving: [record], deleting: [])
         if results.queued[record.recordID] != nil { return record }
