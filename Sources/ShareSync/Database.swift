@@ -232,7 +232,7 @@ public struct Database: Sendable {
 
     /// The owner a shared zone ID names, or `nil` for "the only owner sharing a zone of that name".
     static func owner(_ zoneID: RecordZone.ID) -> String? {
-        zoneID.ownerName == RecordZone.ID.currentUserDefaultName ? nil : zoneID.ownerName
+        zoneID.explicitOwnerName
     }
 }
 
@@ -281,18 +281,13 @@ public struct ModifyRecordsResults: Sendable {
     }
 
     /// The records saved.
-    public var savedRecords: [Record] { saveResults.values.compactMap { try? $0.get() } }
+    public var savedRecords: [Record] { answered.savedRecords }
 
     /// Throws `ShareSyncError.Code.partialFailure` with the per-item errors (by record name) if any item failed.
-    public func get() throws(ShareSyncError) {
-        var errors: [String: ShareSyncError] = [:]
-        for (id, result) in saveResults { if case .failure(let e) = result { errors[id.recordName] = e } }
-        for (id, result) in deleteResults { if case .failure(let e) = result { errors[id.recordName] = e } }
-        guard errors.isEmpty else {
-            throw ShareSyncError(
-                .partialFailure, "\(errors.count) of \(saveResults.count + deleteResults.count) items failed", partialErrors: errors)
-        }
-    }
+    public func get() throws(ShareSyncError) { _ = try answered.get() }
+
+    /// The saves and deletes answered, as the core's `ModifyRecordsResult` (whose `get()` this shares).
+    private var answered: ModifyRecordsResult { ModifyRecordsResult(saveResults: saveResults, deleteResults: deleteResults) }
 }
 
 /// The zones changed since a token, like the results of `CKFetchDatabaseChangesOperation`.

@@ -26,6 +26,10 @@ public struct RecordZone: Sendable, Hashable, Codable {
             self.ownerName = ownerName
         }
 
+        /// The owner's name when the ID names one, `nil` when it says "the current user"
+        /// (``currentUserDefaultName``): in the shared database, "whichever owner shares a zone of this name".
+        public var explicitOwnerName: String? { ownerName == Self.currentUserDefaultName ? nil : ownerName }
+
         /// Whether this is the default zone, which cannot be deleted or shared.
         public var isDefaultZone: Bool { zoneName == Self.defaultZoneName }
 

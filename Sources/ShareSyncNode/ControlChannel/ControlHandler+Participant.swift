@@ -171,15 +171,14 @@ extension ControlHandler {
                 }
             }
             var groups: [Group] = []
-            func group(owner: String, zone: String) throws(ShareSyncError) -> Int {
-                let given = owner == RecordZone.ID.currentUserDefaultName ? nil : owner
-                let zoneID = try sharedZone(owner: given, zone: zone, in: replica)
+            func group(owner: String?, zone: String) throws(ShareSyncError) -> Int {
+                let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
                 if let index = groups.firstIndex(where: { $0.zoneID == zoneID }) { return index }
                 groups.append(Group(zoneID: zoneID))
                 return groups.count - 1
             }
             for record in saving {
-                let index = try group(owner: record.recordID.zoneID.ownerName, zone: record.recordID.zoneID.zoneName)
+                let index = try group(owner: record.recordID.zoneID.explicitOwnerName, zone: record.recordID.zoneID.zoneName)
                 if record.recordID.zoneID == groups[index].zoneID {
                     groups[index].saving.append(record)
                 } else {
@@ -190,7 +189,8 @@ extension ControlHandler {
                 }
             }
             for ref in deleting {
-                let index = try group(owner: ref.ownerName ?? RecordZone.ID.currentUserDefaultName, zone: ref.zoneName)
+                let zoneID = RecordZone.ID(zoneName: ref.zoneName, ownerName: ref.ownerName ?? RecordZone.ID.currentUserDefaultName)
+                let index = try group(owner: zoneID.explicitOwnerName, zone: ref.zoneName)
                 groups[index].deleting.append(ref.recordName)
             }
             var modified = ModifyResult()

@@ -371,7 +371,7 @@ public struct RecordRef: Codable, Sendable, Hashable {
     /// The reference to a record ID (its owner omitted when it is the current user's default owner name).
     public init(_ id: Record.ID) {
         self.init(
-            ownerName: id.zoneID.ownerName == RecordZone.ID.currentUserDefaultName ? nil : id.zoneID.ownerName,
+            ownerName: id.zoneID.explicitOwnerName,
             zoneName: id.zoneID.zoneName, recordName: id.recordName)
     }
 }
