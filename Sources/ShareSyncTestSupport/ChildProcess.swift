@@ -25,51 +25,108 @@ public final class ChildProcess: Sendable {
         var stderr = Data()
     }
 
-    private let process: Process
+    /// The process ID.
+    public let pid: pid_t
+    private let exit: ExitStatus
     private let buffers = Mutex(Buffers())
     private let stdoutDone = Mutex(false)
     private let stderrDone = Mutex(false)
 
-    private init(process: Process) { self.process = process }
-
-    /// The process ID.
-    public var pid: Int32 { process.processIdentifier }
+    private init(pid: pid_t, exit: ExitStatus) {
+        self.pid = pid
+        self.exit = exit
+    }
 
     private static let spawning = Mutex(())
 
-    /// Starts a program; its standard input is closed.
+    /// Starts a program; its standard input is `/dev/null`, and every descriptor of this process
+    /// other than its standard output and error (two pipes read by this object) is closed in it.
+    ///
+    /// Spawned with `posix_spawn` rather than Foundation's `Process`: on Linux `Process.run` copies
+    /// 256 bytes out of each `/proc/self/fd` directory entry, past the end of the last one, and
+    /// crashed a test run with a segmentation fault (a `memmove` in it) once the test process held
+    /// about 1,400 descriptors.
     public static func start(_ executable: String, _ arguments: [String], environment: [String: String]? = nil)
         throws -> ChildProcess
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let out = Pipe()
-        let err = Pipe()
-        // Children started at the same time by other tests must not inherit these pipes (they would
-        // hold the write ends open and this child's output would never end). The child still gets
-        // them as 1 and 2: dup2 clears close-on-exec.
-        for handle in [out.fileHandleForReading, out.fileHandleForWriting, err.fileHandleForReading, err.fileHandleForWriting] {
-            _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        // Both pipes close on exec: children started at the same time by other tests must not hold
+        // this child's write ends open (its output would never end). The child gets them as 1 and 2
+        // through dup2, which clears close-on-exec.
+        let (out, err) = try Self.spawning.withLock { _ in (try makePipe(), try makePipe()) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, out.write, 1)
+        posix_spawn_file_actions_adddup2(&actions, err.write, 2)
+        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // Its own process group (as Foundation's Process does), with no signal blocked.
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp ?? [] { free(pointer) }
         }
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        let child = ChildProcess(process: process)
+        var pid: pid_t = 0
+        // One spawn at a time: no other child of this process can be started between a pipe's
+        // creation and its close-on-exec flag.
+        let status = Self.spawning.withLock { _ in
+            if let envp {
+                posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+            } else {
+                posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+            }
+        }
+        close(out.write)
+        close(err.write)
+        guard status == 0 else {
+            close(out.read)
+            close(err.read)
+            throw ChildProcessError.spawnFailed(executable: executable, reason: String(cString: strerror(status)))
+        }
+        let exit = ExitStatus()
+        let child = ChildProcess(pid: pid, exit: exit)
         // Each pipe is read to its end by a thread of its own with blocking reads (FileHandle's
         // readabilityHandler was seen to stop early on a loaded machine, cutting outputs short).
-        Self.drain(out.fileHandleForReading.fileDescriptor, into: { [weak child] data in
+        Self.drain(out.read, into: { [weak child] data in
             child?.buffers.withLock { $0.stdout.append(data) }
         }, done: { [weak child] in child?.stdoutDone.withLock { $0 = true } })
-        Self.drain(err.fileHandleForReading.fileDescriptor, into: { [weak child] data in
+        Self.drain(err.read, into: { [weak child] data in
             child?.buffers.withLock { $0.stderr.append(data) }
         }, done: { [weak child] in child?.stderrDone.withLock { $0 = true } })
-        // One spawn at a time: Foundation's Process.run was seen to crash (a memmove in it) when
-        // tests on several threads started children at once.
-        try Self.spawning.withLock { _ in try process.run() }
+        exit.reap(pid)
         ChildRegistry.shared.add(child)
         return child
+    }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc
+    /// module does not declare; nil where the C library lacks it (the pipes close on exec anyway).
+    private static let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
+            return nil
+        }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+    }()
+
+    /// A pipe whose two ends close on exec (pipe2 is a GNU function Swift's Glibc module does not
+    /// declare; the gap between pipe and fcntl is closed by taking `spawning`, the one lock under
+    /// which this process starts children).
+    private static func makePipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else {
+            throw ChildProcessError.spawnFailed(executable: "pipe", reason: String(cString: strerror(errno)))
+        }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
     }
 
     /// Runs a program to its end (killed after `timeout` seconds) and returns what it left.
@@ -84,9 +141,10 @@ public final class ChildProcess: Sendable {
     /// Everything written to standard error so far.
     public var stderr: String { String(decoding: buffers.withLock { $0.stderr }, as: UTF8.self) }
     /// Whether the program is still running.
-    public var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { exit.value == nil }
 
-    /// Reads `fd` until its end on a thread of its own, handing each chunk to `append`; then `done`.
+    /// Reads `fd` until its end on a thread of its own, handing each chunk to `append`; then closes
+    /// it and calls `done`.
     private static func drain(_ fd: Int32, into append: @escaping @Sendable (Data) -> Void, done: @escaping @Sendable () -> Void) {
         let thread = Thread {
             var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -100,6 +158,7 @@ public final class ChildProcess: Sendable {
                     break
                 }
             }
+            close(fd)
             done()
         }
         thread.start()
@@ -112,8 +171,8 @@ public final class ChildProcess: Sendable {
         while true {
             let lines = stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
             if let line = lines.first(where: { $0.contains(text) }) { return String(line) }
-            if !process.isRunning, stdoutDone.withLock({ $0 }) {
-                throw ChildProcessError.exitedEarly(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+            if let exited = exit.value, stdoutDone.withLock({ $0 }) {
+                throw ChildProcessError.exitedEarly(status: exited.status, stdout: stdout, stderr: stderr)
             }
             guard Date() < deadline else {
                 throw ChildProcessError.timedOut(waitingFor: text, stdout: stdout, stderr: stderr)
@@ -129,8 +188,8 @@ public final class ChildProcess: Sendable {
         while true {
             let lines = stderr.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
             if let line = lines.first(where: { $0.contains(text) }) { return String(line) }
-            if !process.isRunning, stderrDone.withLock({ $0 }) {
-                throw ChildProcessError.exitedEarly(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+            if let exited = exit.value, stderrDone.withLock({ $0 }) {
+                throw ChildProcessError.exitedEarly(status: exited.status, stdout: stdout, stderr: stderr)
             }
             guard Date() < deadline else {
                 throw ChildProcessError.timedOut(waitingFor: text, stdout: stdout, stderr: stderr)
@@ -143,8 +202,8 @@ public final class ChildProcess: Sendable {
     public func waitForExit(timeout: Double) throws -> Outcome {
         let deadline = Date().addingTimeInterval(timeout)
         var exitedAt: Date?
-        while process.isRunning || !stdoutDone.withLock({ $0 }) || !stderrDone.withLock({ $0 }) {
-            if !process.isRunning {
+        while isRunning || !stdoutDone.withLock({ $0 }) || !stderrDone.withLock({ $0 }) {
+            if !isRunning {
                 // The pipes' end of file comes once the reading threads get to it, which on a loaded
                 // machine can take seconds (a shorter wait here cut outputs short). Only a grandchild
                 // holding the pipes open would make this wait run out.
@@ -157,27 +216,81 @@ public final class ChildProcess: Sendable {
             }
             Thread.sleep(forTimeInterval: 0.01)
         }
-        return Outcome(
-            status: process.terminationStatus, stdout: stdout, stderr: stderr,
-            exited: process.terminationReason == .exit)
+        guard let exited = exit.wait() else {
+            throw ChildProcessError.timedOut(waitingFor: "exit", stdout: stdout, stderr: stderr)
+        }
+        return Outcome(status: exited.status, stdout: stdout, stderr: stderr, exited: exited.exited)
     }
 
     /// Sends a signal (SIGTERM by default).
     public func signal(_ signal: Int32 = SIGTERM) {
-        if process.isRunning { Foundation.kill(process.processIdentifier, signal) }
+        if isRunning { Foundation.kill(pid, signal) }
     }
 
     /// Kills the program (SIGKILL) if it still runs and waits for it.
     public func kill() {
-        if process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        if isRunning {
+            Foundation.kill(pid, SIGKILL)
+            exit.wait()
         }
         ChildRegistry.shared.remove(self)
     }
 
     deinit {
-        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        if isRunning { Foundation.kill(pid, SIGKILL) }
+    }
+}
+
+/// How a child ended, set by a thread of its own that waits for it (`waitpid`). It holds nothing of
+/// the ``ChildProcess``, so that a child object can go away while its program runs.
+private final class ExitStatus: Sendable {
+    struct Exit {
+        /// The exit status, or the number of the signal that ended the program.
+        var status: Int32
+        /// Whether the program exited (as opposed to dying of a signal).
+        var exited: Bool
+    }
+
+    private let condition = NSCondition()
+    private let result = Mutex<Exit?>(nil)
+
+    /// How the program ended; nil while it runs.
+    var value: Exit? { result.withLock { $0 } }
+
+    /// Starts the thread that waits for `pid`.
+    func reap(_ pid: pid_t) {
+        let thread = Thread { [self] in
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 {
+                guard errno == EINTR else {
+                    // Not ours to wait for (reaped elsewhere): report it as killed.
+                    finish(Exit(status: SIGKILL, exited: false))
+                    return
+                }
+            }
+            // WIFEXITED, WEXITSTATUS and WTERMSIG are macros Swift does not import.
+            let signal = status & 0x7F
+            finish(signal == 0 ? Exit(status: (status >> 8) & 0xFF, exited: true) : Exit(status: signal, exited: false))
+        }
+        thread.start()
+    }
+
+    private func finish(_ exit: Exit) {
+        condition.lock()
+        result.withLock { $0 = exit }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits for the program to end, at most `timeout` seconds (a killed program ends at once; only
+    /// one stuck in the kernel would make this wait run out).
+    @discardableResult
+    func wait(timeout: Double = 30) -> Exit? {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while value == nil, condition.wait(until: deadline) {}
+        return value
     }
 }
 
@@ -185,6 +298,7 @@ public final class ChildProcess: Sendable {
 public enum ChildProcessError: Error, CustomStringConvertible {
     case timedOut(waitingFor: String, stdout: String, stderr: String)
     case exitedEarly(status: Int32, stdout: String, stderr: String)
+    case spawnFailed(executable: String, reason: String)
 
     public var description: String {
         switch self {
@@ -192,6 +306,8 @@ public enum ChildProcessError: Error, CustomStringConvertible {
             "timed out waiting for \(what)\n--- stdout\n\(out)\n--- stderr\n\(err)"
         case .exitedEarly(let status, let out, let err):
             "exited early with status \(status)\n--- stdout\n\(out)\n--- stderr\n\(err)"
+        case .spawnFailed(let executable, let reason):
+            "could not start \(executable): \(reason)"
         }
     }
 }

@@ -12,20 +12,12 @@ private let canMount: Bool = {
 }()
 
 private func mount(_ arguments: [String]) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/mount")
-    process.arguments = arguments
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+    let outcome = try ChildProcess.run("/bin/mount", arguments)
+    guard outcome.exited, outcome.status == 0 else { throw CocoaError(.fileWriteUnknown) }
 }
 
 private func unmount(_ path: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/umount")
-    process.arguments = ["-l", path]
-    try? process.run()
-    process.waitUntilExit()
+    _ = try? ChildProcess.run("/bin/umount", ["-l", path])
 }
 
 @Suite("A participant's disk fills up during accept")
