@@ -42,8 +42,7 @@ extension SharedDatabaseReplica {
             try requireOwner(db, owner)
             try applyDatabaseChanges(db, databaseChanges, owner: owner)
             for changes in zoneChanges { try applyZoneChanges(db, changes, owner: owner) }
-            try db.execute(
-                sql: "UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", arguments: [token.stringValue, owner])
+            try db.executeCached("UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", [token.stringValue, owner])
         }
     }
 
@@ -52,8 +51,8 @@ extension SharedDatabaseReplica {
     /// will refuse them). Purging a zone that is not there does nothing.
     public func purgeZone(owner: String, zoneName: String) throws(ShareSyncError) {
         try write { db in
-            try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
-            try db.execute(sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
+            try db.executeCached("DELETE FROM replicaZone WHERE owner = ? AND zone = ?", [owner, zoneName])
+            try db.executeCached("DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", [owner, zoneName])
         }
     }
 
@@ -63,12 +62,10 @@ extension SharedDatabaseReplica {
         let zoneID = changes.zoneID
         try checkOwner(zoneID, owner)
         if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { return }  // left locally: stays out
-        try db.execute(
-            sql: "INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", arguments: [owner, zoneID.zoneName])
+        try db.executeCached("INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", [owner, zoneID.zoneName])
         try applyRecordChanges(db, changes, table: "replicaRecord", owner: owner)
-        try db.execute(
-            sql: "UPDATE replicaZone SET token = ? WHERE owner = ? AND zone = ?",
-            arguments: [changes.changeToken.stringValue, owner, zoneID.zoneName])
+        try db.executeCached(
+            "UPDATE replicaZone SET token = ? WHERE owner = ? AND zone = ?", [changes.changeToken.stringValue, owner, zoneID.zoneName])
     }
 
     /// Saves and deletes the records of a page in `table` (the live records or the staging area),
@@ -106,19 +103,15 @@ extension SharedDatabaseReplica {
         // Deletions first: a zone deleted and created again is purged, then known afresh with no token.
         for zoneID in changes.deletedZoneIDs {
             try checkOwner(zoneID, owner)
-            try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneID.zoneName])
-            try db.execute(
-                sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneID.zoneName])
+            try db.executeCached("DELETE FROM replicaZone WHERE owner = ? AND zone = ?", [owner, zoneID.zoneName])
+            try db.executeCached("DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", [owner, zoneID.zoneName])
         }
         for zoneID in changes.changedZoneIDs {
             try checkOwner(zoneID, owner)
             if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { continue }
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", arguments: [owner, zoneID.zoneName])
+            try db.executeCached("INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", [owner, zoneID.zoneName])
         }
-        try db.execute(
-            sql: "UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?",
-            arguments: [changes.changeToken.stringValue, owner])
+        try db.executeCached("UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", [changes.changeToken.stringValue, owner])
     }
 
     func checkOwner(_ zoneID: RecordZone.ID, _ owner: String) throws(ShareSyncError) {

@@ -88,7 +88,7 @@ public final class SharedDatabaseReplica: Sendable {
     /// Throws ``ShareSyncError/Code/unknownItem`` unless the owner was added with ``setOwner(_:)``:
     /// changes arriving for an owner already removed (a late page after leaving) are refused.
     func requireOwner(_ db: Database, _ owner: String) throws {
-        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM replicaOwner WHERE owner = ?", arguments: [owner]) == true else {
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM replicaOwner WHERE owner = ?"), arguments: [owner]) == true else {
             throw ShareSyncError(
                 .unknownItem, "owner \(owner) is not in this replica; add it with setOwner first", rule: .replicaUnknownOwner)
         }

@@ -293,6 +293,17 @@ extension DatabaseChangesResult: FastJSONEncodable, FastJSONDecodable {
 
 extension ChangesPush: FastJSONEncodable, FastJSONDecodable {
     package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        try Self.writeJSON(
+            databaseChanges: databaseChanges, moreComing: moreComing, push: push, token: token, zoneChanges: zoneChanges, to: &writer,
+            includingChangedKeys: includingChangedKeys)
+    }
+
+    /// The push's JSON, with its zones written by `Zone` (a ``ZoneChangesResult``, or a
+    /// ``ZoneChangesPage`` of records already JSON).
+    fileprivate static func writeJSON<Zone: FastJSONEncodable>(
+        databaseChanges: DatabaseChangesResult, moreComing: Bool?, push: String, token: ServerChangeToken, zoneChanges: [Zone],
+        to writer: inout JSONWriter, includingChangedKeys: Bool
+    ) throws(JSONFallback) {
         writer.raw(#"{"databaseChanges":"#)
         databaseChanges.writeJSON(to: &writer, includingChangedKeys: includingChangedKeys)
         if let moreComing {
@@ -556,5 +567,42 @@ extension MessageHead: FastJSONDecodable {
             }
         }
         return head
+    }
+}
+
+/// A ``ChangesPush`` as the owner's server writes it: the same JSON, with each zone's records already
+/// JSON (spliced from the stored bytes by the store, as in ``ZoneChangesPage``) instead of records
+/// decoded, presented and encoded again for every subscriber. Only ever encoded; a client decodes a
+/// ``ChangesPush``.
+package struct SplicedChangesPush: Encodable, Sendable, FastJSONEncodable {
+    package var databaseChanges: DatabaseChangesResult
+    package var zoneChanges: [ZoneChangesPage]
+    package var token: ServerChangeToken
+    /// True on a push cut by the response size; nil otherwise (the key is then absent).
+    package var moreComing: Bool?
+
+    package init(databaseChanges: DatabaseChangesResult, zoneChanges: [ZoneChangesPage], token: ServerChangeToken, moreComing: Bool) {
+        self.databaseChanges = databaseChanges
+        self.zoneChanges = zoneChanges
+        self.token = token
+        self.moreComing = moreComing ? true : nil
+    }
+
+    package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
+        try ChangesPush.writeJSON(
+            databaseChanges: databaseChanges, moreComing: moreComing, push: "changes", token: token, zoneChanges: zoneChanges,
+            to: &writer, includingChangedKeys: includingChangedKeys)
+    }
+
+    /// The equivalent ``ChangesPush`` (each record decoded).
+    package func push() throws(ShareSyncError) -> ChangesPush {
+        ChangesPush(
+            databaseChanges: databaseChanges, zoneChanges: try zoneChanges.map { zone throws(ShareSyncError) in try zone.result() },
+            token: token, moreComing: moreComing ?? false)
+    }
+
+    /// The Codable path (taken only if the hand-written writer falls back): the decoded push.
+    package func encode(to encoder: any Encoder) throws {
+        try push().encode(to: encoder)
     }
 }

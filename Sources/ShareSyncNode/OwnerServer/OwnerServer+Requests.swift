@@ -112,6 +112,41 @@ struct RequestExecutor: Sendable {
     /// `moreComing` and the token of its last change, later zones are left out, and the push says
     /// `moreComing`: the client fetches the rest from its stored zone tokens.
     func changes(since cursor: ServerChangeToken) throws(ShareSyncError) -> ChangesPush? {
+        let view = self.view
+        guard
+            let (databaseChanges, zones, cut) = try collectChanges(
+                since: cursor,
+                page: { zone, token, budget, allowEmpty throws(ShareSyncError) in
+                    try view.fetchZoneChangesPage(zone, since: token, byteBudget: budget, allowEmpty: allowEmpty)
+                })
+        else { return nil }
+        let result = DatabaseChangesResult(databaseChanges)
+        return ChangesPush(databaseChanges: result, zoneChanges: zones.map(ZoneChangesResult.init), token: result.token, moreComing: cut)
+    }
+
+    /// ``changes(since:)`` with each record as the JSON the caller sees, spliced from the stored bytes
+    /// (``SharedDatabaseView/fetchZoneChangesPageJSON(_:since:resultsLimit:byteBudget:allowEmpty:)``)
+    /// rather than decoded, presented and encoded again: what subscriptions push. The same JSON on
+    /// the wire (`PushEquivalenceTests`).
+    func splicedChanges(since cursor: ServerChangeToken) throws(ShareSyncError) -> SplicedChangesPush? {
+        let view = self.view
+        guard
+            let (databaseChanges, zones, cut) = try collectChanges(
+                since: cursor,
+                page: { zone, token, budget, allowEmpty throws(ShareSyncError) in
+                    try view.fetchZoneChangesPageJSON(zone, since: token, byteBudget: budget, allowEmpty: allowEmpty).map { ($0, $0.bytes) }
+                })
+        else { return nil }
+        let result = DatabaseChangesResult(databaseChanges)
+        return SplicedChangesPush(databaseChanges: result, zoneChanges: zones.map(ZoneChangesPage.init), token: result.token, moreComing: cut)
+    }
+
+    /// The database changes since `cursor` and each changed zone's changes complete, read with
+    /// `page`, within ``Limits/maximumResponseSize``; and whether the budget cut them.
+    private func collectChanges<Page: PushZonePage>(
+        since cursor: ServerChangeToken,
+        page read: (RecordZone.ID, ServerChangeToken?, _ budget: Int, _ allowEmpty: Bool) throws(ShareSyncError) -> (Page, Int)?
+    ) throws(ShareSyncError) -> (DatabaseChanges, [Page], cut: Bool)? {
         let databaseChanges = try view.fetchDatabaseChanges(since: cursor)
         guard !databaseChanges.changedZoneIDs.isEmpty || !databaseChanges.deletedZoneIDs.isEmpty else {
             return nil
@@ -119,16 +154,15 @@ struct RequestExecutor: Sendable {
         let budget = database.limits.maximumResponseSize
         var used = 0
         var cut = false
-        var zones: [ZoneChangesResult] = []
+        var zones: [Page] = []
         zoneLoop: for zone in databaseChanges.changedZoneIDs {
             var token: ServerChangeToken? = cursor
-            var merged: ZoneChanges?
+            var merged: Page?
             var zoneBytes = 0
             while true {
-                let fetched: (changes: ZoneChanges, bytes: Int)?
+                let fetched: (Page, Int)?
                 do {
-                    fetched = try view.fetchZoneChangesPage(
-                        zone, since: token, byteBudget: budget - used - zoneBytes, allowEmpty: used + zoneBytes > 0)
+                    fetched = try read(zone, token, budget - used - zoneBytes, used + zoneBytes > 0)
                 } catch let error where error.code == .changeTokenExpired && token != nil {
                     // The zone entered the view after the cursor: all of it is new.
                     token = nil
@@ -141,21 +175,45 @@ struct RequestExecutor: Sendable {
                     cut = true
                     if var merged {
                         merged.moreComing = true
-                        zones.append(ZoneChangesResult(merged))
+                        zones.append(merged)
                     }
                     break zoneLoop
                 }
                 zoneBytes += bytes
-                if merged == nil { merged = page } else { merged!.changes += page.changes }
-                merged!.changeToken = page.changeToken
+                if merged == nil { merged = page } else { merged!.append(page) }
                 merged!.moreComing = false
                 token = page.changeToken
                 if !page.moreComing { break }
             }
             used += zoneBytes
-            if let merged { zones.append(ZoneChangesResult(merged)) }
+            if let merged { zones.append(merged) }
         }
-        let result = DatabaseChangesResult(databaseChanges)
-        return ChangesPush(databaseChanges: result, zoneChanges: zones, token: result.token, moreComing: cut)
+        return (databaseChanges, zones, cut)
+    }
+}
+
+/// A page of one zone's changes, as a push gathers them: pages read one after another are merged
+/// into one (their changes in order, the later page's token).
+protocol PushZonePage {
+    var changeToken: ServerChangeToken { get }
+    var moreComing: Bool { get set }
+    /// Appends a later page: its changes, its token and its `moreComing`.
+    mutating func append(_ later: Self)
+}
+
+extension ZoneChanges: PushZonePage {
+    mutating func append(_ later: ZoneChanges) {
+        changes += later.changes
+        changeToken = later.changeToken
+        moreComing = later.moreComing
+    }
+}
+
+extension FeedPage: PushZonePage {
+    mutating func append(_ later: FeedPage) {
+        changes += later.changes
+        changeToken = later.changeToken
+        moreComing = later.moreComing
+        bytes += later.bytes
     }
 }

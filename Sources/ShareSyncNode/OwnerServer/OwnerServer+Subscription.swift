@@ -42,11 +42,11 @@ enum SubscriptionPusher {
         wake.yield()  // once now, for changes already past the cursor
         var cursor = start
         for await _ in wakes {
-            let next: (push: ChangesPush, payload: ByteBuffer)?
+            let next: (push: SplicedChangesPush, payload: ByteBuffer)?
             let since = cursor
             do {
-                next = try await connection.server.threadPool.runIfActive { () throws -> (ChangesPush, ByteBuffer)? in
-                    guard let push = try executor.changes(since: since) else { return nil }
+                next = try await connection.server.threadPool.runIfActive { () throws -> (SplicedChangesPush, ByteBuffer)? in
+                    guard let push = try executor.splicedChanges(since: since) else { return nil }
                     do {
                         return (push, try MessageCoding.encode(push))
                     } catch {
