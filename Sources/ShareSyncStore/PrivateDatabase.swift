@@ -30,6 +30,8 @@ public final class PrivateDatabase: Sendable {
     /// statement. Always true but in the equivalence test, which runs the row-by-row path (every
     /// lookup a statement of its own) beside it on the same operations.
     let setBasedWrites: Bool
+    /// Checkpoints the WAL away from commits (a database in a file).
+    let checkpointer: BackgroundCheckpointer?
     let clock: @Sendable () -> Date
     let urlBase = Mutex(ShareURLBase(host: "localhost", port: 7420))
     let observers = CommitObservers()
@@ -77,9 +79,10 @@ public final class PrivateDatabase: Sendable {
         try createPrivateFile(path, what: "the private database file")
         var config = Configuration()
         config.busyMode = .timeout(10)
+        BackgroundCheckpointer.configure(&config)
         let pool = try DatabasePool(path: path, configuration: config)
         for suffix in ["", "-wal", "-shm"] { chmod(path + suffix, 0o600) }
-        try self.init(writer: pool, ownerName: ownerName, limits: limits, clock: clock)
+        try self.init(writer: pool, ownerName: ownerName, limits: limits, clock: clock, checkpointer: BackgroundCheckpointer(path: path))
     }
 
     /// Creates a database in memory, for tests and tools.
@@ -92,9 +95,10 @@ public final class PrivateDatabase: Sendable {
 
     init(
         writer: any DatabaseWriter, ownerName: String, limits: Limits, clock: @escaping @Sendable () -> Date,
-        setBasedWrites: Bool = true
+        setBasedWrites: Bool = true, checkpointer: BackgroundCheckpointer? = nil
     ) throws {
         self.writer = writer
+        self.checkpointer = checkpointer
         self.setBasedWrites = setBasedWrites
         self.ownerName = ownerName
         self.limits = limits
@@ -144,6 +148,7 @@ public final class PrivateDatabase: Sendable {
         generation.add(1, ordering: .releasing)
         defer { generation.add(1, ordering: .releasing) }
         let result = try withStoreErrors("write", path: writer.path) { try writer.write(body) }
+        checkpointer?.committed()
         observers.notify()
         return result
     }

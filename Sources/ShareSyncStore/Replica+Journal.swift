@@ -53,7 +53,8 @@ extension SharedDatabaseReplica {
     /// the oldest deletions are dropped (tests use a small one).
     @discardableResult
     public func journalChanges(capacity: Int = journalCapacity) throws(ShareSyncError) -> (position: ReplicaJournalPosition, added: Int) {
-        try withStoreErrors("replica journal", path: writer.path) {
+        defer { checkpointer?.committed() }
+        return try withStoreErrors("replica journal", path: writer.path) {
             try writer.write { db in
                 if try Row.fetchOne(db, sql: "SELECT 1 FROM replicaFeedState WHERE id = 1") == nil {
                     try db.execute(

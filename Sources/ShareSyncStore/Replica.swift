@@ -23,6 +23,8 @@ import Synchronization
 public final class SharedDatabaseReplica: Sendable {
     let writer: any DatabaseWriter
     let observers = CommitObservers()
+    /// Checkpoints the WAL away from commits (a replica in a file).
+    let checkpointer: BackgroundCheckpointer?
 
     /// Opens (or creates) a replica in a file, in WAL mode. The file is readable by its user only.
     public convenience init(path: String) throws(ShareSyncError) {
@@ -31,11 +33,12 @@ public final class SharedDatabaseReplica: Sendable {
         do {
             var config = Configuration()
             config.busyMode = .timeout(10)
+            BackgroundCheckpointer.configure(&config)
             pool = try DatabasePool(path: path, configuration: config)
         } catch {
             throw ShareSyncError(.internalError, "cannot open the replica \(path): \(error)")
         }
-        try self.init(writer: pool)
+        try self.init(writer: pool, checkpointer: BackgroundCheckpointer(path: path))
         for suffix in ["", "-wal", "-shm"] { chmod(path + suffix, 0o600) }
     }
 
@@ -48,8 +51,9 @@ public final class SharedDatabaseReplica: Sendable {
         try self.init(writer: queue)
     }
 
-    init(writer: any DatabaseWriter) throws(ShareSyncError) {
+    init(writer: any DatabaseWriter, checkpointer: BackgroundCheckpointer? = nil) throws(ShareSyncError) {
         self.writer = writer
+        self.checkpointer = checkpointer
         do {
             try ReplicaSchema.migrator.migrate(writer)
         } catch {
@@ -76,6 +80,7 @@ public final class SharedDatabaseReplica: Sendable {
     /// If `body` throws, the transaction is rolled back: nothing it wrote stays.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
         let result = try withStoreErrors("replica write", path: writer.path) { try writer.write(body) }
+        checkpointer?.committed()
         observers.notify()
         return result
     }

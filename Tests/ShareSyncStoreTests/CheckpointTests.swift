@@ -1,0 +1,67 @@
+import Foundation
+import GRDB
+import Testing
+
+import ShareSyncCore
+@testable import ShareSyncStore
+
+/// WAL checkpoints run on a connection of their own, never inside a commit.
+@Suite("Checkpoints away from commits")
+struct CheckpointTests {
+    private func fileSize(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+    }
+
+    @Test("a commit does not checkpoint; within a moment the background checkpoint has the records in the database file")
+    func backgroundCheckpointCopiesTheWAL() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite")
+        let db = try PrivateDatabase(path: path, ownerName: ownerName)
+        // The writer's own checkpoint only as a backstop, far above SQLite's 1,000 pages.
+        #expect(try db.write { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") } == BackgroundCheckpointer.backstopPages)
+        try db.saveZones([RecordZone(zoneID: topics)])
+        let before = fileSize(path)
+        // About 2 MB of records: under the 1,000 pages that would make SQLite checkpoint in a commit.
+        let text = String(repeating: "x", count: 2_000)
+        for batch in 0..<10 {
+            _ = try db.save((0..<100).map { makeRecord("r\(batch)-\($0)", ["text": .string(text)]) })
+        }
+        #expect(fileSize(path + "-wal") > 2_000_000)
+        var grown = fileSize(path)
+        for _ in 0..<100 where grown < before + 2_000_000 {
+            try await Task.sleep(for: .milliseconds(20))
+            grown = fileSize(path)
+        }
+        #expect(grown >= before + 2_000_000, "the database file is \(grown) bytes, \(before) before")
+        // Everything is still there, read through a fresh connection.
+        let reopened = try PrivateDatabase(path: path, ownerName: ownerName)
+        var token: ServerChangeToken?
+        var count = 0
+        for _ in 0..<100 {
+            let page = try reopened.fetchZoneChanges(topics, since: token)
+            count += page.changes.count
+            token = page.changeToken
+            if !page.moreComing { break }
+        }
+        #expect(count == 1_000)
+    }
+
+    @Test("a replica in a file checkpoints the same way")
+    func replica() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        let replica = try SharedDatabaseReplica(path: path)
+        #expect(try replica.write { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") } == BackgroundCheckpointer.backstopPages)
+        try replica.write { db in try db.execute(sql: "CREATE TABLE filler (x BLOB)") }
+        let before = fileSize(path)
+        for _ in 0..<4 { try replica.write { db in try db.execute(sql: "INSERT INTO filler VALUES (zeroblob(500000))") } }
+        var grown = fileSize(path)
+        for _ in 0..<100 where grown < before + 2_000_000 {
+            try await Task.sleep(for: .milliseconds(20))
+            grown = fileSize(path)
+        }
+        #expect(grown >= before + 2_000_000, "the replica file is \(grown) bytes, \(before) before")
+    }
+}
