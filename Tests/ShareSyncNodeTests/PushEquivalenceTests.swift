@@ -40,7 +40,8 @@ struct PushEquivalenceTests {
             for case (let id, .success) in result.saveResults { names[zone, default: []].append(id.recordName) }
             cursors.append(try db.currentChangeToken())
             if round % 3 == 2, let victims = names[zone]?.shuffled().prefix(5) {
-                _ = try db.modifyRecords(deleting: victims.map { Record.ID(recordName: $0, zoneID: RecordZone.ID(zoneName: zone)) }, atomically: false)
+                let ids = victims.map { Record.ID(recordName: $0, zoneID: RecordZone.ID(zoneName: zone)) }
+                _ = try db.modifyRecords(deleting: ids, atomically: false)
                 cursors.append(try db.currentChangeToken())
             }
             if round == 5 {
@@ -74,7 +75,8 @@ struct PushEquivalenceTests {
                 #expect(Data(writer.bytes) == expected)
                 pushes += 1
                 if decoded.moreComing == true { cut += 1 }
-                if decoded.zoneChanges.contains(where: { $0.changed.contains { $0.recordType == Record.shareRecordType } }) { withShare += 1 }
+                let shareRecords = decoded.zoneChanges.flatMap(\.changed).filter { $0.recordType == Record.shareRecordType }
+                if !shareRecords.isEmpty { withShare += 1 }
             }
         }
         #expect(pushes >= 20)

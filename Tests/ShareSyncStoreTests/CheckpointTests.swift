@@ -18,7 +18,7 @@ struct CheckpointTests {
         defer { dir.remove() }
         let path = dir.path("private.sqlite")
         let db = try PrivateDatabase(path: path, ownerName: ownerName)
-        // The writer's own checkpoint only as a backstop, far above SQLite's 1,000 pages.
+        // The writer checkpoints itself only past 1,000 pages (SQLite's default), as a backstop.
         #expect(try db.write { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") } == BackgroundCheckpointer.backstopPages)
         try db.saveZones([RecordZone(zoneID: topics)])
         let before = fileSize(path)

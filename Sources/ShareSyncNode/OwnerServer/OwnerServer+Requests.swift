@@ -111,6 +111,9 @@ struct RequestExecutor: Sendable {
     /// comes, so every push makes progress). Where the budget runs out, the zone being read ends with
     /// `moreComing` and the token of its last change, later zones are left out, and the push says
     /// `moreComing`: the client fetches the rest from its stored zone tokens.
+    ///
+    /// Subscriptions push ``splicedChanges(since:)``, the same bytes built without decoding the
+    /// records; this is the path it is checked against.
     func changes(since cursor: ServerChangeToken) throws(ShareSyncError) -> ChangesPush? {
         let view = self.view
         guard
@@ -138,7 +141,8 @@ struct RequestExecutor: Sendable {
                 })
         else { return nil }
         let result = DatabaseChangesResult(databaseChanges)
-        return SplicedChangesPush(databaseChanges: result, zoneChanges: zones.map(ZoneChangesPage.init), token: result.token, moreComing: cut)
+        return SplicedChangesPush(
+            databaseChanges: result, zoneChanges: zones.map(ZoneChangesPage.init), token: result.token, moreComing: cut)
     }
 
     /// The database changes since `cursor` and each changed zone's changes complete, read with
