@@ -45,10 +45,10 @@ extension PrivateDatabase {
                 do {
                     try checkOwner(id.zoneID)
                     let json = try Data.fetchOne(
-                        db, sql: "SELECT json FROM record WHERE zone = ? AND name = ?",
+                        db.cachedStatement(sql: "SELECT json FROM record WHERE zone = ? AND name = ?"),
                         arguments: [id.zoneID.zoneName, id.recordName])
                     guard let json else {
-                        if try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE name = ?", arguments: [id.zoneID.zoneName]) == nil {
+                        if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM zone WHERE name = ?"), arguments: [id.zoneID.zoneName]) == nil {
                             throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) does not exist", recordID: id)
                         }
                         throw ShareSyncError(.unknownItem, "record \(id.recordName) does not exist", recordID: id)

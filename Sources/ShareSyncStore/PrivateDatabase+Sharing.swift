@@ -40,7 +40,7 @@ extension PrivateDatabase {
         share = AccessPolicy.visibleShare(share, to: viewer, isOwner: viewer == ownerName)
         record = share.record
         let token = try? String.fetchOne(
-            db, sql: "SELECT token FROM share WHERE zone = ? AND name = ?",
+            db.cachedStatement(sql: "SELECT token FROM share WHERE zone = ? AND name = ?"),
             arguments: [zoneID.zoneName, record.recordID.recordName])
         if let token {
             let base = urlBase.withLock { $0 }

@@ -155,6 +155,6 @@ public final class PrivateDatabase: Sendable {
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        try withStoreErrors("read", path: writer.path) { try writer.read(body) }
+        try withStoreErrors("read", path: writer.path) { try writer.storeRead(body) }
     }
 }

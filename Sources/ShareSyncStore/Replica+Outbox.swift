@@ -20,7 +20,7 @@ extension SharedDatabaseReplica {
         let json = try Self.encode(operation)
         operation.id = try write { db in
             try requireOwner(db, owner)
-            try db.execute(sql: "INSERT INTO replicaOutbox (owner, json) VALUES (?, ?)", arguments: [owner, json])
+            try db.executeCached("INSERT INTO replicaOutbox (owner, json) VALUES (?, ?)", [owner, json])
             return db.lastInsertedRowID
         }
         return operation
@@ -37,9 +37,9 @@ extension SharedDatabaseReplica {
             let rows: [Row]
             if let owner {
                 rows = try Row.fetchAll(
-                    db, sql: "SELECT * FROM replicaOutbox WHERE owner = ? ORDER BY id", arguments: [owner])
+                    db.cachedStatement(sql: "SELECT * FROM replicaOutbox WHERE owner = ? ORDER BY id"), arguments: [owner])
             } else {
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM replicaOutbox ORDER BY id")
+                rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM replicaOutbox ORDER BY id"))
             }
             return try rows.map { row in (owner: row["owner"] as String, operation: try Self.operation(row)) }
         }
@@ -48,7 +48,7 @@ extension SharedDatabaseReplica {
     /// One write of the outbox, with its owner; `nil` if no operation has that ID.
     public func outboxOperation(id: Int64) throws(ShareSyncError) -> (owner: String, operation: OutboxOperation)? {
         try read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM replicaOutbox WHERE id = ?", arguments: [id]) else {
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM replicaOutbox WHERE id = ?"), arguments: [id]) else {
                 return nil
             }
             return (owner: row["owner"] as String, operation: try Self.operation(row))
@@ -60,7 +60,7 @@ extension SharedDatabaseReplica {
         try read { db in
             var counts: [OutboxOperation.State: Int] = [:]
             for state in OutboxOperation.State.allCases { counts[state] = 0 }
-            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM replicaOutbox GROUP BY state") {
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT state, COUNT(*) AS n FROM replicaOutbox GROUP BY state")) {
                 if let state = OutboxOperation.State(rawValue: row["state"]) { counts[state] = row["n"] }
             }
             return counts
@@ -76,9 +76,9 @@ extension SharedDatabaseReplica {
         var servers: Data?
         if !operation.serverRecords.isEmpty { servers = try Self.encode(operation.serverRecords) }
         let changed = try write { db in
-            try db.execute(
-                sql: "UPDATE replicaOutbox SET json = ?, state = ?, error = ?, serverRecords = ? WHERE id = ?",
-                arguments: [json, operation.state.rawValue, error, servers, operation.id])
+            try db.executeCached(
+                "UPDATE replicaOutbox SET json = ?, state = ?, error = ?, serverRecords = ? WHERE id = ?",
+                [json, operation.state.rawValue, error, servers, operation.id])
             return db.changesCount
         }
         guard changed == 1 else {
@@ -90,7 +90,7 @@ extension SharedDatabaseReplica {
     /// Removing an ID that is not there does nothing.
     public func removeOperation(id: Int64) throws(ShareSyncError) {
         try write { db in
-            try db.execute(sql: "DELETE FROM replicaOutbox WHERE id = ?", arguments: [id])
+            try db.executeCached("DELETE FROM replicaOutbox WHERE id = ?", [id])
         }
     }
 

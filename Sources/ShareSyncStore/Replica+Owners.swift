@@ -5,7 +5,8 @@ extension SharedDatabaseReplica {
     /// The owners whose shares this node replicates, by owner name.
     public func owners() throws(ShareSyncError) -> [OwnerInfo] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT owner, host, port, fingerprint FROM replicaOwner ORDER BY owner").map {
+            try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT owner, host, port, fingerprint FROM replicaOwner ORDER BY owner")).map {
                 OwnerInfo(ownerName: $0["owner"], host: $0["host"], port: $0["port"], fingerprint: $0["fingerprint"])
             }
         }
@@ -46,7 +47,7 @@ extension SharedDatabaseReplica {
         try write { db -> OwnerInfo? in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT host, port, fingerprint, announcedHost, announcedPort FROM replicaOwner WHERE owner = ?",
+                db.cachedStatement(sql: "SELECT host, port, fingerprint, announcedHost, announcedPort FROM replicaOwner WHERE owner = ?"),
                     arguments: [owner])
             else { return nil }
             let announcedHost: String? = row["announcedHost"]
@@ -80,7 +81,8 @@ extension SharedDatabaseReplica {
     /// `nil` if the database was never fetched (or the owner is unknown).
     public func databaseChangeToken(owner: String) throws(ShareSyncError) -> ServerChangeToken? {
         try read { db in
-            try String.fetchOne(db, sql: "SELECT databaseToken FROM replicaOwner WHERE owner = ?", arguments: [owner])
+            try String.fetchOne(
+                db.cachedStatement(sql: "SELECT databaseToken FROM replicaOwner WHERE owner = ?"), arguments: [owner])
                 .map(ServerChangeToken.init(stringValue:))
         }
     }
@@ -90,7 +92,7 @@ extension SharedDatabaseReplica {
     public func zoneChangeToken(owner: String, zoneName: String) throws(ShareSyncError) -> ServerChangeToken? {
         try read { db in
             try String.fetchOne(
-                db, sql: "SELECT token FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName]
+                db.cachedStatement(sql: "SELECT token FROM replicaZone WHERE owner = ? AND zone = ?"), arguments: [owner, zoneName]
             ).map(ServerChangeToken.init(stringValue:))
         }
     }

@@ -6,7 +6,8 @@ extension SharedDatabaseReplica {
     /// The zones an owner shares with this node, by name; their IDs carry the owner's name.
     public func fetchAllZones(owner: String) throws(ShareSyncError) -> [RecordZone] {
         try read { db in
-            try String.fetchAll(db, sql: "SELECT zone FROM replicaZone WHERE owner = ? ORDER BY zone", arguments: [owner])
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT zone FROM replicaZone WHERE owner = ? ORDER BY zone"), arguments: [owner])
                 .map { RecordZone(zoneID: RecordZone.ID(zoneName: $0, ownerName: owner)) }
         }
     }
@@ -14,7 +15,8 @@ extension SharedDatabaseReplica {
     /// The IDs of all zones shared with this node, of every owner, by owner then name.
     public func allZones() throws(ShareSyncError) -> [RecordZone.ID] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT owner, zone FROM replicaZone ORDER BY owner, zone").map {
+            try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT owner, zone FROM replicaZone ORDER BY owner, zone")).map {
                 RecordZone.ID(zoneName: $0["zone"], ownerName: $0["owner"])
             }
         }
@@ -24,7 +26,7 @@ extension SharedDatabaseReplica {
     public func records(owner: String, zoneName: String) throws(ShareSyncError) -> [ShareSyncCore.Record] {
         try read { db in
             try Data.fetchAll(
-                db, sql: "SELECT json FROM replicaRecord WHERE owner = ? AND zone = ? ORDER BY name",
+                db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE owner = ? AND zone = ? ORDER BY name"),
                 arguments: [owner, zoneName]
             ).map { try Record(jsonData: $0) }
         }
@@ -34,7 +36,7 @@ extension SharedDatabaseReplica {
     public func fetchRecord(_ id: ShareSyncCore.Record.ID) throws(ShareSyncError) -> ShareSyncCore.Record? {
         try read { db in
             try Data.fetchOne(
-                db, sql: "SELECT json FROM replicaRecord WHERE owner = ? AND zone = ? AND name = ?",
+                db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE owner = ? AND zone = ? AND name = ?"),
                 arguments: [id.zoneID.ownerName, id.zoneID.zoneName, id.recordName]
             ).map { try Record(jsonData: $0) }
         }
@@ -44,7 +46,7 @@ extension SharedDatabaseReplica {
     public func recordCount(owner: String, zoneName: String) throws(ShareSyncError) -> Int {
         try read { db in
             try Int.fetchOne(
-                db, sql: "SELECT COUNT(*) FROM replicaRecord WHERE owner = ? AND zone = ?", arguments: [owner, zoneName]) ?? 0
+                db.cachedStatement(sql: "SELECT COUNT(*) FROM replicaRecord WHERE owner = ? AND zone = ?"), arguments: [owner, zoneName]) ?? 0
         }
     }
 }

@@ -87,7 +87,7 @@ public final class SharedDatabaseReplica: Sendable {
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        try withStoreErrors("replica read", path: writer.path) { try writer.read(body) }
+        try withStoreErrors("replica read", path: writer.path) { try writer.storeRead(body) }
     }
 
     /// Throws ``ShareSyncError/Code/unknownItem`` unless the owner was added with ``setOwner(_:)``:

@@ -71,3 +71,18 @@ extension Database {
         try cachedStatement(sql: sql).execute(arguments: arguments)
     }
 }
+
+extension DatabaseWriter {
+    /// A read of the store. On a `DatabasePool` (a store in a file) it is GRDB's `read`: a reader
+    /// connection of its own, in a transaction. On a `DatabaseQueue` (a store in memory) it runs on
+    /// the one connection, which serializes it with every write, so it needs no transaction to be
+    /// consistent. There GRDB's `read` would turn `PRAGMA query_only` on and off, and SQLite expires
+    /// every prepared statement of a connection when a flag pragma changes: the next write then
+    /// compiled each of its cached statements again (`sqlite3Reprepare` on every step, counted with a
+    /// uprobe in `sharesync-bench suite --only fan-out`, whose participants keep their replicas in
+    /// memory).
+    func storeRead<T>(_ body: (Database) throws -> T) throws -> T {
+        if let queue = self as? DatabaseQueue { return try queue.unsafeRead(body) }
+        return try read(body)
+    }
+}

@@ -147,9 +147,7 @@ extension WriteContext {
             viewersTouched.insert(viewer)
         }
         for viewer in viewersTouched.sorted() {
-            try db.execute(
-                sql: "UPDATE viewZone SET seq = ? WHERE viewer = ? AND zone = ? AND present = 1",
-                arguments: [nextSeq(), viewer, zone])
+            try db.executeCached("UPDATE viewZone SET seq = ? WHERE viewer = ? AND zone = ? AND present = 1", [nextSeq(), viewer, zone])
         }
     }
 
