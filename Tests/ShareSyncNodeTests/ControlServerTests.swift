@@ -1,0 +1,152 @@
+import Foundation
+import Logging
+import ShareSyncCore
+import ShareSyncStore
+import Testing
+@testable import ShareSyncNode
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The control socket as any client sees it: a plain Unix socket, lines in and lines out, with a
+/// server in this process over an in-memory database.
+@Suite("The control socket's connections")
+struct ControlServerTests {
+    /// A blocking Unix-socket client with a receive timeout, so no read waits forever.
+    final class RawClient: @unchecked Sendable {
+        let fd: Int32
+        private var pending: [UInt8] = []
+
+        init(path: String) throws {
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw POSIXError(.EIO) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                let bytes = Array(path.utf8.prefix(raw.count - 1))
+                raw.copyBytes(from: bytes + [0])
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard connected == 0 else {
+                close(fd)
+                throw POSIXError(.ECONNREFUSED)
+            }
+            var timeout = timeval(tv_sec: 30, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
+
+        deinit { close(fd) }
+
+        /// Sends all of `bytes`; false if the server closed the connection first.
+        @discardableResult
+        func send(_ bytes: [UInt8]) -> Bool {
+            var offset = 0
+            while offset < bytes.count {
+                let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if sent <= 0 { return false }
+                offset += sent
+            }
+            return true
+        }
+
+        /// The next line, without its newline; nil at the end of the stream (or after 30 s).
+        func line() -> String? {
+            while true {
+                if let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: pending[..<end], as: UTF8.self)
+                    pending.removeSubrange(...end)
+                    return line
+                }
+                var chunk = [UInt8](repeating: 0, count: 65536)
+                let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { return nil }
+                pending += chunk[..<count]
+            }
+        }
+    }
+
+    static func startServer(in folder: URL) async throws -> (ControlServer, Task<Void, Never>) {
+        let status = try JSONDecoder().decode(
+            NodeStatus.self,
+            from: Data(#"{"userRecordName":"_a","fingerprint":"00","displayName":"A","listen":{"host":"127.0.0.1","port":1},"advertised":{"host":"127.0.0.1","port":1},"connections":0}"#.utf8))
+        let handler = ControlHandler(
+            database: try PrivateDatabase(inMemoryOwnerName: "_a"), status: { status }, logger: Logger(label: "test"))
+        let server = try await ControlServer.bind(
+            path: folder.appending(path: "control.sock").path, handler: handler, logger: Logger(label: "test"))
+        return (server, Task { await server.run() })
+    }
+
+    static func temporaryFolder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "control-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    @Test("a hundred request lines written in two bursts, bad ones among them, are answered one each, in order")
+    func pipelinedRequestsAreAnsweredInOrder() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (server, serving) = try await Self.startServer(in: folder)
+        let answers = try await Task.detached { () throws -> [String] in
+            let client = try RawClient(path: server.path)
+            // More lines than the server lets wait: after the first 40 it stops reading the socket,
+            // so the other 60 are read only once it has answered enough of them.
+            let lines = (0..<100).map { $0 % 7 == 3 ? "not a request \($0)" : #"{"zoneCreate":{"name":"Z\#($0)"}}"# }
+            #expect(client.send(Array((lines[..<40].joined(separator: "\n") + "\n").utf8)))
+            usleep(50_000)
+            #expect(client.send(Array((lines[40...].joined(separator: "\n") + "\n").utf8)))
+            var answers: [String] = []
+            while answers.count < 100, let answer = client.line() { answers.append(answer) }
+            return answers
+        }.value
+        #expect(answers.count == 100)
+        for (i, answer) in answers.enumerated() {
+            if i % 7 == 3 {
+                #expect(answer.contains(#""ok":false"#) && answer.contains(#""rule":"controlSyntax""#), "line \(i): \(answer)")
+            } else {
+                #expect(answer.hasPrefix(#"{"ok":true"#) && answer.contains(#""zoneName":"Z\#(i)""#), "line \(i): \(answer)")
+            }
+        }
+        #expect(server.requestsInProgress == 0)
+        await server.close()
+        await serving.value
+    }
+
+    @Test("a line over the limit closes that connection only; the next client is served")
+    func anOversizedLineClosesOnlyItsConnection() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (server, serving) = try await Self.startServer(in: folder)
+        let (endOfStream, next) = try await Task.detached { () throws -> (String?, String?) in
+            let big = try RawClient(path: server.path)
+            big.send([UInt8](repeating: UInt8(ascii: "x"), count: ControlServer.maximumLineLength + 4096))
+            let endOfStream = big.line()
+            let other = try RawClient(path: server.path)
+            other.send(Array(#"{"zoneList":{}}"#.utf8) + [UInt8(ascii: "\n")])
+            return (endOfStream, other.line())
+        }.value
+        #expect(endOfStream == nil, "the oversized line got an answer: \(endOfStream ?? "")")
+        #expect(next?.hasPrefix(#"{"ok":true,"result":[{"zoneName":"_defaultZone"}"#) == true, "\(next ?? "nothing")")
+        await server.close()
+        await serving.value
+    }
+
+    @Test("closing the server closes its connections and removes the socket file")
+    func closingTheServerClosesItsConnections() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (server, serving) = try await Self.startServer(in: folder)
+        let client = try RawClient(path: server.path)
+        client.send(Array(#"{"zoneList":{}}"#.utf8) + [UInt8(ascii: "\n")])
+        let first = await Task.detached { client.line() }.value
+        #expect(first?.hasPrefix(#"{"ok":true"#) == true)
+        await server.close()
+        await serving.value
+        let after = await Task.detached { client.line() }.value
+        #expect(after == nil, "the connection stayed open after close: \(after ?? "")")
+        #expect(!FileManager.default.fileExists(atPath: server.path))
+    }
+}
