@@ -131,7 +131,7 @@ let package = Package(
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
         .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),
-        .testTarget(name: "ShareSyncReplicaTests", dependencies: ["ShareSyncStore"]),
+        .testTarget(name: "ShareSyncReplicaTests", dependencies: ["ShareSyncStore", "ShareSyncTestSupport"]),
         .testTarget(
             name: "ShareSyncWireTests",
             dependencies: [

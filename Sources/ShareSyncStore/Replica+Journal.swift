@@ -49,34 +49,74 @@ extension SharedDatabaseReplica {
 
     /// Compares the replica with what the journal last saw and appends the differences (records
     /// changed or deleted, zones added or deleted), in one transaction. The first call journals the
-    /// whole replica. Observers are not told (the journal is not shared data). Past `capacity` entries
-    /// the oldest deletions are dropped (tests use a small one).
+    /// whole replica; later calls compare only the keys written since (noted by triggers, see the
+    /// migration `replica-v6-journal-dirty-keys`), with the same result as comparing everything.
+    /// Observers are not told (the journal is not shared data). Past `capacity` entries the oldest
+    /// deletions are dropped (tests use a small one). `fullScan` compares the whole replica anyway
+    /// (tests check that both ways agree).
     @discardableResult
-    public func journalChanges(capacity: Int = journalCapacity) throws(ShareSyncError) -> (position: ReplicaJournalPosition, added: Int) {
+    public func journalChanges(
+        capacity: Int = journalCapacity, fullScan: Bool = false
+    ) throws(ShareSyncError) -> (position: ReplicaJournalPosition, added: Int) {
         defer { checkpointer?.committed() }
         return try withStoreErrors("replica journal", path: writer.path) {
             try writer.write { db in
-                if try Row.fetchOne(db, sql: "SELECT 1 FROM replicaFeedState WHERE id = 1") == nil {
+                let scanned = try Int.fetchOne(db.cachedStatement(sql: "SELECT scanned FROM replicaFeedState WHERE id = 1"))
+                if scanned == nil {
                     try db.execute(
                         sql: "INSERT INTO replicaFeedState (id, epoch) VALUES (1, ?)",
                         arguments: [String(UUID().uuidString.prefix(8)).lowercased()])
                 }
+                let everything = fullScan || scanned != 1
                 struct Key: Hashable, Comparable {
                     var owner: String, zone: String, name: String
                     static func < (a: Self, b: Self) -> Bool { (a.owner, a.zone, a.name) < (b.owner, b.zone, b.name) }
                 }
                 var seen: [Key: String] = [:]
-                for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, tag FROM replicaFeedSeen") {
-                    seen[Key(owner: row["owner"], zone: row["zone"], name: row["name"])] = row["tag"]
-                }
                 var now: [Key: String] = [:]
-                for row in try Row.fetchAll(db, sql: "SELECT owner, zone FROM replicaZone") {
-                    now[Key(owner: row["owner"], zone: row["zone"], name: "")] = ""
+                func key(_ row: Row) -> Key { Key(owner: row[0], zone: row[1], name: row[2]) }
+                if everything {
+                    for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, tag FROM replicaFeedSeen") {
+                        seen[key(row)] = row[3]
+                    }
+                    for row in try Row.fetchAll(db, sql: "SELECT owner, zone FROM replicaZone") {
+                        now[Key(owner: row[0], zone: row[1], name: "")] = ""
+                    }
+                    for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, json FROM replicaRecord") {
+                        now[key(row)] = try ShareSyncCore.Record(jsonData: row[3]).recordChangeTag ?? ""
+                    }
+                } else {
+                    // Only the keys written since the last call; any other key is as it was seen. (CROSS
+                    // JOIN keeps those keys the outer loop: without statistics SQLite may walk the
+                    // other table.)
+                    for row in try Row.fetchAll(
+                        db.cachedStatement(sql: """
+                            SELECT s.owner, s.zone, s.name, s.tag FROM replicaFeedDirty d
+                            CROSS JOIN replicaFeedSeen s ON s.owner = d.owner AND s.zone = d.zone AND s.name = d.name
+                            """))
+                    {
+                        seen[key(row)] = row[3]
+                    }
+                    for row in try Row.fetchAll(
+                        db.cachedStatement(sql: """
+                            SELECT d.owner, d.zone, d.name FROM replicaFeedDirty d
+                            CROSS JOIN replicaZone z ON z.owner = d.owner AND z.zone = d.zone WHERE d.name = ''
+                            """))
+                    {
+                        now[key(row)] = ""
+                    }
+                    for row in try Row.fetchAll(
+                        db.cachedStatement(sql: """
+                            SELECT d.owner, d.zone, d.name, r.json FROM replicaFeedDirty d
+                            CROSS JOIN replicaRecord r ON r.owner = d.owner AND r.zone = d.zone AND r.name = d.name
+                            WHERE d.name != ''
+                            """))
+                    {
+                        now[key(row)] = try ShareSyncCore.Record(jsonData: row[3]).recordChangeTag ?? ""
+                    }
                 }
-                for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, json FROM replicaRecord") {
-                    let record = try ShareSyncCore.Record(jsonData: row["json"])
-                    now[Key(owner: row["owner"], zone: row["zone"], name: row["name"])] = record.recordChangeTag ?? ""
-                }
+                try db.executeCached("DELETE FROM replicaFeedDirty", [])
+                try db.executeCached("UPDATE replicaFeedState SET scanned = 1 WHERE id = 1", [])
                 var added = 0
                 func append(_ key: Key, _ kind: ReplicaJournalEntry.Kind) throws {
                     switch kind {
@@ -118,7 +158,8 @@ extension SharedDatabaseReplica {
                         arguments: [key.owner, key.zone, key.name, now[key]!])
                 }
                 // Trimming: the oldest deletions go first (the live records' entries are the content).
-                let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM replicaFeedEntry") ?? 0
+                // Only after entries were added (counting them is most of a call's time at 100k).
+                let count = added == 0 ? 0 : try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM replicaFeedEntry")) ?? 0
                 if count > capacity {
                     let excess = count - capacity
                     if let last = try Int64.fetchOne(

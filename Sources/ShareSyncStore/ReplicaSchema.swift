@@ -99,6 +99,57 @@ enum ReplicaSchema {
                     ALTER TABLE replicaOwner ADD COLUMN announcedPort INTEGER;
                     """)
         }
+        migrator.registerMigration("replica-v6-journal-dirty-keys") { db in
+            // The journal compares only the keys written since its last call (it used to decode every
+            // record of the replica on each call: seconds per change at 100k records). Triggers note
+            // every key a write touches, whatever path wrote it (pages, pushes, zone replacements,
+            // purges, and the cascades of deleting a zone or an owner); they do nothing until the
+            // journal is first used (no replicaFeedState row). `scanned` 0: the next call compares
+            // the whole replica (a journal kept by an older version, which noted no keys). (Not
+            // INSERT OR IGNORE: in a trigger, the conflict policy of the statement that fired it
+            // applies instead, and an upsert's is ABORT.)
+            try db.execute(
+                sql: """
+                    ALTER TABLE replicaFeedState ADD COLUMN scanned INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE replicaFeedDirty (
+                        owner TEXT NOT NULL, zone TEXT NOT NULL, name TEXT NOT NULL,
+                        PRIMARY KEY (owner, zone, name)) WITHOUT ROWID;
+                    CREATE TRIGGER replicaFeedDirty_recordInsert AFTER INSERT ON replicaRecord
+                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
+                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, NEW.name WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = NEW.name);
+                    END;
+                    CREATE TRIGGER replicaFeedDirty_recordUpdate AFTER UPDATE ON replicaRecord
+                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
+                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, OLD.name WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = OLD.name);
+                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, NEW.name WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = NEW.name);
+                    END;
+                    CREATE TRIGGER replicaFeedDirty_recordDelete AFTER DELETE ON replicaRecord
+                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
+                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, OLD.name WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = OLD.name);
+                    END;
+                    CREATE TRIGGER replicaFeedDirty_zoneInsert AFTER INSERT ON replicaZone
+                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
+                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, '' WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = '');
+                    END;
+                    CREATE TRIGGER replicaFeedDirty_zoneUpdate AFTER UPDATE OF owner, zone ON replicaZone
+                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
+                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, '' WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = '');
+                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, '' WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = '');
+                    END;
+                    CREATE TRIGGER replicaFeedDirty_zoneDelete AFTER DELETE ON replicaZone
+                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
+                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, '' WHERE NOT EXISTS (
+                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = '');
+                    END;
+                    """)
+        }
         return migrator
     }
 

@@ -113,6 +113,40 @@ func runStoreBenchmark(count: Int) throws {
     results.append(("share an existing zone of \(count) records", t4a * 1000, "ms"))
     results.append(("accept a zone share of \(count) records", t4 * 1000, "ms"))
 
+    // 4b. The replica's change journal (what `sharesync changes --shared` and the Swift API's shared
+    // feeds read) after one record changed, in a replica of `count` records: the incremental
+    // comparison against comparing the whole replica.
+    let replica = try SharedDatabaseReplica(path: dir.appending(path: "replica.sqlite").path)
+    try replica.setOwner(OwnerInfo(ownerName: "_owner", host: "127.0.0.1", port: 1, fingerprint: String(repeating: "0", count: 32)))
+    let replicaZone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
+    var tags = 0
+    func tagged(_ i: Int) -> ShareSyncCore.Record {
+        tags += 1
+        var record = notes[i].relocated(to: replicaZone)
+        record.recordChangeTag = String(tags, radix: 36)
+        return record
+    }
+    for start in stride(from: 0, to: count, by: 400) {
+        let changes = ZoneChanges(
+            zoneID: replicaZone, changes: (start..<min(start + 400, count)).map { .changed(tagged($0)) },
+            changeToken: ServerChangeToken(stringValue: "t\(start)"), moreComing: false)
+        try replica.apply(changes, owner: "_owner")
+    }
+    _ = try replica.journalChanges()
+    var incremental: [Double] = []
+    var full: [Double] = []
+    for i in 0..<20 {
+        let one = ZoneChanges(zoneID: replicaZone, changes: [.changed(tagged(i))], changeToken: ServerChangeToken(stringValue: "e\(i)"), moreComing: false)
+        try replica.apply(one, owner: "_owner")
+        if i % 2 == 0 {
+            incremental.append(try seconds { _ = try replica.journalChanges() })
+        } else {
+            full.append(try seconds { _ = try replica.journalChanges(fullScan: true) })
+        }
+    }
+    results.append(("replica journal after 1 changed record (\(count) records), incremental, p50", percentile(incremental, 50) * 1e6, "µs"))
+    results.append(("replica journal after 1 changed record (\(count) records), whole replica compared, p50", percentile(full, 50) * 1e6, "µs"))
+
     // 5. The machine's limit: a bare SQLite upsert of the same rows, one transaction, prepared statement.
     let bare = try DatabasePool(path: dir.appending(path: "bare.sqlite").path)
     try bare.write { db in
