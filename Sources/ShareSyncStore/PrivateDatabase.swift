@@ -145,9 +145,15 @@ public final class PrivateDatabase: Sendable {
 
     /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        generation.add(1, ordering: .releasing)
-        defer { generation.add(1, ordering: .releasing) }
-        let result = try withStoreErrors("write", path: writer.path) { try writer.write(body) }
+        // The generation moves past the write before observers are told: whatever reads after
+        // being woken by this commit sees a generation no read made before the commit had (the
+        // owner server's PushCache relies on it).
+        func transaction() throws(ShareSyncError) -> T {
+            generation.add(1, ordering: .releasing)
+            defer { generation.add(1, ordering: .releasing) }
+            return try withStoreErrors("write", path: writer.path) { try writer.write(body) }
+        }
+        let result = try transaction()
         checkpointer?.committed()
         observers.notify()
         return result

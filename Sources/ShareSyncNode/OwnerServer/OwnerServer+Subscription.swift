@@ -6,7 +6,8 @@ import ShareSyncStore
 import ShareSyncWire
 
 /// A connection's subscription to its caller's view, run as a child task of the connection: after
-/// each commit it computes the changes since its cursor (on the server's thread pool) and pushes them.
+/// each commit it computes the changes since its cursor (on the server's thread pool, once for all of
+/// the caller's connections at that cursor: ``PushCache``) and pushes them.
 /// Wake-ups that come while a pass runs are coalesced into one more pass.
 ///
 /// The cursor moves only once a push has been written (the channel's outbound buffer is back under its
@@ -45,12 +46,16 @@ enum SubscriptionPusher {
             let next: (push: SplicedChangesPush, payload: ByteBuffer)?
             let since = cursor
             do {
+                let pushes = connection.server.pushes
                 next = try await connection.server.threadPool.runIfActive { () throws -> (SplicedChangesPush, ByteBuffer)? in
-                    guard let push = try executor.splicedChanges(since: since) else { return nil }
-                    do {
-                        return (push, try MessageCoding.encode(push))
-                    } catch {
-                        throw PushNotEncodable(error: error)
+                    // Read once for all of the caller's connections woken by the same commit.
+                    try pushes.push(for: executor.caller, since: since, database: executor.database) {
+                        guard let push = try executor.splicedChanges(since: since) else { return nil }
+                        do {
+                            return (push, try MessageCoding.encode(push))
+                        } catch {
+                            throw PushNotEncodable(error: error)
+                        }
                     }
                 }
             } catch let error as ShareSyncError where error.code == .changeTokenExpired {
@@ -80,24 +85,19 @@ enum SubscriptionPusher {
 
     /// Writes a push and waits until the channel has taken it (its outbound buffer is back under the
     /// low watermark: the push is in the socket, save the last few kilobytes); if that takes longer
-    /// than `timeout` (the subscriber reads nothing), closes the connection and throws.
+    /// than `timeout` (the subscriber reads nothing), closes the connection, and the write or the wait
+    /// throws. The deadline is a timer on the channel's event loop, cancelled once the push is taken
+    /// (a task group racing the write with a sleep cost two child tasks per push and subscriber).
     private static func write(
         _ payload: ByteBuffer, to outbound: ServerConnection.Outbound, within timeout: TimeAmount, connection: ServerConnection,
         logger: Logger
     ) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await outbound.write(payload)
-                try await connection.writability.waitUntilWritable()
-            }
-            group.addTask {
-                try await connection.channel.channel.eventLoop.sleep(for: timeout)
-                abandon("the subscriber read nothing for \(timeout) while a push waited to be written", connection: connection, logger: logger)
-                throw ShareSyncError(.networkFailure, "the subscriber stalled")
-            }
-            try await group.next()
-            group.cancelAll()
+        let deadline = connection.channel.channel.eventLoop.scheduleTask(in: timeout) {
+            abandon("the subscriber read nothing for \(timeout) while a push waited to be written", connection: connection, logger: logger)
         }
+        defer { deadline.cancel() }
+        try await outbound.write(payload)
+        try await connection.writability.waitUntilWritable()
     }
 
     private struct PushNotEncodable: Error {

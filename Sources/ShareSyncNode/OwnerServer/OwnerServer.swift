@@ -95,12 +95,15 @@ public final class OwnerServer: Sendable {
     /// The accepting task: one child task per connection, in a discarding task group.
     private let accepting: Task<Void, Never>
     let registry: ConnectionRegistry
+    /// Pushes shared between a caller's connections.
+    let pushes: PushCache
 
     private init(
         database: PrivateDatabase, identity: NodeIdentity, configuration: Configuration, logger: Logger,
         group: MultiThreadedEventLoopGroup, threadPool: NIOThreadPool, listener: any Channel, accepting: Task<Void, Never>,
-        registry: ConnectionRegistry
+        registry: ConnectionRegistry, pushes: PushCache
     ) {
+        self.pushes = pushes
         self.database = database
         self.identity = identity
         self.configuration = configuration
@@ -141,9 +144,10 @@ public final class OwnerServer: Sendable {
         let threadPool = NIOThreadPool(numberOfThreads: max(1, configuration.requestThreads))
         threadPool.start()
         let registry = ConnectionRegistry()
+        let pushes = PushCache()
         let context = ServerContext(
             database: database, identity: identity, configuration: configuration, logger: logger,
-            threadPool: threadPool, registry: registry, tls: tls)
+            threadPool: threadPool, registry: registry, tls: tls, pushes: pushes)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -176,7 +180,7 @@ public final class OwnerServer: Sendable {
             }
             let server = OwnerServer(
                 database: database, identity: identity, configuration: configuration, logger: logger, group: group,
-                threadPool: threadPool, listener: listener.channel, accepting: accepting, registry: registry)
+                threadPool: threadPool, listener: listener.channel, accepting: accepting, registry: registry, pushes: pushes)
             logger.info(
                 "owner server listening",
                 metadata: ["port": "\(server.port)", "transport": "\(configuration.allowCleartext ? "TLS or cleartext (loopback)" : "TLS")"])
@@ -243,6 +247,8 @@ struct ServerContext: Sendable {
     let registry: ConnectionRegistry
     /// The TLS context every connection shares (this node's certificate).
     let tls: NIOSSLContext
+    /// Pushes shared between a caller's connections (``PushCache``).
+    let pushes: PushCache
 }
 
 /// The open connections, and how many each identity has.

@@ -1,0 +1,99 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncStore
+import ShareSyncWire
+import Testing
+@testable import ShareSyncNode
+
+/// A caller's connections (a person's devices) share one read of each push while the database does
+/// not change; nobody else's read is ever handed to them.
+@Suite("Pushes shared between a caller's connections")
+struct PushCacheTests {
+    final class Reads: @unchecked Sendable {
+        var count = 0
+    }
+
+    static let token = ServerChangeToken(stringValue: "t1")
+
+    @Test("a push is read once per caller and cursor while nothing is written, and again after a write")
+    func reusedOnlyForTheSameCallerCursorAndState() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let cache = PushCache()
+        let reads = Reads()
+        func push(_ caller: String, _ cursor: ServerChangeToken = PushCacheTests.token) throws {
+            _ = try cache.push(for: Caller(userRecordName: caller), since: cursor, database: database) {
+                reads.count += 1
+                return nil
+            }
+        }
+        try push("_b")
+        try push("_b")
+        #expect(reads.count == 1, "the same caller at the same cursor read again")
+        try push("_c")
+        #expect(reads.count == 2, "another caller was given _b's push")
+        try push("_b", ServerChangeToken(stringValue: "t0"))
+        #expect(reads.count == 3, "another cursor was given the push from t1")
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Later")))
+        try push("_b")
+        #expect(reads.count == 4, "a push read before a write was reused after it")
+        try push("_b")
+        #expect(reads.count == 4)
+        #expect(cache.counts.withLock { $0.shared } == 2)
+    }
+
+    @Test("a failed read is not shared: the next connection reads for itself")
+    func failuresAreNotShared() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let cache = PushCache()
+        let reads = Reads()
+        #expect(throws: ShareSyncError.self) {
+            _ = try cache.push(for: Caller(userRecordName: "_b"), since: Self.token, database: database) {
+                reads.count += 1
+                throw ShareSyncError(.changeTokenExpired, "expired")
+            }
+        }
+        _ = try cache.push(for: Caller(userRecordName: "_b"), since: Self.token, database: database) {
+            reads.count += 1
+            return nil
+        }
+        #expect(reads.count == 2)
+    }
+
+    @Test("two devices of one participant get the same pushes, read once per commit; a third participant gets its own")
+    func devicesShareReads() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let c = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readOnly), (c, .readOnly)])
+        let phone = try await OwnerConnection.connect(url: url, identity: b)
+        try await phone.acceptShare(url: url)
+        let laptop = try await OwnerConnection.connect(url: url, identity: b)
+        let other = try await OwnerConnection.connect(url: url, identity: c)
+        try await other.acceptShare(url: url)
+        let start = try await phone.fetchDatabaseChanges(since: nil).changeToken
+        let streams = [
+            try await phone.subscribe(since: start), try await laptop.subscribe(since: start), try await other.subscribe(since: start),
+        ]
+        let saves = 10
+        for i in 0..<saves {
+            try owner.saveNote("shared-\(i)", title: "Note \(i)")
+            for stream in streams {
+                // Each connection receives the note (with earlier ones, if pushes were coalesced).
+                try await withTimeout(20) {
+                    for await push in stream
+                    where push.zoneChanges.contains(where: { $0.changedRecords.contains { $0.recordID.recordName == "shared-\(i)" } }) {
+                        return
+                    }
+                    throw TimeoutError()
+                }
+            }
+        }
+        let counts = owner.server.pushes.counts.withLock { $0 }
+        // Three connections, one of them the second device of a caller: at most two reads per save
+        // when the devices share, three when they do not.
+        #expect(counts.shared >= saves / 2, "the laptop read for itself: \(counts)")
+        #expect(counts.computed + counts.shared >= 3 * saves)
+        for connection in [phone, laptop, other] { await connection.close() }
+        try await owner.stop()
+    }
+}
