@@ -108,46 +108,36 @@ enum ReplicaSchema {
             // the whole replica (a journal kept by an older version, which noted no keys). (Not
             // INSERT OR IGNORE: in a trigger, the conflict policy of the statement that fired it
             // applies instead, and an upsert's is ABORT.)
+
+            // Notes the key of `row` (NEW or OLD); `name` is `row.name` for records, '' for zones.
+            func note(_ row: String, name: String) -> String {
+                """
+                INSERT INTO replicaFeedDirty SELECT \(row).owner, \(row).zone, \(name) WHERE NOT EXISTS (
+                    SELECT 1 FROM replicaFeedDirty WHERE owner = \(row).owner AND zone = \(row).zone AND name = \(name));
+                """
+            }
+            // The trigger replicaFeedDirty_`name` on `event` ("AFTER INSERT ON replicaRecord"), running
+            // `body` once the journal is in use.
+            func trigger(_ name: String, _ event: String, _ body: String...) -> String {
+                """
+                CREATE TRIGGER replicaFeedDirty_\(name) \(event)
+                WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
+                \(body.joined(separator: "\n"))
+                END;
+                """
+            }
             try db.execute(
                 sql: """
                     ALTER TABLE replicaFeedState ADD COLUMN scanned INTEGER NOT NULL DEFAULT 0;
                     CREATE TABLE replicaFeedDirty (
                         owner TEXT NOT NULL, zone TEXT NOT NULL, name TEXT NOT NULL,
                         PRIMARY KEY (owner, zone, name)) WITHOUT ROWID;
-                    CREATE TRIGGER replicaFeedDirty_recordInsert AFTER INSERT ON replicaRecord
-                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
-                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, NEW.name WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = NEW.name);
-                    END;
-                    CREATE TRIGGER replicaFeedDirty_recordUpdate AFTER UPDATE ON replicaRecord
-                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
-                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, OLD.name WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = OLD.name);
-                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, NEW.name WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = NEW.name);
-                    END;
-                    CREATE TRIGGER replicaFeedDirty_recordDelete AFTER DELETE ON replicaRecord
-                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
-                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, OLD.name WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = OLD.name);
-                    END;
-                    CREATE TRIGGER replicaFeedDirty_zoneInsert AFTER INSERT ON replicaZone
-                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
-                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, '' WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = '');
-                    END;
-                    CREATE TRIGGER replicaFeedDirty_zoneUpdate AFTER UPDATE OF owner, zone ON replicaZone
-                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
-                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, '' WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = '');
-                        INSERT INTO replicaFeedDirty SELECT NEW.owner, NEW.zone, '' WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = NEW.owner AND zone = NEW.zone AND name = '');
-                    END;
-                    CREATE TRIGGER replicaFeedDirty_zoneDelete AFTER DELETE ON replicaZone
-                    WHEN EXISTS (SELECT 1 FROM replicaFeedState) BEGIN
-                        INSERT INTO replicaFeedDirty SELECT OLD.owner, OLD.zone, '' WHERE NOT EXISTS (
-                            SELECT 1 FROM replicaFeedDirty WHERE owner = OLD.owner AND zone = OLD.zone AND name = '');
-                    END;
+                    \(trigger("recordInsert", "AFTER INSERT ON replicaRecord", note("NEW", name: "NEW.name")))
+                    \(trigger("recordUpdate", "AFTER UPDATE ON replicaRecord", note("OLD", name: "OLD.name"), note("NEW", name: "NEW.name")))
+                    \(trigger("recordDelete", "AFTER DELETE ON replicaRecord", note("OLD", name: "OLD.name")))
+                    \(trigger("zoneInsert", "AFTER INSERT ON replicaZone", note("NEW", name: "''")))
+                    \(trigger("zoneUpdate", "AFTER UPDATE OF owner, zone ON replicaZone", note("OLD", name: "''"), note("NEW", name: "''")))
+                    \(trigger("zoneDelete", "AFTER DELETE ON replicaZone", note("OLD", name: "''")))
                     """)
         }
         return migrator
