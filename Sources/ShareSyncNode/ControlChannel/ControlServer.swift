@@ -15,9 +15,10 @@ import Synchronization
 /// Each connection is served by a channel handler (``ControlConnectionHandler``) that starts each
 /// request as a task on the store's threads and writes its response from the event loop: two
 /// thread hops per request. It used to be an `NIOAsyncChannel` loop answering through a task group
-/// (the request, and a watcher of the channel's closing), which took a request through five
-/// threads; a `zoneList` took 258 µs at p50 from a Python client on the socket, most of it
-/// scheduling (measured with `perf` on the daemon).
+/// (the request, and a watcher of the channel's closing). Measured with `sharesync-bench control`
+/// (p50, same sitting): a `zoneList` 320 → 270 µs, a one-record save 543 → 430 µs. What is left of
+/// the 270 µs is spread thin (JSON coding, GRDB's pooled read, thread wake-ups: `perf` shows no
+/// single hot spot).
 public final class ControlServer: Sendable {
     /// The longest request line accepted; a longer one closes that connection.
     public static let maximumLineLength = 4 * 1024 * 1024
@@ -85,7 +86,7 @@ public final class ControlServer: Sendable {
                         try channel.pipeline.syncOperations.addHandler(
                             ByteToMessageHandler(LineBasedFrameDecoder(), maximumBufferSize: maximumLineLength))
                         try channel.pipeline.syncOperations.addHandler(
-                            ControlConnectionHandler(handler: handler, logger: logger, inProgress: state))
+                            ControlConnectionHandler(handler: handler, logger: logger, state: state))
                     }
                 }
                 .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false).get()
@@ -135,7 +136,7 @@ final class ControlConnectionHandler: ChannelDuplexHandler {
     private var readHeld = false
     private var isOpen = true
 
-    init(handler: ControlHandler, logger: Logger, inProgress state: ControlServer.State) {
+    init(handler: ControlHandler, logger: Logger, state: ControlServer.State) {
         self.handler = handler
         self.logger = logger
         self.state = state
