@@ -91,7 +91,7 @@ extension SharedDatabaseReplica {
                     // other table.)
                     for row in try Row.fetchAll(
                         db.cachedStatement(sql: """
-                            SELECT s.owner, s.zone, s.name, s.tag FROM replicaFeedDirty d
+                            SELECT s.owner, s.zone, s.name, s.tag FROM (SELECT DISTINCT owner, zone, name FROM replicaFeedDirty) d
                             CROSS JOIN replicaFeedSeen s ON s.owner = d.owner AND s.zone = d.zone AND s.name = d.name
                             """))
                     {
@@ -99,7 +99,7 @@ extension SharedDatabaseReplica {
                     }
                     for row in try Row.fetchAll(
                         db.cachedStatement(sql: """
-                            SELECT d.owner, d.zone, d.name FROM replicaFeedDirty d
+                            SELECT d.owner, d.zone, d.name FROM (SELECT DISTINCT owner, zone, name FROM replicaFeedDirty) d
                             CROSS JOIN replicaZone z ON z.owner = d.owner AND z.zone = d.zone WHERE d.name = ''
                             """))
                     {
@@ -107,7 +107,7 @@ extension SharedDatabaseReplica {
                     }
                     for row in try Row.fetchAll(
                         db.cachedStatement(sql: """
-                            SELECT d.owner, d.zone, d.name, r.json FROM replicaFeedDirty d
+                            SELECT d.owner, d.zone, d.name, r.json FROM (SELECT DISTINCT owner, zone, name FROM replicaFeedDirty) d
                             CROSS JOIN replicaRecord r ON r.owner = d.owner AND r.zone = d.zone AND r.name = d.name
                             WHERE d.name != ''
                             """))
