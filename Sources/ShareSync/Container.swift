@@ -131,6 +131,14 @@ public final class Container: Sendable {
         }
     }
 
+    /// Sends one control request and decodes its result: the path by which the `sharesync` command
+    /// reaches its node for what it does beyond the calls above (a record saved from field
+    /// assignments, imports in batches, change feeds as lines, addresses). Within the package only: an
+    /// app has the calls above, the CLI the same ones plus these.
+    package func send<T: Codable & Sendable>(_ request: ControlRequest, as type: T.Type = T.self) async throws(ShareSyncError) -> T {
+        try await transport.call(request, as: type)
+    }
+
     /// The owner's private database.
     public var privateDatabase: Database { Database(container: self, scope: .private) }
 

@@ -18,32 +18,43 @@ public struct Invitation: Sendable, Hashable {
 extension Database {
     /// Shares a whole zone (`CKShare(recordZoneID:)`): participants see every record in it.
     /// `alreadyShared` if the zone or a record in it is shared already. Private database only.
+    ///
+    /// - Parameters:
+    ///   - zoneID: the zone to share, in the private database.
+    ///   - title: what people see when offered the share (`cloudkit.title`).
+    ///   - publicPermission: what anyone with the URL may do (`none`: invited participants only).
+    ///   - allowsAccessRequests: whether uninvited users with the URL may ask to join.
+    ///   - thumbnailImageData: an image shown with the share (at most `Share.maximumThumbnailSize` bytes).
+    ///   - shareType: a uniform type identifier for what is shared (`cloudkit.type`).
     public func createShare(
         forZone zoneID: RecordZone.ID, title: String? = nil, publicPermission: Participant.Permission = .none,
-        allowsAccessRequests: Bool = false
+        allowsAccessRequests: Bool = false, thumbnailImageData: Data? = nil, shareType: String? = nil
     ) async throws(ShareSyncError) -> Share {
-        try await createShare(zone: zoneID.zoneName, root: nil, title: title, publicPermission, allowsAccessRequests)
+        try await createShare(
+            zone: zoneID.zoneName, root: nil, title: title, publicPermission, allowsAccessRequests, thumbnailImageData, shareType)
     }
 
     /// Shares a record and its hierarchy (`CKShare(rootRecord:)`): the record and every record whose
-    /// `Record.parent` chain leads to it. Private database only.
+    /// `Record.parent` chain leads to it. Private database only. The parameters are those of
+    /// ``createShare(forZone:title:publicPermission:allowsAccessRequests:thumbnailImageData:shareType:)``.
     public func createShare(
         rootRecordID: Record.ID, title: String? = nil, publicPermission: Participant.Permission = .none,
-        allowsAccessRequests: Bool = false
+        allowsAccessRequests: Bool = false, thumbnailImageData: Data? = nil, shareType: String? = nil
     ) async throws(ShareSyncError) -> Share {
         try await createShare(
             zone: rootRecordID.zoneID.zoneName, root: rootRecordID.recordName, title: title, publicPermission,
-            allowsAccessRequests)
+            allowsAccessRequests, thumbnailImageData, shareType)
     }
 
     private func createShare(
-        zone: String, root: String?, title: String?, _ publicPermission: Participant.Permission, _ allowsAccessRequests: Bool
+        zone: String, root: String?, title: String?, _ publicPermission: Participant.Permission, _ allowsAccessRequests: Bool,
+        _ thumbnail: Data?, _ shareType: String?
     ) async throws(ShareSyncError) -> Share {
         try ownerOnly("create a share")
         let info: ShareInfo = try await container.transport.call(
             .shareCreate(
                 zone: zone, root: root, title: title, publicPermission: publicPermission,
-                allowsAccessRequests: allowsAccessRequests))
+                allowsAccessRequests: allowsAccessRequests, thumbnail: thumbnail, shareType: shareType))
         return try await share(withID: Record.ID(recordName: info.shareName, zoneID: RecordZone.ID(zoneName: info.zoneName)))
     }
 
@@ -170,7 +181,7 @@ extension Database {
     /// One change to a share: through the owner's control request (private database) or, for an
     /// administrator, through the share's owner (shared database). Returns the share as saved and the
     /// participant the change was about.
-    private func edit(
+    func edit(
         _ share: Share, private ownerRequest: ControlRequest, shared edit: ShareEdit
     ) async throws(ShareSyncError) -> (share: Share, participant: ParticipantInfo?) {
         let zoneID = share.recordID.zoneID
@@ -184,7 +195,7 @@ extension Database {
         }
         let participant: ParticipantInfo?
         switch ownerRequest {
-        case .shareInvite, .shareSetPermission, .shareSetRole:
+        case .shareInvite, .shareSetPermission, .shareSetRole, .shareApprove:
             participant = try await container.transport.call(ownerRequest) as ParticipantInfo
         default:
             let _: Done = try await container.transport.call(ownerRequest)
@@ -193,7 +204,7 @@ extension Database {
         return (try await self.share(withID: share.recordID), participant)
     }
 
-    private func ownerOnly(_ what: String) throws(ShareSyncError) {
+    func ownerOnly(_ what: String) throws(ShareSyncError) {
         guard scope == .private else {
             throw ShareSyncError(
                 .permissionFailure, "only the owner can \(what): use the private database of the share's owner",

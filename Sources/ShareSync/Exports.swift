@@ -10,3 +10,11 @@ public typealias NodeStatus = ShareSyncNode.NodeStatus
 public typealias ShareMetadataInfo = ShareSyncNode.ShareMetadataInfo
 /// A share accepted by ``Container/accept(_:timeout:)``: its owner and zones.
 public typealias AcceptedShare = ShareSyncNode.AcceptedShare
+/// What ``Container/requestAccess(to:)`` did.
+public typealias AccessRequested = ShareSyncNode.AccessRequested
+/// A write in the node's outbox (``Container/outbox()``).
+public typealias OutboxItem = ShareSyncNode.OutboxItem
+/// What ``Container/resolveOutboxItem(withID:keeping:)`` did.
+public typealias OutboxResolution = ShareSyncNode.OutboxResolution
+/// Which version of a record in conflict to keep (``Container/resolveOutboxItem(withID:keeping:)``).
+public typealias OutboxConflictChoice = ShareSyncNode.ParticipantSync.ConflictChoice

@@ -24,6 +24,10 @@ extension ControlHandler {
                 containerIdentifier: metadata.containerIdentifier, role: metadata.participantRole,
                 permission: metadata.participantPermission, status: metadata.participantStatus,
                 participantCount: metadata.participantCount, recordCount: metadata.recordCount))
+        case .requestAccess(let url):
+            try await participant.requestAccess(url: url)
+            logger.info("access requested", metadata: ["url": "\(ShareURL(string: url).map { "\($0.host):\($0.port)" } ?? "?")"])
+            return ok(AccessRequested(userRecordName: participant.identity.userRecordName))
         case .sharedShareGet(let owner, let zone, let share):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let name: String

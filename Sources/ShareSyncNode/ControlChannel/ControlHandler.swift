@@ -119,7 +119,7 @@ public struct ControlHandler: Sendable {
     func handle(_ request: ControlRequest, logger: Logger) async throws(ShareSyncError) -> Data {
         func ok<T: Codable & Sendable>(_ value: T) -> Data { Self.encode(ControlResponse(result: value)) }
         switch request {
-        case .shareMetadata, .sharedShareGet, .sharedShareEdit, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
+        case .shareMetadata, .requestAccess, .sharedShareGet, .sharedShareEdit, .accept, .leave, .sharedZoneList, .sharedRecordList, .sharedRecordGet, .sharedRecordSave,
             .sharedRecordDelete, .sharedRecordModify, .outboxList, .outboxResolve, .outboxDiscard:
             return try await handleParticipant(request, logger: logger)
         case .recordModify(let saving, let deleting, let policy, let atomically):

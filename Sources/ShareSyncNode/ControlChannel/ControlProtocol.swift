@@ -160,6 +160,16 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// ← {"ok":false,"error":{"code":"permissionFailure","message":"only the owner or an administrator can change a share","rule":"shareEditOwnerOrAdministrator",…}}
     /// ```
     case sharedShareEdit(owner: String?, zone: String, share: String?, edit: ShareEdit)
+    /// Asks the owner of the share at a URL to let this node in; the owner sees the node in
+    /// `shareRequesters`. A share that does not allow access requests, or blocked this user, answers
+    /// `participantMayNeedVerification` (rule `notInvited`), as for a URL one is not invited to. The URL must carry the
+    /// owner's fingerprint. Nothing is stored. → ``AccessRequested``
+    ///
+    /// ```
+    /// → {"requestAccess":{"url":"sharesync://127.0.0.1:7420/share/PJdd…?owner=861c…"}}
+    /// ← {"ok":true,"result":{"requested":true,"userRecordName":"_3fa4…"}}
+    /// ```
+    case requestAccess(url: String)
     /// Accepts a share by its URL and waits (up to `timeoutSeconds`, default 120) until its records are in
     /// the replica. → ``AcceptedShare``
     case accept(url: String, timeoutSeconds: Double?)
@@ -557,7 +567,8 @@ public struct ParticipantInfo: Codable, Sendable, Hashable {
     /// The participant's one-time invitation link, while they have not accepted.
     public var invitationURL: String?
 
-    init(_ participant: Participant, in share: Share) {
+    /// A participant of `share`, as the control channel shows it (its one-time link from the share).
+    public init(_ participant: Participant, in share: Share) {
         participantID = participant.participantID
         role = participant.role
         permission = participant.permission
@@ -575,11 +586,36 @@ public struct ParticipantInfo: Codable, Sendable, Hashable {
     }
 }
 
+/// What `requestAccess` did: the request was delivered, as this node's user.
+public struct AccessRequested: Codable, Sendable, Hashable {
+    /// Always `true`: a request the owner did not take is an error instead.
+    public var requested: Bool
+    /// Who asked: this node's user record name, as the owner's requesters list shows it.
+    public var userRecordName: String
+
+    /// A delivered request from `userRecordName`.
+    public init(userRecordName: String) {
+        self.requested = true
+        self.userRecordName = userRecordName
+    }
+}
+
 /// A user waiting for access.
 public struct RequesterInfo: Codable, Sendable, Hashable {
     public var userRecordName: String
     public var displayName: String?
     public var requestDate: Date
+
+    /// A requester of a share (`Share.requesters`).
+    public init(_ requester: AccessRequester) {
+        self.init(userRecordName: requester.userRecordName, displayName: requester.userIdentity.displayName, requestDate: requester.requestDate)
+    }
+
+    init(userRecordName: String, displayName: String?, requestDate: Date) {
+        self.userRecordName = userRecordName
+        self.displayName = displayName
+        self.requestDate = requestDate
+    }
 }
 
 /// A share as its reader may see it: the owner, or (``ControlRequest/sharedShareGet(owner:zone:share:)``)
@@ -608,7 +644,8 @@ public struct ShareInfo: Codable, Sendable, Hashable {
     /// Users waiting for access, when the reader may see them (owner, administrators).
     public var requesters: [RequesterInfo]?
 
-    init(_ share: Share, ownerName: String? = nil) {
+    /// A share as the control channel shows it; `ownerName` for a share this node accepted.
+    public init(_ share: Share, ownerName: String? = nil) {
         shareName = share.recordID.recordName
         zoneName = share.recordID.zoneID.zoneName
         self.ownerName = ownerName
@@ -705,4 +742,11 @@ public struct ShareEditResult: Codable, Sendable, Hashable {
     public var participant: ParticipantInfo?
     /// The share's record as the owner saved it (the replica has it once the change syncs).
     public var shareRecord: Record? = nil
+
+    /// A change made to `share` (the participant it was about, if any) by this node's user.
+    public init(share: ShareInfo, participant: ParticipantInfo?, shareRecord: Record?) {
+        self.share = share
+        self.participant = participant
+        self.shareRecord = shareRecord
+    }
 }

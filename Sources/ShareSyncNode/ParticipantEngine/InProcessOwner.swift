@@ -20,8 +20,8 @@ import Synchronization
 public final class InProcessOwner: OwnerDatabaseConnector, Sendable {
     /// The requests a connection makes, for injecting failures and counting.
     public enum Operation: String, Sendable, Hashable, CaseIterable {
-        case connect, fetchShareMetadata, acceptShare, leaveShare, fetchDatabaseChanges, fetchZoneChanges, fetchRecords,
-            modifyRecords, subscribe
+        case connect, fetchShareMetadata, acceptShare, requestAccess, leaveShare, fetchDatabaseChanges, fetchZoneChanges,
+            fetchRecords, modifyRecords, subscribe
     }
 
     private struct State {
@@ -162,6 +162,11 @@ final class InProcessConnection: OwnerDatabase {
     func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata {
         try request(.acceptShare)
         return try executor.database.acceptShare(url: url, as: executor.caller)
+    }
+
+    func requestAccess(url: String) async throws(ShareSyncError) {
+        try request(.requestAccess)
+        try executor.database.requestAccess(url: url, as: executor.caller)
     }
 
     func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError) {

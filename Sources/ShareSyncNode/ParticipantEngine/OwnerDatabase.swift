@@ -28,6 +28,8 @@ public protocol OwnerDatabase: AnyObject, Sendable {
     func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool) async throws(ShareSyncError) -> ShareMetadata
     /// Accepts a share; its zone then appears in this identity's shared database.
     func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata
+    /// Asks the owner to let this identity in (a share that allows access requests).
+    func requestAccess(url: String) async throws(ShareSyncError)
     /// Leaves a share.
     func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError)
     /// The zones shared with this identity that changed since a token.

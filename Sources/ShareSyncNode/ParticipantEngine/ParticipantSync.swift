@@ -267,6 +267,23 @@ public final class ParticipantSync: Sendable {
         return metadata
     }
 
+    /// Asks the owner of the share at `url` to let this node in (the share must allow access
+    /// requests; the owner then sees this node among its requesters). Connects with the node's identity
+    /// and pins the URL's fingerprint, as ``fetchShareMetadata(url:)`` does; nothing is stored.
+    public func requestAccess(url: String) async throws(ShareSyncError) {
+        let (parsed, fingerprint) = try ShareURL.pinned(url)
+        let connection = try await configuration.effectiveConnector.connect(
+            host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
+            displayName: configuration.displayName)
+        do {
+            try await connection.requestAccess(url: url)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
+    }
+
     /// Leaves a share on the owner's node, then waits (up to `timeout`) for the catch-up that purges what
     /// left this identity's view: the zone, or only the share's records if the zone holds another share
     /// of this participant. Needs the owner to be connected (`networkUnavailable` otherwise).
