@@ -4,7 +4,7 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
-import ShareSyncCore
+import ShareSync
 import ShareSyncNode
 import ShareSyncWire
 import UnixSignals

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ShareSyncCore
+import ShareSync
 import ShareSyncNode
 
 // The outbox: this node's writes to shared zones that the owner has not accepted. Pending writes go
@@ -58,9 +58,9 @@ struct OutboxCommand: AsyncParsableCommand {
         @OptionGroup var options: NodeOptions
 
         func run() async throws {
-            try await callNode(options, .outboxList, as: [OutboxItem].self) { items in
+            try await runOnNode(options) { items in
                 items.isEmpty ? "the outbox is empty" : items.map(OutboxCommand.describe).joined(separator: "\n")
-            }
+            } _: { try await $0.outbox() }
         }
     }
 
@@ -81,7 +81,7 @@ struct OutboxCommand: AsyncParsableCommand {
         @Option(help: "mine or theirs.") var keep: ParticipantSync.ConflictChoice
 
         func run() async throws {
-            try await callNode(options, .outboxResolve(id: id, keep: keep), as: OutboxResolution.self) { resolution in
+            try await runOnNode(options) { (resolution: OutboxResolution) in
                 switch resolution.outcome {
                 case .sent: "write \(resolution.id) sent again: the owner accepted it"
                 case .dropped: "write \(resolution.id) dropped: the owner's version stays"
@@ -90,7 +90,7 @@ struct OutboxCommand: AsyncParsableCommand {
                     "write \(resolution.id) sent again and \(resolution.outcome == .conflict ? "in conflict again" : "refused"):\n"
                         + (resolution.item.map(OutboxCommand.describe) ?? "")
                 }
-            }
+            } _: { [id, keep] in try await $0.resolveOutboxItem(withID: id, keeping: keep) }
         }
     }
 
@@ -107,7 +107,10 @@ struct OutboxCommand: AsyncParsableCommand {
         @Argument(help: "The write's ID (see `sharesync outbox`).") var id: Int64
 
         func run() async throws {
-            try await callNode(options, .outboxDiscard(id: id), as: Done.self) { _ in "write \(id) discarded" }
+            try await runOnNode(options) { _ in "write \(id) discarded" } _: { [id] in
+                try await $0.discardOutboxItem(withID: id)
+                return Done()
+            }
         }
     }
 }

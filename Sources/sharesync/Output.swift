@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ShareSyncCore
+import ShareSync
 import ShareSyncNode
 
 /// Exit codes (sysexits.h), as the root command's help lists them.
@@ -204,17 +204,37 @@ enum Output {
     }
 }
 
-/// Sends one request to the node in `options.homePath` and prints its result.
-func callNode<T: Codable & Sendable>(
-    _ options: NodeOptions, _ request: ControlRequest, as type: T.Type, human: (T) -> String
-) async throws {
+/// Runs `body` on the node of `options.homePath`, reached through the ShareSync library (a container
+/// connected to the daemon's control socket), and closes the connection after it: every command that
+/// drives a node takes this path, so the CLI and an app go through the same API.
+func onNode<T>(_ options: NodeOptions, _ body: (Container) async throws -> T) async throws -> T {
+    let container = try await Container.connected(home: options.homePath)
     do {
-        let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
-        let result = try await client.call(request, as: T.self)
+        let result = try await body(container)
+        await container.close()
+        return result
+    } catch {
+        await container.close()
+        throw error
+    }
+}
+
+/// Runs `body` on the node (see ``onNode(_:_:)``) and prints its result: as JSON with `--json`, else as
+/// `human` renders it. A failure is printed and becomes the command's exit code.
+func runOnNode<T: Encodable>(_ options: NodeOptions, human: (T) -> String, _ body: (Container) async throws -> T) async throws {
+    do {
+        let result = try await onNode(options, body)
         Output.emit(result, json: options.json, human: human)
     } catch {
         throw Output.fail(error)
     }
+}
+
+/// Sends one control request to the node (for what the library has no call for) and prints its result.
+func callNode<T: Codable & Sendable>(
+    _ options: NodeOptions, _ request: ControlRequest, as type: T.Type, human: (T) -> String
+) async throws {
+    try await runOnNode(options, human: human) { try await $0.send(request, as: T.self) }
 }
 
 extension Participant.Permission: ExpressibleByArgument {

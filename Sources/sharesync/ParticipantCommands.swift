@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ShareSyncCore
+import ShareSync
 import ShareSyncNode
 
 // The participant side: accepting and leaving shares, and following what changes. Reading and writing
@@ -35,8 +35,8 @@ struct AcceptCommand: AsyncParsableCommand {
         let progress = showProgress ? Task { await Self.showProgress(options, url: url) } : nil
         defer { progress?.cancel() }
         do {
-            let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
-            let accepted = try await client.call(.accept(url: url, timeoutSeconds: timeout), as: AcceptedShare.self)
+            let timeout = Duration.milliseconds(Int64(self.timeout * 1000))
+            let accepted = try await onNode(options) { try await $0.accept(url, timeout: timeout) }
             progress?.cancel()
             _ = await progress?.value
             Output.emit(accepted, json: options.json) { share in
@@ -56,14 +56,13 @@ struct AcceptCommand: AsyncParsableCommand {
     /// started, against what the owner says the share holds (a plain count if the owner does not say).
     static func showProgress(_ options: NodeOptions, url: String) async {
         func total() async -> Int? {
-            guard let client = try? await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath)),
-                let zones = try? await client.call(.sharedZoneList, as: [SharedZoneInfo].self)
-            else { return nil }
+            guard let zones = try? await onNode(options, { try await $0.send(.sharedZoneList, as: [SharedZoneInfo].self) }) else {
+                return nil
+            }
             return zones.reduce(0) { $0 + $1.records }
         }
         let baseline = await total() ?? 0
-        let expected = try? await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
-            .call(.shareMetadata(url: url), as: ShareMetadataInfo.self).recordCount
+        let expected = try? await onNode(options) { try await $0.shareMetadata(for: url) }.recordCount
         var tick = 0
         var shown = false
         while !Task.isCancelled {
@@ -231,21 +230,21 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let path = NodeHome.controlSocketPath(home: options.homePath)
-            var token: String
-            let client = try await ControlClient.connect(path: path)
-            if let since {
-                token = since
-            } else {
-                token = try await client.call(.currentChangeToken(shared: shared), as: ChangesPage.self).token
-            }
-            while !Task.isCancelled {
-                let page = try await client.call(.changes(shared: shared, since: token, waitSeconds: 30), as: ChangesPage.self)
-                for change in page.changes {
-                    print(options.json ? ChangeLines.json(change) : ChangeLines.human(change))
+            try await onNode(options) { container in
+                var token: String
+                if let since {
+                    token = since
+                } else {
+                    token = try await container.send(.currentChangeToken(shared: shared), as: ChangesPage.self).token
                 }
-                fflush(nil)  // every stream: one line per change reaches a pipe at once
-                token = page.token
+                while !Task.isCancelled {
+                    let page = try await container.send(.changes(shared: shared, since: token, waitSeconds: 30), as: ChangesPage.self)
+                    for change in page.changes {
+                        print(options.json ? ChangeLines.json(change) : ChangeLines.human(change))
+                    }
+                    fflush(nil)  // every stream: one line per change reaches a pipe at once
+                    token = page.token
+                }
             }
         } catch {
             throw Output.fail(error)
@@ -258,7 +257,8 @@ struct RequestAccessCommand: AsyncParsableCommand {
         commandName: "request-access",
         abstract: "Ask a share's owner to let you in (the share must allow access requests).",
         discussion: """
-            Connects to the owner named in the URL with this node's identity; no daemon is needed. \
+            Connects to the owner named in the URL with this node's identity, through the daemon when \
+            it runs; without one, the command runs the node itself for the request. \
             The URL must carry the owner's key fingerprint (`owner=`).
 
             Example:
@@ -271,21 +271,24 @@ struct RequestAccessCommand: AsyncParsableCommand {
         guard ShareURL(string: url) != nil else { throw ValidationError("\(url.debugDescription) is not a share URL") }
     }
 
-    struct Requested: Codable { var requested: Bool; var userRecordName: String }
-
     func run() async throws {
         do {
-            let home = try NodeHome.open(at: options.homePath)
-            let connection = try await OwnerConnection.connect(
-                url: url, identity: home.identity, displayName: home.settings.displayName)
+            // Through the daemon when it runs; else the node runs in this process for the request.
+            let container: Container
             do {
-                try await connection.requestAccess(url: url)
+                container = try await Container.connected(home: options.homePath)
+            } catch where error.rule == .nodeNotRunning {
+                container = try await Container.embedded(home: options.homePath, controlSocket: false)
+            }
+            let asked: AccessRequested
+            do {
+                asked = try await container.requestAccess(to: url)
             } catch {
-                await connection.close()
+                await container.close()
                 throw error
             }
-            await connection.close()
-            Output.emit(Requested(requested: true, userRecordName: home.identity.userRecordName), json: options.json) {
+            await container.close()
+            Output.emit(asked, json: options.json) {
                 "asked for access as \($0.userRecordName); the owner sees you in `sharesync share requesters`"
             }
         } catch {

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
-import ShareSyncCore
+import ShareSync
 import ShareSyncNode
+import Synchronization
 
 /// Which share a command is about: a zone and, when the zone has several, the share's record name;
 /// with `--shared` (or `--owner`), a share this node accepted from another owner.
@@ -30,10 +31,68 @@ struct ShareTarget: ParsableArguments {
         }
     }
 
-    /// Sends a change of an accepted share through its owner (administrators only) and prints the result.
-    func edit(_ options: NodeOptions, _ edit: ShareEdit, human: (ShareEditResult) -> String) async throws {
-        try await callNode(options, .sharedShareEdit(owner: owner, zone: zone, share: share, edit: edit), as: ShareEditResult.self, human: human)
+    /// The database the share is in: the private one (the owner's own shares), or the shared one (a
+    /// share this node accepted, whose changes go through its owner).
+    func database(_ container: Container) -> Database {
+        isShared ? container.sharedDatabase : container.privateDatabase
     }
+
+    /// Finds the share through the library. The node resolves the names first (the zone's only share, a
+    /// root record's name, the owner by name or email), as ``request`` reads it.
+    func find(on container: Container) async throws -> Share {
+        let found: ShareInfo = try await container.send(request)
+        let zoneID =
+            isShared
+            ? RecordZone.ID(zoneName: found.zoneName, ownerName: found.ownerName ?? owner ?? RecordZone.ID.currentUserDefaultName)
+            : RecordZone.ID(zoneName: found.zoneName)
+        return try await database(container).share(withID: Record.ID(recordName: found.shareName, zoneID: zoneID))
+    }
+
+    /// The share as the CLI prints it.
+    func info(_ share: Share) -> ShareInfo {
+        ShareInfo(share, ownerName: isShared ? share.recordID.zoneID.ownerName : nil)
+    }
+
+    /// Finds the share, reads it with `body` and prints the result.
+    func read<T: Encodable>(_ options: NodeOptions, human: (T) -> String, _ body: @escaping (Share) throws -> T) async throws {
+        try await runOnNode(options, human: human) { try body(try await find(on: $0)) }
+    }
+
+    /// Changes the share through the library (`body` returns it as saved) and prints the outcome: for the
+    /// owner, `result` of the saved share; with --shared (an administrator, through the owner), what the
+    /// owner saved and the participant the change was about.
+    func change<T: Encodable>(
+        _ options: NodeOptions, about participant: @escaping (Share) -> Participant? = { _ in nil },
+        result: @escaping (Share) throws -> T, human: (T) -> String, sharedHuman: (ShareEditResult) -> String,
+        _ body: @escaping (Database, Share) async throws -> Share
+    ) async throws {
+        if isShared {
+            try await runOnNode(options, human: sharedHuman) { container in
+                let saved = try await body(container.sharedDatabase, try await find(on: container))
+                return ShareEditResult(
+                    share: info(saved), participant: participant(saved).map { ParticipantInfo($0, in: saved) },
+                    shareRecord: saved.record)
+            }
+        } else {
+            try await runOnNode(options, human: human) { container in
+                try result(try await body(container.privateDatabase, try await find(on: container)))
+            }
+        }
+    }
+}
+
+/// The participant of `share` with this ID, or with this user record name.
+func findParticipant(id: String, in share: Share) -> Participant? {
+    share.participants.first { $0.participantID == id }
+}
+func findParticipant(user: String, in share: Share) -> Participant? {
+    share.participants.first { $0.userIdentity.userRecordName == user }
+}
+
+/// A participant as the owner's commands print it (JSON: the participant; a missing one is an error).
+func participantInfo(_ found: Participant?, in share: Share) throws -> ParticipantInfo {
+    guard let found else { throw ShareSyncError(.internalError, "the saved share lacks the participant") }
+    return ParticipantInfo(found, in: share)
 }
 
 /// A role given to a participant: privateUser or administrator.
@@ -120,13 +179,21 @@ struct ShareCommand: AsyncParsableCommand {
 
         func run() async throws {
             let image = try thumbnail.map(readThumbnail)
-            try await callNode(
-                options,
-                .shareCreate(
-                    zone: zone, root: root, title: title, publicPermission: publicPermission,
-                    allowsAccessRequests: allowAccessRequests, thumbnail: image, shareType: shareType),
-                as: ShareInfo.self
-            ) { "created " + Output.describe($0) }
+            try await runOnNode(options) { "created " + Output.describe($0) } _: { container in
+                let db = container.privateDatabase
+                let zoneID = RecordZone.ID(zoneName: zone)
+                let share =
+                    if let root {
+                        try await db.createShare(
+                            rootRecordID: Record.ID(recordName: root, zoneID: zoneID), title: title, publicPermission: publicPermission,
+                            allowsAccessRequests: allowAccessRequests, thumbnailImageData: image, shareType: shareType)
+                    } else {
+                        try await db.createShare(
+                            forZone: zoneID, title: title, publicPermission: publicPermission, allowsAccessRequests: allowAccessRequests,
+                            thumbnailImageData: image, shareType: shareType)
+                    }
+                return ShareInfo(share)
+            }
         }
     }
 
@@ -145,7 +212,7 @@ struct ShareCommand: AsyncParsableCommand {
         @OptionGroup var target: ShareTarget
 
         func run() async throws {
-            try await callNode(options, target.request, as: ShareInfo.self) { Output.describe($0) }
+            try await target.read(options, human: Output.describe) { [target] in target.info($0) }
         }
     }
 
@@ -168,7 +235,7 @@ struct ShareCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            try await callNode(options, .shareMetadata(url: url), as: ShareMetadataInfo.self) { m in
+            try await runOnNode(options) { (m: ShareMetadataInfo) in
                 var lines = [
                     "share \(m.title.map { "\"\($0)\"" } ?? m.shareName) from \(m.ownerDisplayName.map { "\($0) (\(m.ownerName))" } ?? m.ownerName)",
                     "  " + (m.rootRecordName.map { "root record \($0) in zone \(m.zoneName)" } ?? "whole zone \(m.zoneName)"),
@@ -179,7 +246,7 @@ struct ShareCommand: AsyncParsableCommand {
                 if let n = m.participantCount { lines.append("  participants: \(n)") }
                 if let n = m.recordCount { lines.append("  records: \(n)") }
                 return lines.joined(separator: "\n")
-            }
+            } _: { [url] in try await $0.shareMetadata(for: url) }
         }
     }
 
@@ -217,13 +284,17 @@ struct ShareCommand: AsyncParsableCommand {
 
         func run() async throws {
             let image = try thumbnail.map(readThumbnail)
-            try await callNode(
-                options,
-                .shareSetProperties(
-                    zone: target.zone, share: target.share, title: title, thumbnail: image, shareType: shareType,
-                    clear: clear.isEmpty ? nil : clear),
-                as: ShareInfo.self
-            ) { Output.describe($0) }
+            try await target.change(options, result: { ShareInfo($0) }, human: Output.describe, sharedHuman: { _ in "" }) {
+                [title, shareType, clear] db, found in
+                var share = found
+                if let title { share.title = title }
+                if let image { share.thumbnailImageData = image }
+                if let shareType { share.shareType = shareType }
+                if clear.contains("title") { share.title = nil }
+                if clear.contains("thumbnail") { share.thumbnailImageData = nil }
+                if clear.contains("type") { share.shareType = nil }
+                return try await db.saveProperties(of: share)
+            }
         }
     }
 
@@ -236,7 +307,7 @@ struct ShareCommand: AsyncParsableCommand {
         @OptionGroup var target: ShareTarget
 
         func run() async throws {
-            try await callNode(options, target.request, as: ShareInfo.self) { $0.url ?? "-" }
+            try await target.read(options, human: { $0.url ?? "-" }) { [target] in target.info($0) }
         }
     }
 
@@ -285,18 +356,20 @@ struct ShareCommand: AsyncParsableCommand {
             let human = { (p: ParticipantInfo) in
                 p.invitationURL ?? "\(p.who) is already a participant (\(p.acceptanceStatus.rawValue))"
             }
-            if target.isShared {
-                try await target.edit(options, .invite(lookup: lookup, permission: permission, role: role, oneTime: oneTime)) {
-                    $0.participant.map(human) ?? "invited"
-                }
-                return
+            // The participant invited, found in the share as saved by its ID.
+            let invited = Mutex<String?>(nil)
+            try await target.change(
+                options, about: { share in invited.withLock { $0 }.flatMap { findParticipant(id: $0, in: share) } },
+                result: { share in try participantInfo(invited.withLock { $0 }.flatMap { findParticipant(id: $0, in: share) }, in: share) },
+                human: human, sharedHuman: { $0.participant.map(human) ?? "invited" }
+            ) { [permission, role, oneTime] db, share in
+                let invitation =
+                    oneTime
+                    ? try await db.inviteOneTime(permission: permission, role: role, to: share)
+                    : try await db.invite(lookup, permission: permission, role: role, to: share)
+                invited.withLock { $0 = invitation.participant.participantID }
+                return invitation.share
             }
-            try await callNode(
-                options,
-                .shareInvite(
-                    zone: target.zone, share: target.share, lookup: lookup, permission: permission, role: role,
-                    oneTime: oneTime),
-                as: ParticipantInfo.self, human: human)
         }
     }
 
@@ -312,12 +385,8 @@ struct ShareCommand: AsyncParsableCommand {
         @OptionGroup var target: ShareTarget
 
         func run() async throws {
-            do {
-                let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
-                let share = try await client.call(target.request, as: ShareInfo.self)
-                Output.emit(share.participants, json: options.json) { $0.map(Output.describe).joined(separator: "\n") }
-            } catch {
-                throw Output.fail(error)
+            try await target.read(options, human: { $0.map(Output.describe).joined(separator: "\n") }) { [target] in
+                target.info($0).participants
             }
         }
     }
@@ -334,17 +403,11 @@ struct ShareCommand: AsyncParsableCommand {
         func validate() throws { try checkParticipantPermission(permission) }
 
         func run() async throws {
-            if target.isShared {
-                try await target.edit(options, .setPermission(participantID: participant, permission: permission)) {
-                    $0.participant.map(Output.describe) ?? "changed"
-                }
-                return
-            }
-            try await callNode(
-                options,
-                .shareSetPermission(zone: target.zone, share: target.share, participantID: participant, permission: permission),
-                as: ParticipantInfo.self
-            ) { Output.describe($0) }
+            let id = participant
+            try await target.change(
+                options, about: { findParticipant(id: id, in: $0) }, result: { try participantInfo(findParticipant(id: id, in: $0), in: $0) },
+                human: Output.describe, sharedHuman: { $0.participant.map(Output.describe) ?? "changed" }
+            ) { [permission] db, share in try await db.setPermission(permission, forParticipantID: id, in: share) }
         }
     }
 
@@ -370,17 +433,12 @@ struct ShareCommand: AsyncParsableCommand {
         func validate() throws { try checkParticipantRole(role) }
 
         func run() async throws {
-            if target.isShared {
-                // Sent anyway: the owner's refusal says why.
-                try await target.edit(options, .setRole(participantID: participant, role: role)) {
-                    $0.participant.map(Output.describe) ?? "changed"
-                }
-                return
-            }
-            try await callNode(
-                options, .shareSetRole(zone: target.zone, share: target.share, participantID: participant, role: role),
-                as: ParticipantInfo.self
-            ) { Output.describe($0) }
+            // With --shared, sent anyway: the owner's refusal says why.
+            let id = participant
+            try await target.change(
+                options, about: { findParticipant(id: id, in: $0) }, result: { try participantInfo(findParticipant(id: id, in: $0), in: $0) },
+                human: Output.describe, sharedHuman: { $0.participant.map(Output.describe) ?? "changed" }
+            ) { [role] db, share in try await db.setRole(role, forParticipantID: id, in: share) }
         }
     }
 
@@ -397,14 +455,11 @@ struct ShareCommand: AsyncParsableCommand {
         @Option(help: "The participant's ID (see `share participants`).") var participant: String
 
         func run() async throws {
-            if target.isShared {
-                try await target.edit(options, .remove(participantID: participant)) { _ in "removed participant \(participant)" }
-                return
-            }
-            try await callNode(
-                options, .shareRemoveParticipant(zone: target.zone, share: target.share, participantID: participant),
-                as: Done.self
-            ) { _ in "removed participant \(participant)" }
+            let id = participant
+            try await target.change(
+                options, result: { _ in Done() }, human: { _ in "removed participant \(id)" },
+                sharedHuman: { _ in "removed participant \(id)" }
+            ) { db, share in try await db.removeParticipant(withID: id, from: share) }
         }
     }
 
@@ -431,10 +486,9 @@ struct ShareCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            try await callNode(
-                options, .shareSetPublicPermission(zone: target.zone, share: target.share, permission: permission),
-                as: ShareInfo.self
-            ) { Output.describe($0) }
+            try await target.change(options, result: { ShareInfo($0) }, human: Output.describe, sharedHuman: { _ in "" }) {
+                [permission] db, share in try await db.setPublicPermission(permission, for: share)
+            }
         }
     }
 
@@ -448,8 +502,9 @@ struct ShareCommand: AsyncParsableCommand {
         func validate() throws { try target.ownerOnly("stop") }
 
         func run() async throws {
-            try await callNode(options, .shareStop(zone: target.zone, share: target.share), as: Done.self) { _ in
-                "stopped sharing"
+            try await runOnNode(options) { _ in "stopped sharing" } _: { [target] container in
+                try await container.privateDatabase.stopSharing(try await target.find(on: container))
+                return Done()
             }
         }
     }
@@ -470,17 +525,7 @@ struct ShareCommand: AsyncParsableCommand {
                 requesters.map { "\($0.userRecordName)  \($0.displayName ?? "-")  \($0.requestDate.formatted(.iso8601))" }
                     .joined(separator: "\n")
             }
-            if target.isShared {
-                do {
-                    let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
-                    let share = try await client.call(target.request, as: ShareInfo.self)
-                    Output.emit(share.requesters ?? [], json: options.json, human: human)
-                } catch {
-                    throw Output.fail(error)
-                }
-                return
-            }
-            try await callNode(options, .shareRequesters(zone: target.zone, share: target.share), as: [RequesterInfo].self, human: human)
+            try await target.read(options, human: human) { $0.requesters.map(RequesterInfo.init) }
         }
     }
 
@@ -500,16 +545,12 @@ struct ShareCommand: AsyncParsableCommand {
         func validate() throws { try checkParticipantPermission(permission) }
 
         func run() async throws {
-            if target.isShared {
-                try await target.edit(options, .approve(userRecordName: user, permission: permission)) {
-                    $0.participant.map(Output.describe) ?? "approved \(user)"
-                }
-                return
-            }
-            try await callNode(
-                options, .shareApprove(zone: target.zone, share: target.share, userRecordName: user, permission: permission),
-                as: ParticipantInfo.self
-            ) { Output.describe($0) }
+            let user = self.user
+            try await target.change(
+                options, about: { findParticipant(user: user, in: $0) }, result: { try participantInfo(findParticipant(user: user, in: $0), in: $0) },
+                human: Output.describe,
+                sharedHuman: { $0.participant.map(Output.describe) ?? "approved \(user)" }
+            ) { [permission] db, share in try await db.approveAccessRequest(fromUserRecordName: user, permission: permission, for: share) }
         }
     }
 
@@ -526,12 +567,9 @@ struct ShareCommand: AsyncParsableCommand {
         @Option(help: "The requester's user record name.") var user: String
 
         func run() async throws {
-            if target.isShared {
-                try await target.edit(options, .deny(userRecordName: user)) { _ in "denied \(user)" }
-                return
-            }
-            try await callNode(options, .shareDeny(zone: target.zone, share: target.share, userRecordName: user), as: Done.self) {
-                _ in "denied \(user)"
+            let user = self.user
+            try await target.change(options, result: { _ in Done() }, human: { _ in "denied \(user)" }, sharedHuman: { _ in "denied \(user)" }) {
+                db, share in try await db.denyAccessRequest(fromUserRecordName: user, for: share)
             }
         }
     }
@@ -547,8 +585,9 @@ struct ShareCommand: AsyncParsableCommand {
         func validate() throws { try target.ownerOnly("block") }
 
         func run() async throws {
-            try await callNode(options, .shareBlock(zone: target.zone, share: target.share, userRecordName: user), as: Done.self) {
-                _ in "blocked \(user)"
+            let user = self.user
+            try await target.change(options, result: { _ in Done() }, human: { _ in "blocked \(user)" }, sharedHuman: { _ in "" }) {
+                db, share in try await db.blockIdentity(withUserRecordName: user, for: share)
             }
         }
     }
@@ -567,9 +606,10 @@ struct ShareCommand: AsyncParsableCommand {
         @Option(help: "The blocked user's record name (see `share show`).") var user: String
 
         func run() async throws {
-            try await callNode(
-                options, .shareUnblock(zone: target.zone, share: target.share, userRecordName: user), as: Done.self
-            ) { _ in "unblocked \(user)" }
+            let user = self.user
+            try await target.change(options, result: { _ in Done() }, human: { _ in "unblocked \(user)" }, sharedHuman: { _ in "" }) {
+                db, share in try await db.unblockIdentity(withUserRecordName: user, for: share)
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ShareSyncCore
+import ShareSync
 import ShareSyncNode
 
 struct ZoneCommand: AsyncParsableCommand {
@@ -54,7 +54,10 @@ struct ZoneCommand: AsyncParsableCommand {
         @Argument(help: "The zone's name.") var name: String
 
         func run() async throws {
-            try await callNode(options, .zoneDelete(name: name), as: Done.self) { _ in "deleted zone \(name)" }
+            try await runOnNode(options) { _ in "deleted zone \(name)" } _: { [name] in
+                try await $0.privateDatabase.deleteRecordZone(withID: RecordZone.ID(zoneName: name))
+                return Done()
+            }
         }
     }
 }
@@ -209,7 +212,9 @@ struct RecordCommand: AsyncParsableCommand {
                     human: RecordCommand.describe)
                 return
             }
-            try await callNode(options, .recordGet(zone: zone, name: name), as: Record.self) { Output.describe($0) }
+            try await runOnNode(options, human: Output.describe) { [zone, name] in
+                try await $0.privateDatabase.record(for: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone)))
+            }
         }
     }
 
@@ -229,8 +234,9 @@ struct RecordCommand: AsyncParsableCommand {
                     human: RecordCommand.describe)
                 return
             }
-            try await callNode(options, .recordDelete(zone: zone, name: name), as: Done.self) { _ in
-                "deleted record \(name)"
+            try await runOnNode(options) { _ in "deleted record \(name)" } _: { [zone, name] in
+                try await $0.privateDatabase.deleteRecord(withID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone)))
+                return Done()
             }
         }
     }
@@ -336,14 +342,15 @@ struct RecordCommand: AsyncParsableCommand {
             var saved = 0
             var committed = 0
             do {
-                let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: options.homePath))
-                _ = try await client.call(.zoneCreate(name: zone), as: ZoneInfo.self)
-                for (number, batch) in batches.enumerated() {
-                    saved += try await client.call(.recordImport(zone: zone, records: batch, policy: policy), as: ImportResult.self).saved
-                    committed = number + 1
-                    if !options.json {
-                        let first = skip + saved - batch.count + 1
-                        print("batch \(committed) of \(batches.count): records \(first)-\(skip + saved) committed")
+                try await onNode(options) { container in
+                    try await container.privateDatabase.save(RecordZone(zoneID: RecordZone.ID(zoneName: zone)))
+                    for (number, batch) in batches.enumerated() {
+                        saved += try await container.send(.recordImport(zone: zone, records: batch, policy: policy), as: ImportResult.self).saved
+                        committed = number + 1
+                        if !options.json {
+                            let first = skip + saved - batch.count + 1
+                            print("batch \(committed) of \(batches.count): records \(first)-\(skip + saved) committed")
+                        }
                     }
                 }
                 Output.emit(ImportResult(saved: saved, batches: batches.count), json: options.json) {
