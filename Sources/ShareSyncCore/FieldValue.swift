@@ -7,6 +7,7 @@ public struct Location: Sendable, Hashable, Codable {
     /// Longitude in degrees, from -180 to 180.
     public var longitude: Double
 
+    /// A location at `latitude` and `longitude`, in degrees.
     public init(latitude: Double, longitude: Double) {
         self.latitude = latitude
         self.longitude = longitude
@@ -15,25 +16,42 @@ public struct Location: Sendable, Hashable, Codable {
 
 /// The value of a record field: one of the types CloudKit records hold, or a list of one of them.
 public enum FieldValue: Sendable, Hashable {
+    /// Text (`String`).
     case string(String)
+    /// A 64-bit integer.
     case int64(Int64)
+    /// A double-precision number.
     case double(Double)
+    /// A Boolean.
     case bool(Bool)
+    /// A point in time (kept to the millisecond).
     case date(Date)
+    /// Raw bytes (`Data`), kept in the record itself (records are limited in size; see `Limits`).
     case bytes(Data)
+    /// A reference to another record, like `CKRecord.Reference`.
     case reference(Record.Reference)
+    /// A geographic location.
     case location(Location)
+    /// A homogeneous list of values.
     case list(List)
 
     /// A homogeneous list of field values. Lists do not nest.
     public enum List: Sendable, Hashable {
+        /// A list of strings.
         case string([String])
+        /// A list of 64-bit integers.
         case int64([Int64])
+        /// A list of doubles.
         case double([Double])
+        /// A list of Booleans.
         case bool([Bool])
+        /// A list of dates.
         case date([Date])
+        /// A list of byte strings.
         case bytes([Data])
+        /// A list of references.
         case reference([Record.Reference])
+        /// A list of locations.
         case location([Location])
 
         /// The number of elements.

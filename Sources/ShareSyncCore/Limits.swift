@@ -24,6 +24,7 @@ public struct Limits: Sendable, Hashable, Codable {
     /// as the caller sees it, its share reference, separators. A bound, not a measurement.
     public static let responseOverheadPerItem = 512
 
+    /// The default limits.
     public init() {}
 }
 

@@ -12,7 +12,7 @@ public enum SavePolicy: String, Sendable, Hashable, Codable, CaseIterable {
     case allKeys
 }
 
-/// The outcome of ``modifyRecords``: one result per record saved and per record ID deleted, like
+/// The outcome of `modifyRecords`: one result per record saved and per record ID deleted, like
 /// the `(saveResults, deleteResults)` of `CKDatabase.modifyRecords`.
 public struct ModifyRecordsResult: Sendable {
     /// Each saved record as the database now holds it, or the error that kept it from being saved.
@@ -20,6 +20,7 @@ public struct ModifyRecordsResult: Sendable {
     /// For each record ID to delete, success or the error that kept it from being deleted.
     public var deleteResults: [Record.ID: Result<Void, ShareSyncError>]
 
+    /// Results by record ID.
     public init(
         saveResults: [Record.ID: Result<Record, ShareSyncError>] = [:],
         deleteResults: [Record.ID: Result<Void, ShareSyncError>] = [:]
@@ -52,9 +53,12 @@ public struct ModifyRecordsResult: Sendable {
 
 /// A record that was deleted, as a zone's change feed reports it.
 public struct DeletedRecord: Sendable, Hashable, Codable {
+    /// The deleted record's ID.
     public var recordID: Record.ID
+    /// The deleted record's type.
     public var recordType: String
 
+    /// A deletion of the record `recordID` of type `recordType`.
     public init(recordID: Record.ID, recordType: String) {
         self.recordID = recordID
         self.recordType = recordType
@@ -80,6 +84,7 @@ public struct ZoneChanges: Sendable {
     /// Whether more changes wait: fetch again with ``changeToken``.
     public var moreComing: Bool
 
+    /// A page of `changes` in `zoneID`, up to `changeToken`.
     public init(zoneID: RecordZone.ID, changes: [RecordChange], changeToken: ServerChangeToken, moreComing: Bool) {
         self.zoneID = zoneID
         self.changes = changes
@@ -108,6 +113,7 @@ public struct DatabaseChanges: Sendable {
     /// Whether more changes wait: fetch again with ``changeToken``.
     public var moreComing: Bool
 
+    /// A page of zone changes, up to `changeToken`.
     public init(
         changedZoneIDs: [RecordZone.ID], deletedZoneIDs: [RecordZone.ID], changeToken: ServerChangeToken,
         moreComing: Bool

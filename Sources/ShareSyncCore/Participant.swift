@@ -4,7 +4,14 @@ import Foundation
 public struct Participant: Sendable, Hashable, Codable {
     /// What a participant may do, like `CKShare.ParticipantPermission`.
     public enum Permission: String, Sendable, Hashable, Codable, CaseIterable {
-        case unknown, none, readOnly, readWrite
+        /// Not known (not set).
+        case unknown
+        /// No access: for a share's public permission, only invited participants may join.
+        case none
+        /// May read the shared records, not write them.
+        case readOnly
+        /// May read, create, change and delete the shared records.
+        case readWrite
     }
 
     /// A participant's role, like `CKShare.ParticipantRole`.
@@ -17,12 +24,20 @@ public struct Participant: Sendable, Hashable, Codable {
         case privateUser
         /// Joined a public share through its URL.
         case publicUser
+        /// Not known (not set).
         case unknown
     }
 
     /// Where a participant stands with a share, like `CKShare.ParticipantAcceptanceStatus`.
     public enum AcceptanceStatus: String, Sendable, Hashable, Codable, CaseIterable {
-        case unknown, pending, accepted, removed
+        /// Not known (not set).
+        case unknown
+        /// Invited (or added), not yet accepted.
+        case pending
+        /// Accepted: the participant's node syncs the share.
+        case accepted
+        /// Removed by the owner or an administrator, or left: the share is no longer visible to them.
+        case removed
     }
 
     /// A stable identifier for this participant within the share.
@@ -39,7 +54,7 @@ public struct Participant: Sendable, Hashable, Codable {
     public package(set) var dateAddedToShare: Date?
     /// Whether the participant joined as an approved access requester.
     public package(set) var isApprovedRequester: Bool
-    /// Whether this participant was added through ``oneTimeURLParticipant()``.
+    /// Whether this participant was added through ``oneTimeURLParticipant(permission:)``.
     public package(set) var isOneTimeURLParticipant: Bool
     /// The secret of this participant's invitation link; only the owner and administrators see it.
     package var invitationToken: String?
@@ -126,6 +141,7 @@ public struct AccessRequester: Sendable, Hashable, Codable {
     /// When they asked.
     public var requestDate: Date
 
+    /// A request from `userIdentity`, made at `requestDate`.
     public init(userIdentity: UserIdentity, requestDate: Date) {
         self.userIdentity = userIdentity
         self.requestDate = requestDate
@@ -140,6 +156,7 @@ public struct BlockedIdentity: Sendable, Hashable, Codable {
     /// The blocked user's identity.
     public var userIdentity: UserIdentity
 
+    /// A blocked `userIdentity`.
     public init(userIdentity: UserIdentity) { self.userIdentity = userIdentity }
 
     /// The blocked user's record name.

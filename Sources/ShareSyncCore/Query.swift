@@ -26,6 +26,8 @@ public struct Query: Sendable, Hashable, Codable {
     /// The order of the results; records that compare equal come in record name order.
     public var sortDescriptors: [SortDescriptor]
 
+    /// A query for records of `recordType` matching every condition of `predicate`, in the order of
+    /// `sortDescriptors`.
     public init(recordType: String, predicate: [Condition] = [], sortDescriptors: [SortDescriptor] = []) {
         self.recordType = recordType
         self.predicate = predicate
@@ -72,9 +74,12 @@ public struct Query: Sendable, Hashable, Codable {
 
         /// A field key, or one of ``Query/SystemKey``.
         public var key: String
+        /// How the field compares with ``value``.
         public var comparator: Comparator
+        /// The value compared with (a list for `in`).
         public var value: FieldValue
 
+        /// The condition `key comparator value`, such as `Condition(key: "priority", .greaterThan, 3)`.
         public init(key: String, _ comparator: Comparator, _ value: FieldValue) {
             self.key = key
             self.comparator = comparator
@@ -97,8 +102,10 @@ public struct Query: Sendable, Hashable, Codable {
         /// A field key, or ``Query/SystemKey/creationDate``, ``Query/SystemKey/modificationDate`` or
         /// ``Query/SystemKey/recordName``.
         public var key: String
+        /// Smallest first when true, largest first when false.
         public var ascending: Bool
 
+        /// Sorts by `key`, smallest first unless `ascending` is false.
         public init(key: String, ascending: Bool = true) {
             self.key = key
             self.ascending = ascending
@@ -193,6 +200,7 @@ public struct QueryResults: Sendable {
     /// Where the next page starts, when more records match: pass it back to get them.
     public var cursor: Cursor?
 
+    /// A page of `records`, with `cursor` when more match.
     public init(records: [Record], cursor: Cursor?) {
         self.records = records
         self.cursor = cursor
@@ -201,8 +209,10 @@ public struct QueryResults: Sendable {
     /// Where a query's next page starts (`CKQueryOperation.Cursor`): the number of records already
     /// returned. Records saved or deleted between pages may shift the results by that many.
     public struct Cursor: Sendable, Hashable, Codable {
+        /// How many records earlier pages returned.
         public var offset: Int
 
+        /// A cursor past the first `offset` results.
         public init(offset: Int) { self.offset = offset }
     }
 

@@ -26,6 +26,7 @@ public struct Record: Sendable, Hashable {
             self.init(recordName: UUID().uuidString, zoneID: zoneID)
         }
 
+        /// The record name and its zone, for messages.
         public var description: String { "\(recordName) in zone \(zoneID.zoneName)" }
     }
 

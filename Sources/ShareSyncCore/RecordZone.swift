@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Records live in zones. Every database has the default zone (``RecordZone/ID/defaultZoneName``),
 /// which cannot be deleted or shared; custom zones are created with
-/// ``PrivateDatabaseOperations/saveZones(_:)`` and are the unit that sharing works on.
+/// `Database.save(_:)` in the private database and are the unit that sharing works on.
 public struct RecordZone: Sendable, Hashable, Codable {
     /// The identity of a zone: its name and the name of the user who owns it.
     public struct ID: Sendable, Hashable, Codable, CustomStringConvertible {
@@ -33,6 +33,7 @@ public struct RecordZone: Sendable, Hashable, Codable {
         /// Whether this is the default zone, which cannot be deleted or shared.
         public var isDefaultZone: Bool { zoneName == Self.defaultZoneName }
 
+        /// The zone name and its owner, for messages.
         public var description: String { "\(zoneName) (owner \(ownerName))" }
 
         /// Whether two IDs can name the same zone: the same zone name, and the same owner unless one

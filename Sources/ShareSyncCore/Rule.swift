@@ -15,6 +15,7 @@ public struct Rule: RawRepresentable, Hashable, Sendable, Codable, CustomStringC
     /// A rule by its wire spelling (a rule received from a peer may be one this node does not know).
     public init(rawValue: String) { self.rawValue = rawValue }
 
+    /// The rule's name.
     public var description: String { rawValue }
 
     /// Decodes the wire spelling, a JSON string.

@@ -10,6 +10,7 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
     /// The token's string form, safe to store and send.
     public let stringValue: String
 
+    /// A token from its string form (as ``stringValue`` gave it).
     public init(stringValue: String) { self.stringValue = stringValue }
 
     /// Token layout, version 1: `1.<database id>.<sequence number>`. Database ids are hex, without
@@ -70,6 +71,7 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
         try position(expectedDatabaseID: expectedDatabaseID).oldestNeeded
     }
 
+    /// The token's string form.
     public var description: String { stringValue }
 
     public init(from decoder: any Decoder) throws {

@@ -29,8 +29,11 @@ public struct Share: Sendable, Hashable {
 
     /// Keys of the share's system fields, like `CKShare.SystemFieldKey`.
     public enum SystemFieldKey {
+        /// The share's title, shown to people offered it.
         public static let title = "cloudkit.title"
+        /// An image shown with the share (bytes).
         public static let thumbnailImageData = "cloudkit.thumbnailImageData"
+        /// A uniform type identifier for what is shared.
         public static let shareType = "cloudkit.type"
     }
 
@@ -126,7 +129,9 @@ public struct Share: Sendable, Hashable {
 
     /// System fields of the share record.
     public var recordChangeTag: String? { record.recordChangeTag }
+    /// When the share was created (set by the owner's database).
     public var creationDate: Date? { record.creationDate }
+    /// When the share last changed (set by the owner's database).
     public var modificationDate: Date? { record.modificationDate }
 
     /// Adds a participant, or updates the one with the same identity (permission and role). The change

@@ -26,6 +26,7 @@ public struct ShareMetadata: Sendable, Hashable {
     /// (An addition to `CKShare.Metadata`.)
     public var participantCount: Int?
 
+    /// Metadata with every property given.
     public init(
         share: Share, containerIdentifier: String, ownerIdentity: UserIdentity, hierarchicalRootRecordID: Record.ID?,
         rootRecord: Record?, participantRole: Participant.Role, participantPermission: Participant.Permission,

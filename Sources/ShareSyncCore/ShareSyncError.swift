@@ -85,6 +85,7 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
         self.retryAfterSeconds = retryAfterSeconds
     }
 
+    /// The code, the message, and the record, zone and rule it names, for people to read.
     public var description: String {
         var parts = ["\(code.rawValue): \(message)"]
         if let recordID { parts.append("record \(recordID.recordName)") }

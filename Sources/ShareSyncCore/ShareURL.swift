@@ -20,6 +20,7 @@ public struct ShareURL: Sendable, Hashable, CustomStringConvertible {
     /// The invitation secret of a one-time URL.
     public var invitation: String?
 
+    /// A URL from its parts (see the properties).
     public init(host: String, port: Int, token: String, ownerFingerprint: String?, invitation: String? = nil) {
         self.host = host
         self.port = port
@@ -62,6 +63,7 @@ public struct ShareURL: Sendable, Hashable, CustomStringConvertible {
         return s
     }
 
+    /// The URL as text (``absoluteString``).
     public var description: String { absoluteString }
 
     static func isToken(_ s: Substring) -> Bool {

@@ -5,13 +5,20 @@ public struct UserIdentity: Sendable, Hashable, Codable {
     /// How to find a user, like `CKUserIdentity.LookupInfo`: an email address, a phone number or a
     /// user record ID. Exactly what the inviter knew.
     public struct LookupInfo: Sendable, Hashable, Codable {
+        /// The email address the inviter knew, if any.
         public var emailAddress: String?
+        /// The phone number the inviter knew, if any.
         public var phoneNumber: String?
+        /// The user record name (a node's key-derived name), if the inviter knew it.
         public var userRecordName: String?
 
+        /// Lookup info for a user known by email address.
         public init(emailAddress: String) { self.emailAddress = emailAddress }
+        /// Lookup info for a user known by phone number.
         public init(phoneNumber: String) { self.phoneNumber = phoneNumber }
+        /// Lookup info for a user known by user record name (`sharesync id` prints a node's).
         public init(userRecordName: String) { self.userRecordName = userRecordName }
+        /// Lookup info with any of the three set.
         public init(emailAddress: String?, phoneNumber: String?, userRecordName: String?) {
             self.emailAddress = emailAddress
             self.phoneNumber = phoneNumber
@@ -29,6 +36,7 @@ public struct UserIdentity: Sendable, Hashable, Codable {
     /// A name to show.
     public var displayName: String?
 
+    /// An identity with whatever is known of the user.
     public init(userRecordName: String? = nil, lookupInfo: LookupInfo? = nil, displayName: String? = nil) {
         self.userRecordName = userRecordName
         self.lookupInfo = lookupInfo
@@ -42,11 +50,16 @@ public struct UserIdentity: Sendable, Hashable, Codable {
 /// `verifiedEmailAddress` and `verifiedPhoneNumber` are set only where something vouches for them; a
 /// network peer has none, so people invited by email or phone accept through their invitation link.
 public struct Caller: Sendable, Hashable {
+    /// The caller's user record name, authenticated.
     public var userRecordName: String
+    /// An email address something vouches for (matches invitations by email), if any.
     public var verifiedEmailAddress: String?
+    /// A phone number something vouches for (matches invitations by phone), if any.
     public var verifiedPhoneNumber: String?
+    /// A name to show for the caller, if known.
     public var displayName: String?
 
+    /// A caller with an authenticated user record name and whatever else is vouched for.
     public init(
         userRecordName: String, verifiedEmailAddress: String? = nil, verifiedPhoneNumber: String? = nil,
         displayName: String? = nil
