@@ -131,7 +131,10 @@ let package = Package(
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
         .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),
-        .testTarget(name: "ShareSyncReplicaTests", dependencies: ["ShareSyncStore", "ShareSyncTestSupport"]),
+        .testTarget(
+            name: "ShareSyncReplicaTests",
+            dependencies: ["ShareSyncStore", "ShareSyncTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .testTarget(
             name: "ShareSyncWireTests",
             dependencies: [

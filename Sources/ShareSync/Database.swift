@@ -283,7 +283,9 @@ public struct ModifyRecordsResults: Sendable {
     /// The records saved.
     public var savedRecords: [Record] { answered.savedRecords }
 
-    /// Throws `ShareSyncError.Code.partialFailure` with the per-item errors (by record name) if any item failed.
+    /// Throws `ShareSyncError.Code.partialFailure` if any item failed: its `partialErrorsByItemID` holds
+    /// each failed item's error by record ID (as `CKError.partialErrorsByItemID`), `partialErrors` the
+    /// same by record name. Items in ``queued`` are not failures.
     public func get() throws(ShareSyncError) { _ = try answered.get() }
 
     /// The saves and deletes answered, as the core's `ModifyRecordsResult` (whose `get()` this shares).

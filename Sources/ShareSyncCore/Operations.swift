@@ -39,13 +39,23 @@ public struct ModifyRecordsResult: Sendable {
         return errors
     }
 
-    /// Throws ``ShareSyncError/Code/partialFailure`` with the per-item errors if any item failed.
+    /// The errors by record ID, for items that failed.
+    public var errorsByItemID: [Record.ID: ShareSyncError] {
+        var errors: [Record.ID: ShareSyncError] = [:]
+        for (id, result) in saveResults { if case .failure(let e) = result { errors[id] = e } }
+        for (id, result) in deleteResults { if case .failure(let e) = result { errors[id] = e } }
+        return errors
+    }
+
+    /// Throws ``ShareSyncError/Code/partialFailure`` with the per-item errors
+    /// (``ShareSyncError/partialErrorsByItemID``, and ``ShareSyncError/partialErrors`` by name) if any
+    /// item failed.
     public func get() throws(ShareSyncError) -> [Record] {
-        let errors = self.errors
-        if !errors.isEmpty {
+        let byID = errorsByItemID
+        if !byID.isEmpty {
             throw ShareSyncError(
-                .partialFailure, "\(errors.count) of \(saveResults.count + deleteResults.count) items failed",
-                partialErrors: errors)
+                .partialFailure, "\(byID.count) of \(saveResults.count + deleteResults.count) items failed",
+                partialErrors: errors, partialErrorsByItemID: byID)
         }
         return savedRecords
     }

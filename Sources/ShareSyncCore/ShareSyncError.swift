@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Match on ``code``: `catch let error as ShareSyncError where error.code == .serverRecordChanged`.
 /// Conflicts carry the server's current record in ``serverRecord``; batch failures carry per-item
-/// errors in ``partialErrors``.
+/// errors in ``partialErrorsByItemID`` (as `CKError.partialErrorsByItemID`) and ``partialErrors``.
 public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong, mirroring `CKError.Code` where it applies.
     public enum Code: String, Sendable, Hashable, Codable, CaseIterable {
@@ -14,7 +14,7 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
         case serverRecordChanged
         /// This item was fine, but it was part of an atomic batch in which another item failed.
         case batchRequestFailed
-        /// Some items of a request failed; see ``ShareSyncError/partialErrors``.
+        /// Some items of a request failed; see ``ShareSyncError/partialErrorsByItemID``.
         case partialFailure
         /// The zone does not exist (or is not visible to you).
         case zoneNotFound
@@ -64,8 +64,22 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
     public var serverRecord: Record?
     /// The rule that was broken, as a short identifier (such as `recordSize` or `readOnlyParticipant`).
     public var rule: Rule?
-    /// For ``Code/partialFailure``: the error of each item that failed, by record name.
+    /// For ``Code/partialFailure``: the error of each item that failed, by record name. Two records of
+    /// the same name in different zones share one entry: ``partialErrorsByItemID`` tells them apart.
     public var partialErrors: [String: ShareSyncError]?
+    /// For ``Code/partialFailure``: the error of each item that failed, by record ID, like
+    /// `CKError.partialErrorsByItemID`. The other items of the request succeeded (or, in an atomic
+    /// request, carry ``Code/batchRequestFailed``).
+    ///
+    /// ```swift
+    /// catch let error as ShareSyncError where error.code == .partialFailure {
+    ///     for (recordID, itemError) in error.partialErrorsByItemID ?? [:] { ... }
+    /// }
+    /// ```
+    ///
+    /// An error made from ``partialErrors`` alone (as a peer sends it) has here the items whose
+    /// errors name their record (``recordID``).
+    public var partialErrorsByItemID: [Record.ID: ShareSyncError]?
     /// For ``Code/requestRateLimited`` and ``Code/serviceUnavailable``: how long to wait before retrying.
     public var retryAfterSeconds: Double?
 
@@ -73,7 +87,7 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
     public init(
         _ code: Code, _ message: String, recordID: Record.ID? = nil, zoneID: RecordZone.ID? = nil,
         serverRecord: Record? = nil, rule: Rule? = nil, partialErrors: [String: ShareSyncError]? = nil,
-        retryAfterSeconds: Double? = nil
+        retryAfterSeconds: Double? = nil, partialErrorsByItemID: [Record.ID: ShareSyncError]? = nil
     ) {
         self.code = code
         self.message = message
@@ -81,7 +95,13 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
         self.zoneID = zoneID ?? recordID?.zoneID
         self.serverRecord = serverRecord
         self.rule = rule
-        self.partialErrors = partialErrors
+        // Each of the two per-item maps is the other's when only one is given.
+        self.partialErrors = partialErrors ?? partialErrorsByItemID.map { byID in
+            Dictionary(byID.map { ($0.key.recordName, $0.value) }, uniquingKeysWith: { first, _ in first })
+        }
+        self.partialErrorsByItemID = partialErrorsByItemID ?? partialErrors.map { byName in
+            Dictionary(byName.values.compactMap { error in error.recordID.map { ($0, error) } }, uniquingKeysWith: { first, _ in first })
+        }
         self.retryAfterSeconds = retryAfterSeconds
     }
 

@@ -138,6 +138,18 @@ enum ReplicaSchema {
                     \(trigger("zoneDelete", "AFTER DELETE ON replicaZone", note("OLD", name: "''")))
                     """)
         }
+        migrator.registerMigration("replica-v7-query-indexes") { db in
+            // A query of the shared database (SharedDatabaseReplica.records(matching:…)) names a zone
+            // and a record type, and maybe a parent: without these it walked every record of the zone
+            // through the primary key. The parent index's expression is the one the query compares
+            // (SharedDatabaseReplica.parentExpression), character for character, or SQLite cannot use it.
+            try db.execute(
+                sql: """
+                    CREATE INDEX replicaRecord_type ON replicaRecord(owner, zone, type, name);
+                    CREATE INDEX replicaRecord_parent ON replicaRecord(
+                        owner, zone, \(SharedDatabaseReplica.parentExpression), type);
+                    """)
+        }
         return migrator
     }
 

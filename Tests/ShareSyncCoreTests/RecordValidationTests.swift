@@ -145,6 +145,7 @@ struct ModifyRecordsResultTests {
         let error = try #require(#expect(throws: ShareSyncError.self) { try result.get() })
         #expect(error.code == .partialFailure)
         #expect(error.partialErrors == ["note-2": conflict, "note-3": gone])
+        #expect(error.partialErrorsByItemID == [conflictID: conflict, goneID: gone])
         #expect(error.message == "2 of 3 items failed")
     }
 

@@ -51,5 +51,20 @@ struct ShareSyncErrorTests {
         let conflict = ShareSyncError(.serverRecordChanged, "changed", recordID: server.recordID, serverRecord: server)
         let partial = ShareSyncError(.partialFailure, "1 of 2 failed", partialErrors: ["note-1": conflict])
         #expect(partial.partialErrors?["note-1"]?.serverRecord?["title"] == "Server")
+        // Given by name (as a peer sends them), the errors that name their record are there by ID too.
+        #expect(partial.partialErrorsByItemID == [server.recordID: conflict])
+    }
+
+    @Test("per-item errors given by ID are there by name too; two zones' records of one name stay apart by ID")
+    func partialErrorsByItemID() {
+        let inTopics = Record.ID(recordName: "note-1", zoneID: topicsZone)
+        let inLists = Record.ID(recordName: "note-1", zoneID: RecordZone.ID(zoneName: "Lists"))
+        let conflict = ShareSyncError(.serverRecordChanged, "changed", recordID: inTopics)
+        let gone = ShareSyncError(.unknownItem, "gone", recordID: inLists)
+        let partial = ShareSyncError(.partialFailure, "2 of 2 failed", partialErrorsByItemID: [inTopics: conflict, inLists: gone])
+        #expect(partial.partialErrorsByItemID?[inTopics]?.code == .serverRecordChanged)
+        #expect(partial.partialErrorsByItemID?[inLists]?.code == .unknownItem)
+        #expect(partial.partialErrors?.count == 1)
+        #expect(ShareSyncError(.unknownItem, "gone").partialErrorsByItemID == nil)
     }
 }

@@ -73,7 +73,7 @@ struct PersistenceTests {
         let applied = try reopened.writer.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
         #expect(applied == [
             "replica-v1", "replica-v2-outbox-state", "replica-v3-change-journal", "replica-v4-pending-leaves",
-            "replica-v5-owner-announced-address", "replica-v6-journal-dirty-keys",
+            "replica-v5-owner-announced-address", "replica-v6-journal-dirty-keys", "replica-v7-query-indexes",
         ])
     }
 }

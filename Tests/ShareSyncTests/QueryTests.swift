@@ -110,4 +110,48 @@ import Testing
             #expect(try await db.records(matching: Query(recordType: "Note"), inZoneWith: Self.zoneID).records.count == 10)
         }
     }
+
+    @Test(arguments: bothModes)
+    func theSharedDatabaseAnswersTheSameQueries(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                let db = alice.container.privateDatabase
+                try await Self.fill(db)
+                let share = try await db.createShare(forZone: Self.zoneID)
+                let invitation = try await db.invite(
+                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readOnly, to: share)
+                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+
+                // Bob's queries read his replica of Alice's zone, named by her user record name.
+                let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                func run(_ predicate: [Query.Condition], sort: [Query.SortDescriptor] = [], type: String = "Note") async throws -> [String] {
+                    Self.names(try await bob.container.sharedDatabase.records(
+                        matching: Query(recordType: type, predicate: predicate, sortDescriptors: sort), inZoneWith: sharedZone))
+                }
+                #expect(try await run([]) == (0..<10).map { "n\($0)" })
+                #expect(try await run([], type: "Topic") == ["t1", "t2"])
+                #expect(try await run([.field("title", .equals, "Tea")]) == ["n9"])
+                #expect(try await run([.field("rank", .greaterThan, 7)], sort: [.init(key: "rank")]) == ["n2", "n1", "n0"])
+                #expect(try await run([.field("rank", .lessThan, 3)]) == ["n8", "n9"])
+                #expect(try await run([.field("title", .beginsWith, "Mi")]) == ["n0", "n1", "n5"])
+                #expect(try await run([.parent(is: Record.ID(recordName: "t1", zoneID: sharedZone))]) == ["n0", "n1", "n2", "n3", "n4"])
+                #expect(try await run([.parent(is: Record.ID(recordName: "t2", zoneID: sharedZone)), .field("done", .equals, true)])
+                    == ["n6", "n8"])
+
+                // Pages, as in the private database.
+                let first = try await bob.container.sharedDatabase.records(
+                    matching: Query(recordType: "Note", sortDescriptors: [.init(key: "rank")]), inZoneWith: sharedZone, resultsLimit: 4)
+                #expect(Self.names(first) == ["n9", "n8", "n7", "n6"])
+                let second = try await bob.container.sharedDatabase.records(
+                    matching: Query(recordType: "Note", sortDescriptors: [.init(key: "rank")]), inZoneWith: sharedZone, resultsLimit: 4,
+                    cursor: first.cursor)
+                #expect(Self.names(second) == ["n5", "n4", "n3", "n2"])
+
+                // A zone not shared with him is zoneNotFound.
+                let other = RecordZone.ID(zoneName: "Nowhere", ownerName: alice.userRecordName)
+                let missing = await shareSyncError { _ = try await bob.container.sharedDatabase.records(matching: Query(recordType: "Note"), inZoneWith: other) }
+                #expect(missing?.code == .zoneNotFound)
+            }
+        }
+    }
 }

@@ -283,4 +283,101 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
         }
         await alice.close()
     }
+
+    /// The zone saves and deletes in the store's events' `sentDatabaseChanges`, joined.
+    static func sentZones(_ store: AppStore) -> (
+        savedZones: [RecordZone], failedZoneSaves: [(zone: RecordZone, error: ShareSyncError)], deletedZoneIDs: [RecordZone.ID],
+        failedZoneDeletes: [RecordZone.ID: ShareSyncError]
+    ) {
+        var all: ([RecordZone], [(zone: RecordZone, error: ShareSyncError)], [RecordZone.ID], [RecordZone.ID: ShareSyncError]) = ([], [], [], [:])
+        for case .sentDatabaseChanges(let sent) in store.events {
+            all.0 += sent.savedZones
+            all.1 += sent.failedZoneSaves
+            all.2 += sent.deletedZoneIDs
+            all.3.merge(sent.failedZoneDeletes) { $1 }
+        }
+        return all
+    }
+
+    /// The store's `fetchedDatabaseChanges` events.
+    static func fetchedZones(_ store: AppStore) -> [SyncEngine.FetchedDatabaseChanges] {
+        store.events.compactMap { if case .fetchedDatabaseChanges(let changes) = $0 { changes } else { nil } }
+    }
+
+    @Test(arguments: bothModes)
+    func zoneChangesAreSentAndReportedInSentDatabaseChanges(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, automatic: false)
+            let lists = RecordZone.ID(zoneName: "Lists")
+            let missing = RecordZone.ID(zoneName: "Missing")
+            // One zone to create; the default zone, which cannot be created; a zone to delete that does not exist.
+            engine.state.add(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: lists)), .saveZone(RecordZone(zoneID: .default)), .deleteZone(missing),
+            ])
+            try await engine.sendChanges()
+            #expect(await eventually { !Self.sentZones(store).savedZones.isEmpty })
+            let sent = Self.sentZones(store)
+            #expect(sent.savedZones.map(\.zoneID.zoneName) == ["Lists"])
+            #expect(sent.failedZoneSaves.map { $0.zone.zoneID } == [.default])
+            #expect(sent.failedZoneSaves.first?.error.code == .invalidArguments)
+            #expect(sent.failedZoneDeletes[missing]?.code == .zoneNotFound)
+            #expect(sent.deletedZoneIDs.isEmpty)
+            #expect(engine.state.pendingDatabaseChanges.isEmpty)  // failures are reported once, not retried
+            #expect(try await db.allRecordZones().map(\.zoneID.zoneName).contains("Lists"))
+
+            // A delete sent by the engine removes the zone and its records.
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: lists))
+            note["title"] = "Milk"
+            try await db.save(note)
+            engine.state.add(pendingDatabaseChanges: [.deleteZone(lists)])
+            try await engine.sendChanges()
+            #expect(await eventually { Self.sentZones(store).deletedZoneIDs == [lists] })
+            #expect(await shareSyncError { _ = try await db.recordZone(for: lists) }?.code == .zoneNotFound)
+            #expect(engine.state.pendingDatabaseChanges.isEmpty)
+            await engine.stop()
+            await events.value
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func aParticipantsEngineReportsSharedZonesInFetchedDatabaseChanges(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                let store = AppStore()
+                let (engine, events) = store.startEngine(bob.container.sharedDatabase, automatic: false)
+                try await engine.fetchChanges()
+                #expect(await eventually { store.events.contains { if case .didFetchChanges = $0 { true } else { false } } })
+                #expect(Self.fetchedZones(store).isEmpty)  // nothing shared with Bob yet
+
+                let db = alice.container.privateDatabase
+                try await db.save(RecordZone(zoneID: Self.zoneID))
+                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                topic["title"] = "Groceries"
+                try await db.save(topic)
+                let share = try await db.createShare(rootRecordID: topic.recordID)
+                let invitation = try await db.invite(
+                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readOnly, to: share)
+                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+
+                // The accepted zone appears: a modification, named with Alice's user record name.
+                let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                try await engine.fetchChanges()
+                #expect(await eventually { Self.fetchedZones(store).contains { $0.modifications.contains(sharedZone) } })
+                #expect(Self.fetchedZones(store).allSatisfy { $0.deletions.isEmpty })
+                #expect(await eventually { store.record(Record.ID(recordName: "topic", zoneID: sharedZone)) != nil })
+
+                // Alice deletes the share: the zone is reported deleted (and the share removed).
+                try await db.stopSharing(share)
+                #expect(try await eventually(seconds: 30) {
+                    try await engine.fetchChanges()
+                    return Self.fetchedZones(store).contains { $0.deletions == [sharedZone] }
+                })
+                #expect(await eventually { store.events.contains { if case .shareRemoved(sharedZone) = $0 { true } else { false } } })
+                await engine.stop()
+                await events.value
+            }
+        }
+    }
 }
