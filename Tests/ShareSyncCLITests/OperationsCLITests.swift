@@ -37,9 +37,10 @@ func httpGet(port: Int, path: String) throws -> (status: Int, body: String) {
     return (status, body)
 }
 
-/// The value of a Prometheus sample line `name{labels} value` (the first whose name and labels contain `match`).
-func sample(_ metrics: String, _ name: String, containing match: String = "") -> Double? {
-    for line in metrics.split(separator: "\n") where line.hasPrefix(name) && (match.isEmpty || line.contains(match)) {
+/// The value of a Prometheus sample line `name{labels} value` (the first whose name and labels contain
+/// every string of `matches`).
+func sample(_ metrics: String, _ name: String, containing matches: String...) -> Double? {
+    for line in metrics.split(separator: "\n") where line.hasPrefix(name) && matches.allSatisfy({ line.contains($0) }) {
         let rest = line.dropFirst(name.count)
         guard rest.first == " " || rest.first == "{" else { continue }
         return Double(line.split(separator: " ").last ?? "")
@@ -52,10 +53,13 @@ struct OperationsCLITests {
     @Test func metricsStatusAndJSONLogsOfTwoNodes() throws {
         let alice = try E2ENode(name: "Alice", runArguments: ["--metrics", "127.0.0.1:0", "--log-format", "json"])
         defer { alice.stop() }
-        let bob = try E2ENode(name: "Bob")
+        let bob = try E2ENode(name: "Bob", runArguments: ["--metrics", "127.0.0.1:0"])
         defer { bob.stop() }
         let metricsLine = try alice.daemon.waitForLine(containing: "metrics on", timeout: 30)
         let port = try #require(Int(metricsLine.split(separator: ":").last ?? ""))
+        let bobMetricsLine = try bob.daemon.waitForLine(containing: "metrics on", timeout: 30)
+        let bobPort = try #require(Int(bobMetricsLine.split(separator: ":").last ?? ""))
+        #expect(bobPort != port)
 
         try makeTopics(on: alice)
         let (url, _) = try invite(bob, to: "Topics", of: alice, permission: "readWrite")
@@ -100,6 +104,34 @@ struct OperationsCLITests {
         #expect(sample(metrics, "sharesync_outbox_operations", containing: "state=\"pending\"") == 0)
         #expect(try httpGet(port: port, path: "/other").status == 404)
 
+        // Bob's side, the participant: his replica of Alice's zone follows (lag 0), frames went both ways,
+        // nothing waits in his outbox, no conflict yet.
+        let zoneLabels = ["owner=\"\(alice.userRecordName)\"", "zone=\"Topics\""]
+        let bobScraped = try httpGet(port: bobPort, path: "/metrics")
+        #expect(bobScraped.status == 200)
+        let bobMetrics = bobScraped.body
+        #expect(sample(bobMetrics, "sharesync_replica_lag_seconds", containing: zoneLabels[0], zoneLabels[1]) == 0, "\(bobMetrics)")
+        #expect((sample(bobMetrics, "sharesync_wire_bytes_total", containing: "direction=\"in\"") ?? 0) > 0)
+        #expect((sample(bobMetrics, "sharesync_wire_bytes_total", containing: "direction=\"out\"") ?? 0) > 0)
+        #expect(sample(bobMetrics, "sharesync_outbox_operations", containing: "state=\"pending\"") == 0)
+        #expect(sample(bobMetrics, "sharesync_conflicts_total", containing: "side=\"participant\"") ?? 0 == 0)
+
+        // A real conflict: Bob saves against the change tag he had before Alice changed the record.
+        let before = try #require(try bob.ok(["record", "get", "--shared", "--zone", "Topics", "--name", "topic-1"]) as? [String: Any])
+        let staleTag = try #require(before["recordChangeTag"] as? String)
+        try alice.ok(["record", "save", "--zone", "Topics", "--name", "topic-1", "--field", "title=string:By Alice"])
+        #expect(eventually {
+            let record = (try? bob.ok(["record", "get", "--shared", "--zone", "Topics", "--name", "topic-1"])) as? [String: Any]
+            return record?["recordChangeTag"] as? String != staleTag
+        })
+        let conflicting = try bob.run([
+            "record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--field", "title=string:By Bob", "--if-tag", staleTag,
+        ])
+        #expect(conflicting.status == 65 && conflicting.stderr.contains("serverRecordChanged"), "\(conflicting.stderr)")
+        let afterConflict = try httpGet(port: bobPort, path: "/metrics").body
+        #expect(sample(afterConflict, "sharesync_conflicts_total", containing: "side=\"participant\"") == 1, "\(afterConflict)")
+        #expect(sample(try httpGet(port: port, path: "/metrics").body, "sharesync_conflicts_total", containing: "side=\"owner\"") == 1)
+
         // Bob's replica falls behind when Alice stops: no longer following, lag growing.
         try alice.kill()
         #expect(eventually {
@@ -108,6 +140,14 @@ struct OperationsCLITests {
             return replica?["state"] as? String != "following" && (replica?["lagSeconds"] as? Double ?? 0) > 0
                 && replica?["connected"] as? Bool == false
         })
+        // A write while Alice is away waits in Bob's outbox; his scrape shows it and the lag.
+        let queued = try #require(
+            try bob.ok(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--field", "title=string:Offline"])
+                as? [String: Any])
+        #expect(queued["outcome"] as? String == "queued")
+        let offline = try httpGet(port: bobPort, path: "/metrics").body
+        #expect(sample(offline, "sharesync_outbox_operations", containing: "state=\"pending\"") == 1, "\(offline)")
+        #expect((sample(offline, "sharesync_replica_lag_seconds", containing: zoneLabels[0], zoneLabels[1]) ?? 0) > 0, "\(offline)")
 
         // Alice's log: one JSON object per line, with metadata.
         let logLines = alice.daemon.stderr.split(separator: "\n")

@@ -297,7 +297,6 @@ public final class NodeService: Service, Sendable {
         case .operationSent(let owner, let operationID, _):
             logger.info("queued write sent", metadata: ["owner": "\(owner)", "operation": "\(operationID)"])
         case .conflict(let owner, let recordID, let resolved):
-            ShareSyncMetrics.conflicts(side: "participant")
             logger.notice(
                 "write conflict",
                 metadata: [
