@@ -168,6 +168,74 @@ struct OperationsCLITests {
         #expect(Int(refusedMetadata["request.id"] as? String ?? "") != nil)
     }
 
+    /// Alice's `status --json`: her share of Topics and its one participant's sync state.
+    private func bobsSync(on alice: E2ENode) throws -> [String: Any]? {
+        let status = try #require(try alice.ok(["status"]) as? [String: Any])
+        let share = (status["shares"] as? [[String: Any]])?.first { $0["zoneName"] as? String == "Topics" }
+        return (share?["participantSync"] as? [[String: Any]])?.first
+    }
+
+    @Test func ownerStatusShowsEachParticipantsSync() throws {
+        let alice = try E2ENode(name: "Alice", runArguments: ["--metrics", "127.0.0.1:0"])
+        defer { alice.stop() }
+        let bob = try E2ENode(name: "Bob")
+        defer { bob.stop() }
+        let metricsLine = try alice.daemon.waitForLine(containing: "metrics on", timeout: 30)
+        let port = try #require(Int(metricsLine.split(separator: ":").last ?? ""))
+        try makeTopics(on: alice)
+        let (url, _) = try invite(bob, to: "Topics", of: alice, permission: "readWrite")
+        try bob.ok(["accept", url])
+        #expect(eventually {
+            let replica = (((try? bob.ok(["status"])) as? [String: Any])?["replicas"] as? [[String: Any]])?.first
+            return replica?["state"] as? String == "following"
+        })
+
+        // Bob follows: connected, served a moment ago, nothing waiting for him.
+        var sync: [String: Any]?
+        #expect(eventually {
+            sync = try? bobsSync(on: alice)
+            return sync?["connected"] as? Bool == true && sync?["pending"] as? Int == 0
+        }, "\(String(describing: sync))")
+        #expect(sync?["userRecordName"] as? String == bob.userRecordName)
+        let lastSyncText = try #require(sync?["lastSync"] as? String)
+        let lastSync = try #require(ISO8601DateFormatter().date(from: lastSyncText))
+        #expect(abs(lastSync.timeIntervalSinceNow) < 60)
+        let human = try cli(["status", "--home", alice.home])
+        #expect(human.stdout.contains("(\(bob.userRecordName)): connected, last sync 20"), "\(human.stdout)")
+        #expect(human.stdout.contains(", 0 pending"), "\(human.stdout)")
+        var metrics = try httpGet(port: port, path: "/metrics").body
+        #expect(sample(metrics, "sharesync_share_connected_participants", containing: "zone=\"Topics\"") == 1, "\(metrics)")
+        #expect(sample(metrics, "sharesync_share_pending_changes", containing: "zone=\"Topics\"") == 0, "\(metrics)")
+
+        // Bob stops; Alice changes one record and adds another: two changes wait for him.
+        try bob.kill()
+        #expect(eventually { (try? bobsSync(on: alice))?["connected"] as? Bool == false })
+        let lastServed = try #require(try bobsSync(on: alice)?["lastSync"] as? String)
+        #expect(try #require(ISO8601DateFormatter().date(from: lastServed)) >= lastSync)
+        try alice.ok(["record", "save", "--zone", "Topics", "--name", "topic-1", "--field", "title=string:While Bob was away"])
+        try alice.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-2", "--field", "title=string:New"])
+        sync = try bobsSync(on: alice)
+        #expect(sync?["connected"] as? Bool == false)
+        #expect(sync?["pending"] as? Int == 2, "\(String(describing: sync))")
+        #expect(sync?["lastSync"] as? String == lastServed, "nothing was served to Bob since he stopped")
+        let away = try cli(["status", "--home", alice.home])
+        #expect(away.stdout.contains("(\(bob.userRecordName)): not connected, last sync \(lastServed), 2 pending"), "\(away.stdout)")
+        metrics = try httpGet(port: port, path: "/metrics").body
+        #expect(sample(metrics, "sharesync_share_connected_participants", containing: "zone=\"Topics\"") == 0, "\(metrics)")
+        #expect(sample(metrics, "sharesync_share_pending_changes", containing: "zone=\"Topics\"") == 2, "\(metrics)")
+
+        // Bob comes back and catches up: connected, nothing pending, a later sync (status gives whole
+        // seconds: Bob comes back more than one after he was last served).
+        Thread.sleep(forTimeInterval: 1.1)
+        try bob.restart()
+        let lastServedDate = try #require(ISO8601DateFormatter().date(from: lastServed))
+        #expect(eventually {
+            sync = try? bobsSync(on: alice)
+            let last = (sync?["lastSync"] as? String).flatMap { ISO8601DateFormatter().date(from: $0) }
+            return sync?["connected"] as? Bool == true && sync?["pending"] as? Int == 0 && last.map { $0 > lastServedDate } == true
+        }, "\(String(describing: sync))")
+    }
+
     @Test func badOperatingOptionsAreRefused() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

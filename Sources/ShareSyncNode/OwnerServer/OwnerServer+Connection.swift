@@ -351,7 +351,7 @@ struct Session {
                         .requestRateLimited, "more than \(limit) requests in flight", rule: .maximumRequestsInFlight,
                         retryAfterSeconds: 0.1)))
         }
-        let executor = RequestExecutor(database: server.database, caller: caller)
+        let executor = RequestExecutor(database: server.database, caller: caller, syncStates: server.syncStates)
         let connection = self.connection
         let shared = self.shared
         let outbound = self.outbound

@@ -56,6 +56,7 @@ extension RequestExecutor {
                 page = try readZonePage(key).page
             }
             let response = try MessageCoding.encode(Response(id: id, ok: ZoneChangesPage(page)))
+            syncStates?.served(caller.userRecordName, zoneName: key.zoneName, token: page.changeToken)
             return (response, page.moreComing ? page.changeToken : nil)
         } catch {
             return (errorResponse(id: id, error), nil)
@@ -67,6 +68,9 @@ extension ServerConnection {
     /// Serves a `fetchZoneChanges`, from the page read ahead if it is the one asked for, and reads the
     /// page after it ahead.
     func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, executor: RequestExecutor, shared: ConnectionShared) async -> ByteBuffer {
+        if let token = key.token {
+            server.syncStates.acknowledged(executor.caller.userRecordName, zoneName: key.zoneName, token: token)
+        }
         let ahead = shared.readAhead.withLock { slot -> EventLoopFuture<RequestExecutor.ZonePage?>? in
             defer { slot = nil }
             return slot?.key == key ? slot?.page : nil
