@@ -51,7 +51,8 @@ func sample(_ metrics: String, _ name: String, containing matches: String...) ->
 @Suite("Operating a node: metrics, status and JSON logs")
 struct OperationsCLITests {
     @Test func metricsStatusAndJSONLogsOfTwoNodes() throws {
-        let alice = try E2ENode(name: "Alice", runArguments: ["--metrics", "127.0.0.1:0", "--log-format", "json"])
+        let alice = try E2ENode(
+            name: "Alice", runArguments: ["--metrics", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"])
         defer { alice.stop() }
         let bob = try E2ENode(name: "Bob", runArguments: ["--metrics", "127.0.0.1:0"])
         defer { bob.stop() }
@@ -166,6 +167,23 @@ struct OperationsCLITests {
         #expect(refusedMetadata["request"] as? String == "zoneDelete")
         #expect(refusedMetadata["error.code"] as? String == "invalidArguments")
         #expect(Int(refusedMetadata["request.id"] as? String ?? "") != nil)
+        // Each request of Bob's node Alice's server answered: its connection, peer, request id and zone.
+        let answered = logLines.compactMap { line -> [String: Any]? in
+            guard line.contains("owner request answered"),
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            else { return nil }
+            return object["metadata"] as? [String: Any]
+        }
+        let save = try #require(
+            answered.first { $0["request"] as? String == "modifyRecords" && $0["zone"] as? String == "Topics" },
+            "\(answered)")
+        #expect((save["peer"] as? String ?? "").contains("127.0.0.1"), "\(save)")
+        #expect(Int(save["connection.id"] as? String ?? "") != nil, "\(save)")
+        #expect(Int(save["request.id"] as? String ?? "") != nil, "\(save)")
+        #expect(save["user"] as? String == bob.userRecordName, "\(save)")
+        #expect(save["outcome"] as? String == "ok", "\(save)")
+        let fetches = answered.filter { $0["request"] as? String == "fetchZoneChanges" }
+        #expect(!fetches.isEmpty && fetches.allSatisfy { $0["zone"] as? String == "Topics" && $0["request.id"] != nil }, "\(fetches)")
     }
 
     /// Alice's `status --json`: her share of Topics and its one participant's sync state.

@@ -18,11 +18,14 @@ struct RequestExecutor: Sendable {
     func zoneID(_ zoneName: String) -> RecordZone.ID { RecordZone.ID(zoneName: zoneName, ownerName: database.ownerName) }
 
     /// The response frame for a request: `{"id", "ok"}` or `{"id", "error"}`.
-    func execute(_ request: Request) -> ByteBuffer {
+    func execute(_ request: Request) -> ByteBuffer { answer(request).payload }
+
+    /// The response frame for a request, and the error it answers if it was refused.
+    func answer(_ request: Request) -> (payload: ByteBuffer, error: ShareSyncError?) {
         do {
-            return try run(request)
+            return (try run(request), nil)
         } catch {
-            return errorResponse(id: request.id, error)
+            return (errorResponse(id: request.id, error), error)
         }
     }
 
