@@ -57,6 +57,34 @@ public struct SharedDatabaseView: Sendable {
         try fetchZoneChangesPage(zoneID, since: token, resultsLimit: resultsLimit, byteBudget: nil, allowEmpty: false)!.changes
     }
 
+    /// How many changes of a shared zone the caller's feed holds after `token`: how many a fetch of the
+    /// zone's changes from it would return (records changed in, entered or left the view; each record
+    /// once, at its last change), counted on the feed's index without reading a record. From `nil`, every
+    /// record of the zone in the view. Throws ``ShareSyncError/Code/changeTokenExpired`` for a token the
+    /// database no longer answers, and ``ShareSyncError/Code/zoneNotFound`` for a zone not shared with the caller.
+    ///
+    /// The owner's `status` shows it per participant, from the last token their node was served.
+    public func pendingChangeCount(inZone zoneName: String, since token: ServerChangeToken?) throws(ShareSyncError) -> Int {
+        let viewer = self.viewer
+        let database = self.database
+        return try database.read { db in
+            guard try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT 1 FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1"),
+                arguments: [viewer, zoneName]) ?? false
+            else {
+                throw ShareSyncError(
+                    .zoneNotFound, "zone \(zoneName) is not shared with \(viewer)", zoneID: database.sharedZoneID(zoneName))
+            }
+            let since = try database.position(of: token, db)
+            return try Int.fetchOne(
+                db.cachedStatement(sql: """
+                    SELECT count(*) FROM viewLog
+                    WHERE viewer = ?1 AND zone = ?2 AND seq > ?3 AND (present = 1 OR seq > ?4)
+                    """),
+                arguments: [viewer, zoneName, since.sequence, since.deletionsAfter]) ?? 0
+        }
+    }
+
     /// A page of ``fetchZoneChanges(_:since:resultsLimit:)`` within `byteBudget` bytes (at most
     /// ``Limits/maximumResponseSize``), with the bytes it counted. With `allowEmpty`, nil when not
     /// even the first change fits (a push that already holds other changes stops there).

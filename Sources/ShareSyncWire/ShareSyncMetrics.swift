@@ -15,7 +15,7 @@ import Synchronization
 /// | `sharesync_requests_total` | counter | `channel` (`owner`, `control`), `request` |
 /// | `sharesync_request_duration_seconds` | histogram | `channel`, `request` |
 /// | `sharesync_errors_total` | counter | `channel`, `code` (a ``ShareSyncError/Code``) |
-/// | `sharesync_conflicts_total` | counter | `side` (`owner`: saves refused as `serverRecordChanged`; `participant`: this node's writes that conflicted) |
+/// | `sharesync_conflicts_total` | counter | `side` (`owner`: saves refused as `serverRecordChanged`; `participant`: this node's saves to shared zones refused as `serverRecordChanged`, sent at once or from the outbox) |
 ///
 /// The daemon adds gauges it reads when scraped (see `MetricsEndpoint`).
 public enum ShareSyncMetrics {
@@ -85,7 +85,8 @@ public enum ShareSyncMetrics {
         counter("sharesync_errors_total", [("channel", channel), ("code", code.rawValue)]).increment()
     }
 
-    /// Conflicts: saves refused with `serverRecordChanged` (`owner`), or this node's writes that conflicted (`participant`).
+    /// Conflicts: saves this owner refused with `serverRecordChanged` (`owner`), or this node's saves to
+    /// shared zones that an owner refused so (`participant`), whether sent at once or from the outbox.
     public static func conflicts(side: String, _ count: Int = 1) {
         guard count > 0 else { return }
         counter("sharesync_conflicts_total", [("side", side)]).increment(by: Int64(count))

@@ -218,7 +218,9 @@ struct StatusCommand: AsyncParsableCommand {
         abstract: "Show the running node: who it is, where it listens, its shares and the shares it replicates.",
         discussion: """
             Each share of your private database shows its participants: how many accepted and how many \
-            of those are connected now. Each zone of your shared database (a share you accepted) shows \
+            of those are connected now; then each participant who accepted: connected or not, when this \
+            node last served them changes, and how many changes of the share's zone wait for them \
+            (unknown until their node connects once after this daemon started). Each zone of your shared database (a share you accepted) shows \
             its sync state: the link to its owner (following: connected and caught up, changes arrive \
             as pushes; syncing: catching up; connecting or waitingToReconnect: not connected), when it \
             last was caught up, its lag (how far behind the owner it may be: 0 while following), its \
@@ -245,16 +247,23 @@ struct StatusCommand: AsyncParsableCommand {
             }
             let shares = status.shares ?? []
             lines.append("shares:" + (shares.isEmpty ? " none" : ""))
+            let formatter = ISO8601DateFormatter()
             for share in shares {
                 let what = share.rootRecordName.map { "record \($0)" } ?? "whole zone"
                 lines.append(
                     "  \(share.zoneName)/\(share.shareName) (\(what)\(share.title.map { ", \"\($0)\"" } ?? "")): "
                         + "\(share.accepted) of \(share.participants) participants accepted, \(share.connected) connected"
                         + (share.publicPermission == .none ? "" : ", public \(share.publicPermission.rawValue)"))
+                for participant in share.participantSync ?? [] {
+                    let who = participant.displayName.map { "\($0) (\(participant.userRecordName))" } ?? participant.userRecordName
+                    lines.append(
+                        "    \(who): \(participant.connected ? "connected" : "not connected"), "
+                            + "last sync \(participant.lastSync.map(formatter.string) ?? "unknown"), "
+                            + "\(participant.pending.map(String.init) ?? "unknown") pending")
+                }
             }
             let replicas = status.replicas ?? []
             lines.append("shared with you:" + (replicas.isEmpty ? " none" : ""))
-            let formatter = ISO8601DateFormatter()
             for replica in replicas {
                 let owner = replica.ownerDisplayName.map { "\($0) (\(replica.ownerName))" } ?? replica.ownerName
                 let lag = replica.lagSeconds.map { String(format: "%.1f s", $0) } ?? "-"

@@ -61,6 +61,40 @@ struct RulesFeedsTests {
         #expect(fresh.changedRecords.count == 14)
     }
 
+    @Test("pendingChangeCount counts what a fetch of the zone's changes from the same token returns")
+    func pendingChangeCountMatchesTheFeed() throws {
+        let w = try world()
+        try w.save(w.record("Topic", "other"))
+        let share = try w.share(root: "topic", invite: [("_b", .readWrite)])
+        try w.accept(share, "_b")
+        let view = w.view("_b")
+        // From nil: every record in the view (the topic, its 12 notes, the share).
+        let all = try view.fetchZoneChanges(w.sharedZone, since: nil, resultsLimit: 400)
+        #expect(!all.moreComing)
+        #expect(try view.pendingChangeCount(inZone: w.sharedZone.zoneName, since: nil) == all.changes.count)
+        let token = all.changeToken
+        #expect(try view.pendingChangeCount(inZone: w.sharedZone.zoneName, since: token) == 0)
+        // A change, an addition, a subtree leaving the view, a deletion, and changes outside the view.
+        try w.save(w.record("Topic", "topic", title: "changed"))
+        try w.save(w.record("Note", "late", parent: "n0"))
+        try w.save(w.record("Folder", "out"))
+        try w.reparent("n1", to: "out")
+        _ = try view.modifyRecords(deleting: [w.sid("n2")]).get()
+        try w.save(w.record("Topic", "other", title: "changed"), w.record("Note", "o1", parent: "other"))
+        let since = try view.fetchZoneChanges(w.sharedZone, since: token, resultsLimit: 400)
+        let names = Set(since.changes.map { change -> String in
+            switch change {
+            case .changed(let record): record.recordID.recordName
+            case .deleted(let deleted): deleted.recordID.recordName
+            }
+        })
+        // n7 leaves with its parent n1; n8 with its parent n2.
+        #expect(names == ["topic", "late", "n1", "n7", "n2", "n8"], "\(since.changes)")
+        #expect(try view.pendingChangeCount(inZone: w.sharedZone.zoneName, since: token) == since.changes.count)
+        #expect(try view.pendingChangeCount(inZone: w.sharedZone.zoneName, since: since.changeToken) == 0)
+        #expect(failure { _ = try w.view("_c").pendingChangeCount(inZone: w.sharedZone.zoneName, since: nil) }?.code == .zoneNotFound)
+    }
+
     @Test("records outside the view never appear in the participant's feed, even when changed")
     func outsideChangesInvisible() throws {
         let w = try world()

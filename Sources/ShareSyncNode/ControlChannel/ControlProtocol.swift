@@ -491,11 +491,17 @@ public struct ShareStatus: Codable, Sendable, Hashable {
     public var accepted: Int
     /// Of those, how many are connected now.
     public var connected: Int
+    /// The sync state of each participant who accepted (and has an identity), as this owner's server
+    /// knows it: whether they are connected, when they last were served changes, and how many changes
+    /// wait for them. `nil` from a node that does not report it.
+    public var participantSync: [ParticipantSyncStatus]?
 
+    /// A share's status; `participantSync` is each accepted participant's sync state.
     public init(
         zoneName: String, shareName: String, title: String?, rootRecordName: String?, publicPermission: Participant.Permission,
-        participants: Int, accepted: Int, connected: Int
+        participants: Int, accepted: Int, connected: Int, participantSync: [ParticipantSyncStatus]? = nil
     ) {
+        self.participantSync = participantSync
         self.zoneName = zoneName
         self.shareName = shareName
         self.title = title
@@ -504,6 +510,35 @@ public struct ShareStatus: Codable, Sendable, Hashable {
         self.participants = participants
         self.accepted = accepted
         self.connected = connected
+    }
+}
+
+/// One participant of a share, as the owner's `status` shows their sync: what the owner's server
+/// served them since it started (kept in memory: after the owner restarts, `lastSync` and `pending` are
+/// `nil` until the participant's node comes back and asks for changes).
+public struct ParticipantSyncStatus: Codable, Sendable, Hashable {
+    /// The participant's user record name (`_` and their key's fingerprint).
+    public var userRecordName: String
+    /// Their name, as the share has it.
+    public var displayName: String?
+    /// Whether their node is connected to this owner now.
+    public var connected: Bool
+    /// When this owner last served them changes (a page of changes, the changed zones, or a push);
+    /// `nil` if it has not since it started.
+    public var lastSync: Date?
+    /// How many changes of the share's zone in their view they have not been served yet: records
+    /// changed, added to or removed from what they see since the last position served to (or sent by)
+    /// their node, each record once. 0 while they follow the owner's pushes; `nil` when this owner has
+    /// no position for them (it restarted since they last connected) or the position is too old to count from.
+    public var pending: Int?
+
+    /// A participant's sync state.
+    public init(userRecordName: String, displayName: String?, connected: Bool, lastSync: Date?, pending: Int?) {
+        self.userRecordName = userRecordName
+        self.displayName = displayName
+        self.connected = connected
+        self.lastSync = lastSync
+        self.pending = pending
     }
 }
 

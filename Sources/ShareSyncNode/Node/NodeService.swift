@@ -203,7 +203,7 @@ public final class NodeService: Service, Sendable {
                     userRecordName: identity.userRecordName, fingerprint: identity.fingerprint,
                     displayName: home.settings.displayName, listen: bound, advertised: advertised.withLock { $0 },
                     connections: server.connectionCount)
-                status.shares = try? Self.shareStatuses(database, connected: server.connectedIdentities)
+                status.shares = try? Self.shareStatuses(database, server: server)
                 return status
             },
             advertise: { [home, logger] address, listen throws(ShareSyncError) in
@@ -256,18 +256,32 @@ public final class NodeService: Service, Sendable {
                 }, eventLog: eventLog))
     }
 
-    /// Each share of the private database, with how many of its participants accepted and are connected.
-    static func shareStatuses(_ database: PrivateDatabase, connected: Set<String>) throws(ShareSyncError) -> [ShareStatus] {
+    /// Each share of the private database, with how many of its participants accepted and are connected,
+    /// and each accepted participant's sync state as the owner server knows it.
+    static func shareStatuses(_ database: PrivateDatabase, server: OwnerServer) throws(ShareSyncError) -> [ShareStatus] {
+        let connected = server.connectedIdentities
         var statuses: [ShareStatus] = []
         for zone in try database.fetchAllZones() {
             for share in try database.fetchShares(in: zone.zoneID) {
                 let others = share.participants.filter { $0.role != .owner && $0.acceptanceStatus != .removed }
                 let accepted = others.filter { $0.acceptanceStatus == .accepted }
+                let sync = accepted.compactMap { participant -> ParticipantSyncStatus? in
+                    guard let name = participant.userIdentity.userRecordName else { return nil }
+                    let state = server.syncState(of: name)
+                    // Counted in the participant's view of the zone, from the last position they have.
+                    let pending = state?.zoneTokens[zone.zoneID.zoneName].flatMap { token in
+                        try? database.sharedDatabase(for: Caller(userRecordName: name))
+                            .pendingChangeCount(inZone: zone.zoneID.zoneName, since: token)
+                    }
+                    return ParticipantSyncStatus(
+                        userRecordName: name, displayName: participant.userIdentity.displayName,
+                        connected: connected.contains(name), lastSync: state?.lastSync, pending: pending)
+                }
                 statuses.append(ShareStatus(
                     zoneName: zone.zoneID.zoneName, shareName: share.recordID.recordName, title: share.title,
                     rootRecordName: share.rootRecordID?.recordName, publicPermission: share.publicPermission,
-                    participants: others.count, accepted: accepted.count,
-                    connected: accepted.filter { $0.userIdentity.userRecordName.map(connected.contains) ?? false }.count))
+                    participants: others.count, accepted: accepted.count, connected: sync.count { $0.connected },
+                    participantSync: sync))
             }
         }
         return statuses
@@ -297,7 +311,6 @@ public final class NodeService: Service, Sendable {
         case .operationSent(let owner, let operationID, _):
             logger.info("queued write sent", metadata: ["owner": "\(owner)", "operation": "\(operationID)"])
         case .conflict(let owner, let recordID, let resolved):
-            ShareSyncMetrics.conflicts(side: "participant")
             logger.notice(
                 "write conflict",
                 metadata: [
@@ -393,20 +406,43 @@ public final class RunningNode: Sendable {
     }
 }
 
-/// The gauges a scrape reads off the node: connections, participants, the outbox, each replica zone's
-/// lag, and the compression ratio.
+/// The gauges a scrape reads off the node: connections, participants, each share's connected
+/// participants and pending changes, the outbox, each replica zone's lag, and the compression ratio.
 final class NodeGauges: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let lagGauges = Mutex<[String: Gauge]>([:])
+    private let shareGauges = Mutex<[String: [Gauge]]>([:])
 
     init(registry: PrometheusCollectorRegistry) { self.registry = registry }
 
     func refresh(_ node: RunningNode) {
         registry.makeGauge(name: "sharesync_connections", help: "Open participant connections to this owner").set(Int64(node.server.connectionCount))
-        if let shares = try? NodeService.shareStatuses(node.database, connected: node.server.connectedIdentities) {
+        if let shares = try? NodeService.shareStatuses(node.database, server: node.server) {
             registry.makeGauge(name: "sharesync_shares", help: "Shares of the private database").set(Int64(shares.count))
             registry.makeGauge(name: "sharesync_participants", help: "Accepted participants, over every share")
                 .set(Int64(shares.reduce(0) { $0 + $1.accepted }))
+            // Per share: its participants connected now, and the changes waiting for them.
+            var present: Set<String> = []
+            for share in shares {
+                let labels = [("zone", share.zoneName), ("share", share.shareName)]
+                let key = share.zoneName + "\u{0}" + share.shareName
+                present.insert(key)
+                let connected = registry.makeGauge(
+                    name: "sharesync_share_connected_participants", labels: labels,
+                    help: "Accepted participants of a share connected now")
+                connected.set(Int64(share.connected))
+                let pending = registry.makeGauge(
+                    name: "sharesync_share_pending_changes", labels: labels,
+                    help: "Changes of a share's zone not yet served to its participants, summed over those this owner has a position for")
+                pending.set(Int64((share.participantSync ?? []).reduce(0) { $0 + ($1.pending ?? 0) }))
+                shareGauges.withLock { $0[key] = [connected, pending] }
+            }
+            let gone = shareGauges.withLock { gauges -> [Gauge] in
+                let stale = gauges.filter { !present.contains($0.key) }
+                for key in stale.keys { gauges.removeValue(forKey: key) }
+                return stale.values.flatMap { $0 }
+            }
+            for gauge in gone { registry.unregisterGauge(gauge) }
         }
         if let counts = try? node.participant.replica.outboxCounts() {
             for (state, count) in counts {

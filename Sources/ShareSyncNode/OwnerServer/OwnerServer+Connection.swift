@@ -351,43 +351,73 @@ struct Session {
                         .requestRateLimited, "more than \(limit) requests in flight", rule: .maximumRequestsInFlight,
                         retryAfterSeconds: 0.1)))
         }
-        let executor = RequestExecutor(database: server.database, caller: caller)
+        let executor = RequestExecutor(database: server.database, caller: caller, syncStates: server.syncStates)
         let connection = self.connection
         let shared = self.shared
         let outbound = self.outbound
-        let logger = self.logger
+        let logger = Self.requestLogger(logger, request)
         group.addTask {
             defer { shared.endRequest() }
+            let start = ContinuousClock.now
+            let refusal: ShareSyncError?
             switch request.body {
             case .subscribe(let token):
+                logger.debug("owner request: subscription starts")
                 try await SubscriptionPusher.start(
                     id: request.id, token: token, executor: executor, connection: connection, shared: shared, outbound: outbound,
                     logger: logger)
+                return
             case .fetchZoneChanges(let zoneName, let token, let resultsLimit):
-                let start = ContinuousClock.now
                 let key = ZonePageReadAhead.Key(zoneName: zoneName, token: token, resultsLimit: resultsLimit)
                 let answer = await connection.fetchZoneChanges(id: request.id, key, executor: executor, shared: shared)
-                try await connection.writeAnswer(answer, id: request.id, executor: executor, to: outbound)
-                ShareSyncMetrics.request(channel: "owner", request.body.op, duration: ContinuousClock.now - start, error: nil)
+                try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
+                refusal = answer.error
             default:
-                let start = ContinuousClock.now
-                let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.execute(request) }
-                try await connection.writeAnswer(answer, id: request.id, executor: executor, to: outbound)
-                // Refusals are counted by code where they are answered (RequestExecutor.errorResponse).
-                ShareSyncMetrics.request(channel: "owner", request.body.op, duration: ContinuousClock.now - start, error: nil)
+                let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.answer(request) }
+                try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
+                refusal = answer.error
             }
+            let duration = ContinuousClock.now - start
+            // Refusals are counted by code where they are answered (RequestExecutor.errorResponse).
+            ShareSyncMetrics.request(channel: "owner", request.body.op, duration: duration, error: nil)
+            logger.debug(
+                "owner request answered",
+                metadata: [
+                    "outcome": "\(refusal?.code.rawValue ?? "ok")", "duration.ms": "\(duration.inSeconds * 1000)",
+                ])
         }
+    }
+
+    /// The connection's logger with a request's metadata: `request.id` and `request` (its operation),
+    /// and the zone (and share) it names, if any.
+    static func requestLogger(_ connectionLogger: Logger, _ request: Request) -> Logger {
+        var logger = connectionLogger
+        logger[metadataKey: "request.id"] = "\(request.id)"
+        logger[metadataKey: "request"] = "\(request.body.op)"
+        switch request.body {
+        case .fetchZoneChanges(let zoneName, _, _), .fetchRecords(let zoneName, _), .modifyRecords(let zoneName, _, _, _, _):
+            logger[metadataKey: "zone"] = "\(zoneName)"
+        case .leaveShare(let zoneName, let shareRecordName):
+            logger[metadataKey: "zone"] = "\(zoneName)"
+            logger[metadataKey: "share"] = "\(shareRecordName)"
+        case .fetchShareMetadata, .acceptShare, .requestAccess, .fetchDatabaseChanges, .subscribe, .ping:
+            break
+        }
+        return logger
     }
 }
 
 extension ServerConnection {
     /// Runs `body` (a database call, which blocks) on the server's thread pool; if the pool has
     /// stopped (the server is shutting down), the answer is `serviceUnavailable`.
-    func onThreadPool(id: Int, executor: RequestExecutor, _ body: @escaping @Sendable () -> ByteBuffer) async -> ByteBuffer {
+    func onThreadPool(
+        id: Int, executor: RequestExecutor, _ body: @escaping @Sendable () -> (payload: ByteBuffer, error: ShareSyncError?)
+    ) async -> (payload: ByteBuffer, error: ShareSyncError?) {
         do {
             return try await server.threadPool.runIfActive(body)
         } catch {
-            return executor.errorResponse(id: id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)"))
+            let refusal = ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)")
+            return (executor.errorResponse(id: id, refusal), refusal)
         }
     }
 }

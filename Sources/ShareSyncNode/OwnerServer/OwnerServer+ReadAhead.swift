@@ -46,8 +46,10 @@ extension RequestExecutor {
     }
 
     /// The response to a `fetchZoneChanges` request, from `readAhead` if nothing was written since it
-    /// was read, else read now; and the token of the page after it, if there is one.
-    func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, readAhead: ZonePage?) -> (ByteBuffer, next: ServerChangeToken?) {
+    /// was read, else read now; the token of the page after it, if there is one; the error answered, if any.
+    func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, readAhead: ZonePage?)
+        -> (ByteBuffer, next: ServerChangeToken?, error: ShareSyncError?)
+    {
         do {
             let page: FeedPage<Data>
             if let readAhead, readAhead.generation == database.changeGeneration {
@@ -56,28 +58,35 @@ extension RequestExecutor {
                 page = try readZonePage(key).page
             }
             let response = try MessageCoding.encode(Response(id: id, ok: ZoneChangesPage(page)))
-            return (response, page.moreComing ? page.changeToken : nil)
+            syncStates?.served(caller.userRecordName, zoneName: key.zoneName, token: page.changeToken)
+            return (response, page.moreComing ? page.changeToken : nil, nil)
         } catch {
-            return (errorResponse(id: id, error), nil)
+            return (errorResponse(id: id, error), nil, error)
         }
     }
 }
 
 extension ServerConnection {
     /// Serves a `fetchZoneChanges`, from the page read ahead if it is the one asked for, and reads the
-    /// page after it ahead.
-    func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, executor: RequestExecutor, shared: ConnectionShared) async -> ByteBuffer {
+    /// page after it ahead. Returns the answer, and the error it carries if the request was refused.
+    func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, executor: RequestExecutor, shared: ConnectionShared) async
+        -> (payload: ByteBuffer, error: ShareSyncError?)
+    {
+        if let token = key.token {
+            server.syncStates.acknowledged(executor.caller.userRecordName, zoneName: key.zoneName, token: token)
+        }
         let ahead = shared.readAhead.withLock { slot -> EventLoopFuture<RequestExecutor.ZonePage?>? in
             defer { slot = nil }
             return slot?.key == key ? slot?.page : nil
         }
         let page = try? await ahead?.get()
         let threadPool = server.threadPool
-        let answer: (ByteBuffer, next: ServerChangeToken?)
+        let answer: (ByteBuffer, next: ServerChangeToken?, error: ShareSyncError?)
         do {
             answer = try await threadPool.runIfActive { executor.fetchZoneChanges(id: id, key, readAhead: page ?? nil) }
         } catch {
-            return executor.errorResponse(id: id, ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)"))
+            let refusal = ShareSyncError(.serviceUnavailable, "the server is shutting down: \(error)")
+            return (executor.errorResponse(id: id, refusal), refusal)
         }
         if let next = answer.next {
             let nextKey = ZonePageReadAhead.Key(zoneName: key.zoneName, token: next, resultsLimit: key.resultsLimit)
@@ -86,7 +95,7 @@ extension ServerConnection {
             }.recover { _ in nil }
             shared.readAhead.withLock { $0 = ZonePageReadAhead(key: nextKey, page: read) }
         }
-        return answer.0
+        return (answer.0, answer.error)
     }
 }
 

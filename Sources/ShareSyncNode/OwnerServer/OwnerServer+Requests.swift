@@ -10,17 +10,22 @@ import ShareSyncWire
 struct RequestExecutor: Sendable {
     let database: PrivateDatabase
     let caller: Caller
+    /// Where the changes served to the caller are noted (the owner server's; none in process).
+    var syncStates: ParticipantSyncStates? = nil
 
     var view: SharedDatabaseView { database.sharedDatabase(for: caller) }
 
     func zoneID(_ zoneName: String) -> RecordZone.ID { RecordZone.ID(zoneName: zoneName, ownerName: database.ownerName) }
 
     /// The response frame for a request: `{"id", "ok"}` or `{"id", "error"}`.
-    func execute(_ request: Request) -> ByteBuffer {
+    func execute(_ request: Request) -> ByteBuffer { answer(request).payload }
+
+    /// The response frame for a request, and the error it answers if it was refused.
+    func answer(_ request: Request) -> (payload: ByteBuffer, error: ShareSyncError?) {
         do {
-            return try run(request)
+            return (try run(request), nil)
         } catch {
-            return errorResponse(id: request.id, error)
+            return (errorResponse(id: request.id, error), error)
         }
     }
 
@@ -47,9 +52,14 @@ struct RequestExecutor: Sendable {
             try database.requestAccess(url: url, as: caller)
             return try ok(id, EmptyResult())
         case .fetchDatabaseChanges(let token, let limit):
-            return try ok(id, DatabaseChangesResult(try view.fetchDatabaseChanges(since: token, resultsLimit: limit)))
+            let answer = try ok(id, DatabaseChangesResult(try view.fetchDatabaseChanges(since: token, resultsLimit: limit)))
+            syncStates?.servedDatabaseChanges(caller.userRecordName)
+            return answer
         case .fetchZoneChanges(let zoneName, let token, let limit):
-            return try ok(id, ZoneChangesResult(try view.fetchZoneChanges(zoneID(zoneName), since: token, resultsLimit: limit)))
+            let changes = try view.fetchZoneChanges(zoneID(zoneName), since: token, resultsLimit: limit)
+            let answer = try ok(id, ZoneChangesResult(changes))
+            syncStates?.served(caller.userRecordName, zoneName: zoneName, token: changes.changeToken)
+            return answer
         case .fetchRecords(let zoneName, let names):
             try checkCount(names.count)
             let ids = names.map { Record.ID(recordName: $0, zoneID: zoneID(zoneName)) }

@@ -79,6 +79,10 @@ enum SubscriptionPusher {
             }
             try await write(payload, to: outbound, within: connection.server.configuration.pushWriteTimeout, connection: connection, logger: logger)
             ShareSyncMetrics.pushSent()
+            let states = connection.server.syncStates
+            let caller = executor.caller.userRecordName
+            states.servedDatabaseChanges(caller)
+            for zone in push.zoneChanges { states.served(caller, zoneName: zone.zoneName, token: zone.token) }
             cursor = push.token
         }
     }

@@ -97,13 +97,16 @@ public final class OwnerServer: Sendable {
     let registry: ConnectionRegistry
     /// Pushes shared between a caller's connections.
     let pushes: PushCache
+    /// What each participant was served.
+    let syncStates: ParticipantSyncStates
 
     private init(
         database: PrivateDatabase, identity: NodeIdentity, configuration: Configuration, logger: Logger,
         group: MultiThreadedEventLoopGroup, threadPool: NIOThreadPool, listener: any Channel, accepting: Task<Void, Never>,
-        registry: ConnectionRegistry, pushes: PushCache
+        registry: ConnectionRegistry, pushes: PushCache, syncStates: ParticipantSyncStates
     ) {
         self.pushes = pushes
+        self.syncStates = syncStates
         self.database = database
         self.identity = identity
         self.configuration = configuration
@@ -145,9 +148,10 @@ public final class OwnerServer: Sendable {
         threadPool.start()
         let registry = ConnectionRegistry()
         let pushes = PushCache()
+        let syncStates = ParticipantSyncStates()
         let context = ServerContext(
             database: database, identity: identity, configuration: configuration, logger: logger,
-            threadPool: threadPool, registry: registry, tls: tls, pushes: pushes)
+            threadPool: threadPool, registry: registry, tls: tls, pushes: pushes, syncStates: syncStates)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -180,7 +184,8 @@ public final class OwnerServer: Sendable {
             }
             let server = OwnerServer(
                 database: database, identity: identity, configuration: configuration, logger: logger, group: group,
-                threadPool: threadPool, listener: listener.channel, accepting: accepting, registry: registry, pushes: pushes)
+                threadPool: threadPool, listener: listener.channel, accepting: accepting, registry: registry, pushes: pushes,
+                syncStates: syncStates)
             logger.info(
                 "owner server listening",
                 metadata: ["port": "\(server.port)", "transport": "\(configuration.allowCleartext ? "TLS or cleartext (loopback)" : "TLS")"])
@@ -198,6 +203,11 @@ public final class OwnerServer: Sendable {
 
     /// The user record names of the identities connected now (authenticated).
     public var connectedIdentities: Set<String> { registry.connectedIdentities }
+
+    /// What this server knows of a participant's sync (by user record name, as ``connectedIdentities``
+    /// names them): when it last served them changes and how far into each zone. `nil` if it has not
+    /// served or heard from them since it started.
+    public func syncState(of userRecordName: String) -> ParticipantSyncState? { syncStates.state(of: userRecordName) }
 
     /// The address this owner advertises (the one its share URLs name), as every `welcome` tells it;
     /// `nil` until set.
@@ -249,6 +259,8 @@ struct ServerContext: Sendable {
     let tls: NIOSSLContext
     /// Pushes shared between a caller's connections (``PushCache``).
     let pushes: PushCache
+    /// What each participant was served (``ParticipantSyncStates``).
+    let syncStates: ParticipantSyncStates
 }
 
 /// The open connections, and how many each identity has.

@@ -1,5 +1,6 @@
 import ShareSyncCore
 import ShareSyncStore
+import ShareSyncWire
 
 // Sending the outbox: the owner's pending writes, oldest first. A write the owner accepted leaves the
 // outbox; one answered with a conflict or a refusal stays in it, as `conflict` or `refused`, until the
@@ -55,6 +56,7 @@ extension ParticipantOwnerLink {
                 if error.code == .serverRecordChanged {
                     conflicts.append(error)
                     if configuration.mergeConflict == nil {
+                        ShareSyncMetrics.conflicts(side: "participant")
                         hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: false))
                     }
                 } else if error.code != .batchRequestFailed {
@@ -147,6 +149,7 @@ extension ParticipantOwnerLink {
             guard case .failure(let error) = result.saveResults[record.recordID] else { continue }
             if error.code == .serverRecordChanged, let server = error.serverRecord {
                 conflicts += 1
+                ShareSyncMetrics.conflicts(side: "participant")
                 let merged = mergeConflict(record, server)
                 hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: merged != nil))
                 if var merged {

@@ -326,10 +326,11 @@ public final class ParticipantSync: Sendable {
         let outboxEmpty = try replica.pendingOperations(owner: owner).isEmpty
         if let connection = link?.activeConnection, outboxEmpty {
             do {
-                return .sent(
-                    try await connection.modifyRecords(
-                        zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy,
-                        atomically: atomically))
+                let result = try await connection.modifyRecords(
+                    zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically)
+                // Answered at once, so not kept in the outbox and not an event: counted here.
+                ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
+                return .sent(result)
             } catch where ParticipantOwnerLink.isTransient(error) {
                 if !queueWhenUnreachable { throw error }
                 logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
