@@ -145,7 +145,9 @@ public final class Container: Sendable {
     /// The shared database: the zones and records others share with this node, as its replica holds them.
     public var sharedDatabase: Database { Database(container: self, scope: .shared) }
 
-    /// Who the node is and where it listens.
+    /// Who the node is and where it listens, and the sync state of each share it owns (each participant:
+    /// connected, last sync, pending changes) and of each zone of its shared database (connected, last
+    /// sync, lag, records, outbox writes pending, in conflict and refused): what `sharesync status` shows.
     public func status() async throws(ShareSyncError) -> NodeStatus {
         try await transport.call(.status)
     }

@@ -234,7 +234,7 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var options: NodeOptions
 
     func run() async throws {
-        try await callNode(options, .status, as: NodeStatus.self) { status in
+        try await runOnNode(options) { (status: NodeStatus) in
             var lines = [
                 "user record name: \(status.userRecordName)",
                 "fingerprint: \(status.fingerprint)",
@@ -273,6 +273,6 @@ struct StatusCommand: AsyncParsableCommand {
                         + (replica.refused > 0 ? ", \(replica.refused) refused" : ""))
             }
             return lines.joined(separator: "\n")
-        }
+        } _: { try await $0.status() }
     }
 }

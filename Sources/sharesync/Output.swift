@@ -230,7 +230,11 @@ func runOnNode<T: Encodable>(_ options: NodeOptions, human: (T) -> String, _ bod
     }
 }
 
-/// Sends one control request to the node (for what the library has no call for) and prints its result.
+/// Sends one control request to the node through the library's `Container` and prints its result. For
+/// commands whose output is that request's answer as it is (`zone create`, `record list`, `changes`,
+/// `leave`, `owner address`, …): the library's `Database` methods send these same requests to the same
+/// handler, so the CLI and the library do not drift apart; they only reshape the answer into CloudKit's
+/// types, which would change the CLI's documented JSON.
 func callNode<T: Codable & Sendable>(
     _ options: NodeOptions, _ request: ControlRequest, as type: T.Type, human: (T) -> String
 ) async throws {

@@ -463,11 +463,17 @@ public struct Done: Codable, Sendable, Hashable {
 
 /// What `sharesync status` shows about the running node.
 public struct NodeStatus: Codable, Sendable, Hashable {
+    /// The node's user record name (`_` and its key's fingerprint).
     public var userRecordName: String
+    /// The fingerprint of the node's identity key, as share URLs pin it.
     public var fingerprint: String
+    /// The name the node shows to others.
     public var displayName: String
+    /// Where the owner server listens.
     public var listen: HostAndPort
+    /// The address share URLs give participants (`--advertise`, else `listen`).
     public var advertised: HostAndPort
+    /// Participant connections to the owner server open now.
     public var connections: Int
     /// The writes to shared zones in the outbox, by state (filled in by the control handler).
     public var outbox: OutboxCounts? = nil
@@ -479,11 +485,15 @@ public struct NodeStatus: Codable, Sendable, Hashable {
 
 /// A share of this node's private database, as `status` shows it.
 public struct ShareStatus: Codable, Sendable, Hashable {
+    /// The shared zone.
     public var zoneName: String
+    /// The share record's name.
     public var shareName: String
+    /// The share's title (`cloudkit.title`), if set.
     public var title: String?
     /// The shared hierarchy's root record (`nil` for a zone-wide share).
     public var rootRecordName: String?
+    /// What anyone with the URL may do (`none`: invited participants only).
     public var publicPermission: Participant.Permission
     /// Participants other than the owner (invited, accepted, public users).
     public var participants: Int
@@ -544,9 +554,11 @@ public struct ParticipantSyncStatus: Codable, Sendable, Hashable {
 
 /// A zone of the shared database (a share this node accepted), as `status` shows it.
 public struct ReplicaStatus: Codable, Sendable, Hashable {
+    /// The owner's user record name.
     public var ownerName: String
     /// The owner's name, as its shares give it (when known).
     public var ownerDisplayName: String?
+    /// The zone's name in the owner's database.
     public var zoneName: String
     /// The link to the owner: `connecting`, `syncing` (catching up), `following` (connected, caught up,
     /// changes arrive as pushes), `waitingToReconnect` or `stopped`.
@@ -559,18 +571,25 @@ public struct ReplicaStatus: Codable, Sendable, Hashable {
     public var lagSeconds: Double?
     /// Records in the replica's zone.
     public var records: Int
-    /// This node's writes to the zone waiting for the owner, in conflict, and refused.
+    /// This node's writes to the zone waiting for the owner (in the outbox).
     public var pending: Int
+    /// This node's writes to the zone the owner refused as conflicts (`serverRecordChanged`), waiting
+    /// for `outbox resolve`.
     public var conflicts: Int
+    /// This node's writes to the zone the owner refused for good (permissions, limits), kept until `outbox discard`.
     public var refused: Int
 }
 
 /// How many writes to shared zones wait in the outbox, by state.
 public struct OutboxCounts: Codable, Sendable, Hashable {
+    /// Writes waiting to be sent or answered.
     public var pending: Int
+    /// Writes the owner refused as conflicts, waiting to be resolved.
     public var conflicts: Int
+    /// Writes the owner refused for good.
     public var refused: Int
 
+    /// Counts by state.
     public init(pending: Int, conflicts: Int, refused: Int) {
         self.pending = pending
         self.conflicts = conflicts
