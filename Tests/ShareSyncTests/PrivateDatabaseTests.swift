@@ -148,6 +148,34 @@ import Testing
         }
     }
 
+    /// `databaseChanges` a page at a time: `moreComing` until every zone was given, then nothing new.
+    @Test(arguments: bothModes)
+    func databaseChangesInPages(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            let names = (0..<5).map { "Zone\($0)" }
+            for name in names { try await db.save(RecordZone(zoneID: RecordZone.ID(zoneName: name))) }
+            var token: ServerChangeToken?
+            var seen: [String] = []
+            var pageSizes: [Int] = []
+            repeat {
+                let page = try await db.databaseChanges(since: token, resultsLimit: 2)
+                seen += page.modifiedZoneIDs.map(\.zoneName)
+                pageSizes.append(page.modifiedZoneIDs.count + page.deletedZoneIDs.count)
+                token = page.changeToken
+                if !page.moreComing { break }
+            } while pageSizes.count < 10
+            #expect(Set(names).isSubset(of: Set(seen)))
+            #expect(pageSizes.count >= 3 && pageSizes.allSatisfy { $0 <= 2 })
+            let nothing = try await db.databaseChanges(since: token)
+            #expect(nothing.modifiedZoneIDs.isEmpty && nothing.deletedZoneIDs.isEmpty && !nothing.moreComing)
+
+            try await db.deleteRecordZone(withID: RecordZone.ID(zoneName: "Zone3"))
+            let after = try await db.databaseChanges(since: token, resultsLimit: 2)
+            #expect(after.deletedZoneIDs.map(\.zoneName) == ["Zone3"] && !after.moreComing)
+        }
+    }
+
     @Test(arguments: bothModes)
     func sharedDatabaseRefusesOwnerOnlyCalls(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
