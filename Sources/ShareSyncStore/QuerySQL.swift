@@ -5,8 +5,8 @@ import ShareSyncCore
 /// A ``Query`` as SQL over a record table whose `json` column holds the record's JSON form: the
 /// conditions become a `WHERE` clause on `json_extract` of the fields, the sort descriptors an
 /// `ORDER BY`. SQLite evaluates them while it walks the zone's records of the query's type (the type
-/// index), or the parent's children for `parent ==` (the parent index), in the private database and the
-/// replica alike: no record is decoded unless it matches.
+/// index), or in the private database the parent's children for `parent ==` (the parent index; the
+/// replica walks the type index for those too): no record is decoded unless it matches.
 struct QuerySQL {
     /// Conditions after `WHERE` (each starting with ` AND `).
     var conditions = ""
@@ -146,15 +146,14 @@ extension PrivateDatabase {
 }
 
 extension SharedDatabaseReplica {
-    /// The SQL expression for a replicated record's parent's record name: queries compare it, and the
-    /// index `replicaRecord_parent` (migration `replica-v7-query-indexes`) is built on it.
+    /// The SQL expression for a replicated record's parent's record name, which `parent ==` compares.
     static let parentExpression = "json_extract(json, '$.parent.recordName')"
 
     /// The records of a shared zone in the replica that match a query, like
     /// ``PrivateDatabase/records(matching:inZoneWith:resultsLimit:cursor:)``, with the same comparisons.
     /// The zone's owner is the ID's ``RecordZone/ID/ownerName``; a zone not shared with this node is
-    /// `zoneNotFound`. SQLite walks the zone's records of the query's type (index `replicaRecord_type`),
-    /// or, for `parent ==`, the parent's children (`replicaRecord_parent`).
+    /// `zoneNotFound`. SQLite walks the zone's records of the query's type (index `replicaRecord_type`,
+    /// also for `parent ==`: see migration `replica-v7-query-indexes` for why there is no parent index).
     public func records(
         matching query: Query, inZoneWith zoneID: RecordZone.ID, resultsLimit: Int = QueryResults.maximumResultsLimit,
         cursor: QueryResults.Cursor? = nil
@@ -187,22 +186,19 @@ extension SharedDatabaseReplica {
     }
 
     /// The statement of ``records(matching:inZoneWith:resultsLimit:cursor:)`` and its arguments (the
-    /// tests read its query plan). As in the private database, it names the index that narrows most:
-    /// without statistics SQLite may walk the primary key instead, to save the sort by name.
+    /// tests read its query plan). It names the type index: without statistics SQLite may walk the
+    /// primary key instead, to save the sort by name.
     static func querySQL(
         _ query: Query, inZoneWith zoneID: RecordZone.ID, limit: Int, offset: Int
     ) -> (sql: String, arguments: StatementArguments) {
         let sql = QuerySQL(query, table: "replicaRecord", parent: parentExpression)
-        let index =
-            query.predicate.contains { $0.key == Query.SystemKey.parent && $0.comparator == .equals }
-            ? "replicaRecord_parent" : "replicaRecord_type"
         var arguments: StatementArguments = [zoneID.ownerName, zoneID.zoneName, query.recordType]
         _ = arguments.append(contentsOf: sql.arguments)
         _ = arguments.append(contentsOf: StatementArguments(sql.orderArguments))
         _ = arguments.append(contentsOf: [limit, offset])
         return (
             """
-            SELECT json FROM replicaRecord INDEXED BY \(index) WHERE owner = ? AND zone = ? AND type = ?\(sql.conditions)
+            SELECT json FROM replicaRecord INDEXED BY replicaRecord_type WHERE owner = ? AND zone = ? AND type = ?\(sql.conditions)
             ORDER BY \(sql.order) LIMIT ? OFFSET ?
             """,
             arguments
