@@ -415,11 +415,16 @@ final class NodeGauges: Sendable {
 
     init(registry: PrometheusCollectorRegistry) { self.registry = registry }
 
+    /// The gauge `name` with `labels` (made on first use, then the same one).
+    private func gauge(_ name: String, labels: [(String, String)] = [], help: String) -> Gauge {
+        registry.makeGauge(descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help), labels: labels)
+    }
+
     func refresh(_ node: RunningNode) {
-        registry.makeGauge(name: "sharesync_connections", help: "Open participant connections to this owner").set(Int64(node.server.connectionCount))
+        gauge("sharesync_connections", help: "Open participant connections to this owner").set(Int64(node.server.connectionCount))
         if let shares = try? NodeService.shareStatuses(node.database, server: node.server) {
-            registry.makeGauge(name: "sharesync_shares", help: "Shares of the private database").set(Int64(shares.count))
-            registry.makeGauge(name: "sharesync_participants", help: "Accepted participants, over every share")
+            gauge("sharesync_shares", help: "Shares of the private database").set(Int64(shares.count))
+            gauge("sharesync_participants", help: "Accepted participants, over every share")
                 .set(Int64(shares.reduce(0) { $0 + $1.accepted }))
             // Per share: its participants connected now, and the changes waiting for them.
             var present: Set<String> = []
@@ -427,12 +432,10 @@ final class NodeGauges: Sendable {
                 let labels = [("zone", share.zoneName), ("share", share.shareName)]
                 let key = share.zoneName + "\u{0}" + share.shareName
                 present.insert(key)
-                let connected = registry.makeGauge(
-                    name: "sharesync_share_connected_participants", labels: labels,
+                let connected = gauge("sharesync_share_connected_participants", labels: labels,
                     help: "Accepted participants of a share connected now")
                 connected.set(Int64(share.connected))
-                let pending = registry.makeGauge(
-                    name: "sharesync_share_pending_changes", labels: labels,
+                let pending = gauge("sharesync_share_pending_changes", labels: labels,
                     help: "Changes of a share's zone not yet served to its participants, summed over those this owner has a position for")
                 pending.set(Int64((share.participantSync ?? []).reduce(0) { $0 + ($1.pending ?? 0) }))
                 shareGauges.withLock { $0[key] = [connected, pending] }
@@ -446,13 +449,12 @@ final class NodeGauges: Sendable {
         }
         if let counts = try? node.participant.replica.outboxCounts() {
             for (state, count) in counts {
-                registry.makeGauge(
-                    name: "sharesync_outbox_operations", labels: [("state", state.rawValue)],
+                gauge("sharesync_outbox_operations", labels: [("state", state.rawValue)],
                     help: "This node's writes to shared zones in the outbox"
                 ).set(Int64(count))
             }
         }
-        registry.makeGauge(name: "sharesync_compression_ratio", help: "Wire bytes per payload byte, both directions")
+        gauge("sharesync_compression_ratio", help: "Wire bytes per payload byte, both directions")
             .set(ShareSyncMetrics.compressionRatio)
         // Sync lag per replicated zone; zones that left the replica lose their gauge.
         let zones = (try? node.participant.replica.allZones()) ?? []
@@ -461,11 +463,10 @@ final class NodeGauges: Sendable {
             let key = zoneID.ownerName + "\u{0}" + zoneID.zoneName
             present.insert(key)
             let lag = node.participant.syncLag(owner: zoneID.ownerName) ?? .zero
-            let gauge = registry.makeGauge(
-                name: "sharesync_replica_lag_seconds", labels: [("owner", zoneID.ownerName), ("zone", zoneID.zoneName)],
+            let lagGauge = gauge("sharesync_replica_lag_seconds", labels: [("owner", zoneID.ownerName), ("zone", zoneID.zoneName)],
                 help: "How far behind its owner a shared zone may be (0 while following its pushes)")
-            gauge.set(lag.inSeconds)
-            lagGauges.withLock { $0[key] = gauge }
+            lagGauge.set(lag.inSeconds)
+            lagGauges.withLock { $0[key] = lagGauge }
         }
         let gone = lagGauges.withLock { gauges -> [Gauge] in
             let stale = gauges.filter { !present.contains($0.key) }
