@@ -537,7 +537,7 @@ public struct ParticipantSyncStatus: Codable, Sendable, Hashable {
     /// `nil` if it has not since it started.
     public var lastSync: Date?
     /// How many changes of the share's zone in their view they have not been served yet: records
-    /// changed, added to or removed from what they see since the last position served to (or sent by)
+    /// changed, added to or removed from what they see since the last position served to
     /// their node, each record once. 0 while they follow the owner's pushes; `nil` when this owner has
     /// no position for them (it restarted since they last connected) or the position is too old to count from.
     public var pending: Int?

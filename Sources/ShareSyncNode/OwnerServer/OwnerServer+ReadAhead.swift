@@ -72,9 +72,6 @@ extension ServerConnection {
     func fetchZoneChanges(id: Int, _ key: ZonePageReadAhead.Key, executor: RequestExecutor, shared: ConnectionShared) async
         -> (payload: ByteBuffer, error: ShareSyncError?)
     {
-        if let token = key.token {
-            server.syncStates.acknowledged(executor.caller.userRecordName, zoneName: key.zoneName, token: token)
-        }
         let ahead = shared.readAhead.withLock { slot -> EventLoopFuture<RequestExecutor.ZonePage?>? in
             defer { slot = nil }
             return slot?.key == key ? slot?.page : nil

@@ -12,7 +12,8 @@ public struct ParticipantSyncState: Sendable, Hashable {
     /// or a push. `nil` if it has not since it started.
     public var lastSync: Date?
     /// Per zone name, the position in their feed of the zone they have: the token of the last page or
-    /// push of the zone served to them, or the token their node last sent for it, whichever came last.
+    /// push of the zone served to them. (Only what was served: a token a node merely sends, for a zone
+    /// it may not see, is not kept, so no caller can grow this map with names of its choosing.)
     public var zoneTokens: [String: ServerChangeToken]
 
     /// A state: when the owner last served changes, and each zone's last token.
@@ -37,11 +38,6 @@ final class ParticipantSyncStates: Sendable {
     /// The list of changed zones was served to `userRecordName` (no zone's position moves).
     func servedDatabaseChanges(_ userRecordName: String, at date: Date = Date()) {
         states.withLock { $0[userRecordName, default: ParticipantSyncState()].lastSync = date }
-    }
-
-    /// `userRecordName`'s node asked for the changes of `zoneName` after `token`: it has everything before.
-    func acknowledged(_ userRecordName: String, zoneName: String, token: ServerChangeToken) {
-        states.withLock { $0[userRecordName, default: ParticipantSyncState()].zoneTokens[zoneName] = token }
     }
 
     /// The state of one participant, if the server has served or heard from them since it started.
