@@ -33,7 +33,8 @@ enum SubscriptionPusher {
         }
         guard let (wakes, wake) = shared.replaceSubscription() else { return shared.endRequest() }
         let database = executor.database
-        let observer = database.addCommitObserver { wake.yield() }
+        // A commit during one of this connection's writes wakes it once that write is answered.
+        let observer = database.addCommitObserver { if shared.commitObserved() { wake.yield() } }
         defer { database.removeCommitObserver(observer) }
         do {
             defer { shared.endRequest() }
