@@ -13,10 +13,7 @@ import Testing
             try await withNode(mode, name: "Bob") { bob in
                 try await withNode(mode, name: "Carol") { carol in
                     let db = alice.container.privateDatabase
-                    try await db.save(RecordZone(zoneID: Self.zoneID))
-                    var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
-                    topic["title"] = "Groceries"
-                    try await db.save(topic)
+                    try await saveTopic(in: db, zone: Self.zoneID)
                     let closed = try await db.createShare(forZone: Self.zoneID, title: "Closed")
                     let closedURL = try #require(closed.url)
                     // A share that does not take requests refuses them as CloudKit does a URL one is not
@@ -78,14 +75,8 @@ import Testing
         try await withNode(mode, name: "Alice") { alice in
             try await withNode(mode, name: "Bob") { bob in
                 let db = alice.container.privateDatabase
-                try await db.save(RecordZone(zoneID: Self.zoneID))
-                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
-                topic["title"] = "Groceries"
-                try await db.save(topic)
-                let share = try await db.createShare(forZone: Self.zoneID)
-                let invitation = try await db.invite(
-                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                try await saveTopic(in: db, zone: Self.zoneID)
+                try await bob.join(try await db.createShare(forZone: Self.zoneID), of: db, permission: .readWrite)
                 #expect(try await bob.container.outbox().isEmpty)
 
                 // The owner goes away; Bob's write waits in the outbox.

@@ -46,10 +46,7 @@ import Testing
             try await withNode(mode, name: "Bob") { bob in
                 try await withNode(mode, name: "Carol") { carol in
                     let db = alice.container.privateDatabase
-                    try await db.save(RecordZone(zoneID: Self.zoneID))
-                    var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
-                    topic["title"] = "T"
-                    try await db.save(topic)
+                    let topic = try await saveTopic(in: db, zone: Self.zoneID, title: "T")
                     var share = try await db.createShare(rootRecordID: topic.recordID)
                     #expect(share.publicPermission == .none)
 

@@ -71,9 +71,7 @@ import Testing
                 try await db.save(RecordZone(zoneID: Self.topics))
                 try await db.save(Self.note("a", in: Self.topics, "A"))
                 let share = try await db.createShare(forZone: Self.topics)
-                let invitation = try await db.invite(
-                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readOnly, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                try await bob.join(share, of: db, permission: .readOnly)
 
                 let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
                 var copy = try await bob.container.sharedDatabase.record(for: Record.ID(recordName: "a", zoneID: sharedZone))

@@ -118,9 +118,7 @@ import Testing
                 let db = alice.container.privateDatabase
                 try await Self.fill(db)
                 let share = try await db.createShare(forZone: Self.zoneID)
-                let invitation = try await db.invite(
-                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readOnly, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                try await bob.join(share, of: db, permission: .readOnly)
 
                 // Bob's queries read his replica of Alice's zone, named by her user record name.
                 let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)

@@ -60,6 +60,29 @@ final class TestNode: Sendable {
     }
 }
 
+extension TestNode {
+    /// The owner (`db`, a private database) invites this node's user to `share` with `permission` (and
+    /// `role`), and this node accepts: the share's zone is then in its shared database.
+    @discardableResult
+    func join(
+        _ share: Share, of db: Database, permission: Participant.Permission, role: Participant.Role = .privateUser
+    ) async throws -> Invitation {
+        let invitation = try await db.invite(
+            UserIdentity.LookupInfo(userRecordName: userRecordName), permission: permission, role: role, to: share)
+        _ = try await container.accept(invitation.url, timeout: .seconds(30))
+        return invitation
+    }
+}
+
+/// Creates `zoneID` in `db` and saves the topic record "topic" in it, titled `title`.
+@discardableResult
+func saveTopic(in db: Database, zone zoneID: RecordZone.ID, title: FieldValue = "Groceries") async throws -> Record {
+    try await db.save(RecordZone(zoneID: zoneID))
+    var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: zoneID))
+    topic["title"] = title
+    return try await db.save(topic)
+}
+
 /// Runs `body` with a node, closing it whatever happens.
 func withNode<T>(_ mode: Container.Mode, name: String = "Alice", _ body: (TestNode) async throws -> T) async throws -> T {
     let node = try await TestNode.open(mode, name: name)

@@ -253,8 +253,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             note["title"] = "Milk"
             try await db.save(note)
             let share = try await db.createShare(forZone: Self.zoneID)
-            let invitation = try await db.invite(UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
-            _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+            try await bob.join(share, of: db, permission: .readWrite)
 
             let store = AppStore()
             let (engine, events) = store.startEngine(bob.container.sharedDatabase, automatic: false)
@@ -352,14 +351,9 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 #expect(Self.fetchedZones(store).isEmpty)  // nothing shared with Bob yet
 
                 let db = alice.container.privateDatabase
-                try await db.save(RecordZone(zoneID: Self.zoneID))
-                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
-                topic["title"] = "Groceries"
-                try await db.save(topic)
+                let topic = try await saveTopic(in: db, zone: Self.zoneID)
                 let share = try await db.createShare(rootRecordID: topic.recordID)
-                let invitation = try await db.invite(
-                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readOnly, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                try await bob.join(share, of: db, permission: .readOnly)
 
                 // The accepted zone appears: a modification, named with Alice's user record name.
                 let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)

@@ -63,14 +63,8 @@ import Testing
         try await withNode(mode, name: "Alice") { alice in
             try await withNode(mode, name: "Bob") { bob in
                 let db = alice.container.privateDatabase
-                try await db.save(RecordZone(zoneID: Self.topics))
-                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.topics))
-                topic["title"] = "Groceries"
-                try await db.save(topic)
-                let share = try await db.createShare(rootRecordID: topic.recordID)
-                let invitation = try await db.invite(
-                    UserIdentity.LookupInfo(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let topic = try await saveTopic(in: db, zone: Self.topics)
+                try await bob.join(try await db.createShare(rootRecordID: topic.recordID), of: db, permission: .readWrite)
 
                 // Bob finds Alice's zone by its ID in his shared database, with or without her name in it.
                 let shared = bob.container.sharedDatabase
