@@ -134,6 +134,14 @@ package struct JSONReader {
         return values
     }
 
+    /// Reads a value with `body` and returns it with a copy of the bytes it spans.
+    package mutating func captured<T>(_ body: (inout JSONReader) throws(JSONFallback) -> T) throws(JSONFallback) -> (T, Data) {
+        skipWhitespace()
+        let start = index
+        let value = try body(&self)
+        return (value, Data(bytes: base + start, count: index - start))
+    }
+
     /// Skips the value at the reader after checking that it is well-formed JSON the reader reads
     /// (see the type's description for what falls back).
     package mutating func skipValue(depth: Int = 0) throws(JSONFallback) {

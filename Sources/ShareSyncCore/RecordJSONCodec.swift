@@ -229,6 +229,17 @@ extension JSONReader {
         return record
     }
 
+    /// Reads a record as ``record()`` does and keeps the bytes it came in as its ``EncodedRecord/json``
+    /// (encoded again only when they carry changed keys, which a stored record never holds).
+    package mutating func encodedRecord() throws(JSONFallback) -> EncodedRecord {
+        let (record, json) = try captured { r throws(JSONFallback) in try r.record() }
+        guard record.changedKeys.isEmpty, !record.parentChanged else {
+            guard let encoded = try? EncodedRecord(record) else { throw JSONFallback() }
+            return encoded
+        }
+        return EncodedRecord(recordID: record.recordID, recordType: record.recordType, json: json)
+    }
+
     private mutating func zoneID() throws(JSONFallback) -> RecordZone.ID {
         var zoneName: String?
         var owner: String?

@@ -15,6 +15,12 @@ extension SharedDatabaseReplica {
     /// (``ShareSyncError/Code/invalidArguments`` otherwise, and nothing is changed). The owner must have
     /// been added with ``setOwner(_:)``.
     public func apply(_ changes: ZoneChanges, owner: String) throws(ShareSyncError) {
+        try apply(try encoded(changes, owner: owner), owner: owner)
+    }
+
+    /// ``apply(_:owner:)-(ZoneChanges,_)`` with each record as the bytes it came in: what the sync
+    /// engine applies, storing the bytes without decoding and encoding them again.
+    package func apply(_ changes: EncodedZoneChanges, owner: String) throws(ShareSyncError) {
         try write { db in
             try requireOwner(db, owner)
             try applyZoneChanges(db, changes, owner: owner)
@@ -41,7 +47,7 @@ extension SharedDatabaseReplica {
         try write { db in
             try requireOwner(db, owner)
             try applyDatabaseChanges(db, databaseChanges, owner: owner)
-            for changes in zoneChanges { try applyZoneChanges(db, changes, owner: owner) }
+            for changes in zoneChanges { try applyZoneChanges(db, try encoded(changes, owner: owner), owner: owner) }
             try db.executeCached("UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", [token.stringValue, owner])
         }
     }
@@ -58,7 +64,7 @@ extension SharedDatabaseReplica {
 
     // MARK: Inside a transaction
 
-    func applyZoneChanges(_ db: Database, _ changes: ZoneChanges, owner: String) throws {
+    func applyZoneChanges(_ db: Database, _ changes: EncodedZoneChanges, owner: String) throws {
         let zoneID = changes.zoneID
         try checkOwner(zoneID, owner)
         if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { return }  // left locally: stays out
@@ -68,9 +74,23 @@ extension SharedDatabaseReplica {
             "UPDATE replicaZone SET token = ? WHERE owner = ? AND zone = ?", [changes.changeToken.stringValue, owner, zoneID.zoneName])
     }
 
+    /// A page of records encoded for ``applyRecordChanges(_:_:table:owner:)``, after checking that the
+    /// page and each of its records are in a zone of `owner` (the checks come first: a record of
+    /// another zone fails with its own error, not with one of encoding).
+    func encoded(_ changes: ZoneChanges, owner: String) throws(ShareSyncError) -> EncodedZoneChanges {
+        try checkOwner(changes.zoneID, owner)
+        for change in changes.changes {
+            switch change {
+            case .changed(let record): try checkZone(record.recordID, changes.zoneID)
+            case .deleted(let deleted): try checkZone(deleted.recordID, changes.zoneID)
+            }
+        }
+        return try EncodedZoneChanges(changes)
+    }
+
     /// Saves and deletes the records of a page in `table` (the live records or the staging area),
     /// checking each one as it goes: a bad item throws, and the caller's transaction rolls back.
-    func applyRecordChanges(_ db: Database, _ changes: ZoneChanges, table: String, owner: String) throws {
+    func applyRecordChanges(_ db: Database, _ changes: EncodedZoneChanges, table: String, owner: String) throws {
         let zoneID = changes.zoneID
         // Prepared once per connection (GRDB's statement cache), bound per record: a page of 400 saves
         // costs 400 steps, not 400 parses.
@@ -80,7 +100,6 @@ extension SharedDatabaseReplica {
             switch change {
             case .changed(let record):
                 try checkZone(record.recordID, zoneID)
-                let json = try record.jsonData()
                 if upsert == nil {
                     upsert = try db.cachedStatement(
                         sql: """
@@ -88,7 +107,7 @@ extension SharedDatabaseReplica {
                             ON CONFLICT (owner, zone, name) DO UPDATE SET type = excluded.type, json = excluded.json
                             """)
                 }
-                try upsert!.execute(arguments: [owner, zoneID.zoneName, record.recordID.recordName, record.recordType, json])
+                try upsert!.execute(arguments: [owner, zoneID.zoneName, record.recordID.recordName, record.recordType, record.json])
             case .deleted(let deleted):
                 try checkZone(deleted.recordID, zoneID)
                 if delete == nil {

@@ -24,7 +24,7 @@ extension SharedDatabaseReplica {
             try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
             for page in pages {
                 try checkReplacementPage(page, zoneID)
-                try applyZoneChanges(db, page, owner: owner)
+                try applyZoneChanges(db, try encoded(page, owner: owner), owner: owner)
             }
         }
     }
@@ -41,6 +41,11 @@ extension SharedDatabaseReplica {
 
     /// Stages the next page of a zone's refetch from no token (after ``beginZoneReplacement(owner:zoneName:)``).
     public func stageZoneReplacement(_ page: ZoneChanges, owner: String) throws(ShareSyncError) {
+        try stageZoneReplacement(try encoded(page, owner: owner), owner: owner)
+    }
+
+    /// ``stageZoneReplacement(_:owner:)-(ZoneChanges,_)`` with each record as the bytes it came in.
+    package func stageZoneReplacement(_ page: EncodedZoneChanges, owner: String) throws(ShareSyncError) {
         let zoneID = page.zoneID
         try checkOwner(zoneID, owner)
         try write { db in

@@ -126,6 +126,32 @@ public struct SharedDatabaseView: Sendable {
             })
     }
 
+    /// ``fetchZoneChanges(_:since:resultsLimit:)`` with each record as the JSON the caller sees
+    /// (``fetchZoneChangesPageJSON(_:since:resultsLimit:byteBudget:allowEmpty:)``): what an in-process
+    /// participant stores, with no record decoded or encoded on either side.
+    package func fetchEncodedZoneChanges(_ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil)
+        throws(ShareSyncError) -> EncodedZoneChanges
+    {
+        let viewer = self.viewer
+        let database = self.database
+        let splice = PrivateDatabase.ZoneIDSplice(database.sharedZoneID(zoneID.zoneName))
+        let page = try feedPage(
+            zoneID, since: token, resultsLimit: resultsLimit, byteBudget: nil, allowEmpty: false,
+            record: { json, name, type, zoneID, db in
+                EncodedRecord(
+                    recordID: Record.ID(recordName: name, zoneID: zoneID), recordType: type,
+                    json: try database.presentedJSON(json, name: name, type: type, to: viewer, splice: splice, in: db))
+            })!
+        let changes: [EncodedZoneChanges.Change] = page.changes.map { change in
+            switch change {
+            case .changed(let record): .changed(record)
+            case .deleted(let name, let type):
+                .deleted(DeletedRecord(recordID: Record.ID(recordName: name, zoneID: page.zoneID), recordType: type))
+            }
+        }
+        return EncodedZoneChanges(zoneID: page.zoneID, changes: changes, changeToken: page.changeToken, moreComing: page.moreComing)
+    }
+
     private func feedPage<Item>(
         _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int?, byteBudget: Int?, allowEmpty: Bool,
         record: (_ json: Data, _ name: String, _ type: String, RecordZone.ID, Database) throws -> Item

@@ -120,8 +120,20 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
     }
 
     package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> ZoneChangesResult {
+        let page = try readPage(from: &reader) { r throws(JSONFallback) in try r.record() }
+        return ZoneChangesResult(
+            zoneName: page.zoneName, changed: page.changed, deleted: page.deleted, order: page.order, token: page.token,
+            moreComing: page.moreComing)
+    }
+
+    /// Reads a page's members, each changed record with `changed`.
+    fileprivate static func readPage<Item>(
+        from reader: inout JSONReader, changed readChanged: (inout JSONReader) throws(JSONFallback) -> Item
+    ) throws(JSONFallback) -> (
+        zoneName: String, changed: [Item], deleted: [Deleted], order: String, token: ServerChangeToken, moreComing: Bool
+    ) {
         var seen: UInt32 = 0
-        var changed: [Record]?
+        var changed: [Item]?
         var deleted: [Deleted]?
         var moreComing: Bool?
         var order: String?
@@ -130,7 +142,7 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
         try reader.object { r, key throws(JSONFallback) in
             if key.is("changed") {
                 try JSONReader.first(0, in: &seen)
-                changed = try r.elements { r throws(JSONFallback) in try r.record() }
+                changed = try r.elements(readChanged)
             } else if key.is("deleted") {
                 try JSONReader.first(1, in: &seen)
                 deleted = try r.elements { r throws(JSONFallback) in try Deleted.readJSON(from: &r) }
@@ -151,9 +163,65 @@ extension ZoneChangesResult: FastJSONEncodable, FastJSONDecodable {
             }
         }
         guard let changed, let deleted, let moreComing, let order, let token, let zoneName else { throw JSONFallback() }
-        return ZoneChangesResult(
-            zoneName: zoneName, changed: changed, deleted: deleted, order: order,
-            token: ServerChangeToken(stringValue: token), moreComing: moreComing)
+        return (zoneName, changed, deleted, order, ServerChangeToken(stringValue: token), moreComing)
+    }
+}
+
+/// A `fetchZoneChanges` result as the participant's sync engine reads it: the JSON of
+/// ``ZoneChangesResult``, with each record read as a record (so a malformed one is refused as
+/// before) and then kept as the bytes it came in, which the replica stores, instead of being encoded
+/// again. Only ever decoded; the Codable path (what the hand-written reader leaves to `JSONDecoder`)
+/// decodes a ``ZoneChangesResult`` and encodes its records.
+package struct ReceivedZoneChanges: Codable, Sendable, FastJSONDecodable {
+    package var zoneName: String
+    package var changed: [EncodedRecord]
+    package var deleted: [ZoneChangesResult.Deleted]
+    package var order: String
+    package var token: ServerChangeToken
+    package var moreComing: Bool
+
+    package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> ReceivedZoneChanges {
+        let page = try ZoneChangesResult.readPage(from: &reader) { r throws(JSONFallback) in try r.encodedRecord() }
+        return ReceivedZoneChanges(
+            zoneName: page.zoneName, changed: page.changed, deleted: page.deleted, order: page.order, token: page.token,
+            moreComing: page.moreComing)
+    }
+
+    private init(
+        zoneName: String, changed: [EncodedRecord], deleted: [ZoneChangesResult.Deleted], order: String, token: ServerChangeToken,
+        moreComing: Bool
+    ) {
+        self.zoneName = zoneName
+        self.changed = changed
+        self.deleted = deleted
+        self.order = order
+        self.token = token
+        self.moreComing = moreComing
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let result = try ZoneChangesResult(from: decoder)
+        self.init(
+            zoneName: result.zoneName, changed: try result.changed.map { record throws(ShareSyncError) in try EncodedRecord(record) },
+            deleted: result.deleted, order: result.order, token: result.token, moreComing: result.moreComing)
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var result = ZoneChangesResult(ZoneChanges(zoneID: RecordZone.ID(zoneName: zoneName), changes: [], changeToken: token, moreComing: moreComing))
+        result.changed = try changed.map { record throws(ShareSyncError) in try record.decoded() }
+        result.deleted = deleted
+        result.order = order
+        try result.encode(to: encoder)
+    }
+
+    /// The page in the owner's zone `zoneName` of `ownerName`, its changes in commit order
+    /// (``ZoneChangesResult/zoneChanges(ownerName:)``, with each record's bytes kept).
+    package func zoneChanges(ownerName: String) throws(ShareSyncError) -> EncodedZoneChanges {
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
+        let changes = try ZoneChangesResult.merge(order: order, changed: changed, deleted: deleted) { item in
+            EncodedZoneChanges.Change.deleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
+        } changed: { .changed($0) }
+        return EncodedZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
     }
 }
 

@@ -109,20 +109,26 @@ public struct ZoneChangesResult: Codable, Sendable, Hashable {
     /// The changes in commit order; a malformed `order` is `invalidArguments`.
     public func zoneChanges(ownerName: String) throws(ShareSyncError) -> ZoneChanges {
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
-        guard order.count == changed.count + deleted.count,
-            order.allSatisfy({ $0 == "c" || $0 == "d" }),
-            order.filter({ $0 == "c" }).count == changed.count
+        let changes = try Self.merge(order: order, changed: changed, deleted: deleted) { item in
+            RecordChange.deleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
+        } changed: { .changed($0) }
+        return ZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
+    }
+
+    /// The changes in commit order: `changed` and `deleted` interleaved as `order` says ("c" and "d"),
+    /// after checking that it accounts for each exactly once.
+    package static func merge<Changed, Change>(
+        order: String, changed: [Changed], deleted: [Deleted], _ makeDeleted: (Deleted) -> Change, changed makeChanged: (Changed) -> Change
+    ) throws(ShareSyncError) -> [Change] {
+        guard order.utf8.count == changed.count + deleted.count,
+            order.utf8.allSatisfy({ $0 == UInt8(ascii: "c") || $0 == UInt8(ascii: "d") }),
+            order.utf8.count(where: { $0 == UInt8(ascii: "c") }) == changed.count
         else {
             throw ShareSyncError(.invalidArguments, "order does not match changed and deleted", rule: .malformedRequest)
         }
         var c = changed.makeIterator()
         var d = deleted.makeIterator()
-        let changes: [RecordChange] = order.map { letter in
-            if letter == "c" { return .changed(c.next()!) }
-            let item = d.next()!
-            return .deleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
-        }
-        return ZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
+        return order.utf8.map { letter in letter == UInt8(ascii: "c") ? makeChanged(c.next()!) : makeDeleted(d.next()!) }
     }
 }
 

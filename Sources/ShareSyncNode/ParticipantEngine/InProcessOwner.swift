@@ -182,14 +182,15 @@ final class InProcessConnection: OwnerDatabase {
     func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
         async throws(ShareSyncError) -> PendingZoneChanges
     {
-        let result: Result<ZoneChanges, ShareSyncError>
+        let result: Result<EncodedZoneChanges, ShareSyncError>
         do throws(ShareSyncError) {
             try request(.fetchZoneChanges)
-            result = .success(try executor.view.fetchZoneChanges(executor.zoneID(zoneName), since: token, resultsLimit: resultsLimit))
+            result = .success(
+                try executor.view.fetchEncodedZoneChanges(executor.zoneID(zoneName), since: token, resultsLimit: resultsLimit))
         } catch {
             result = .failure(error)
         }
-        return PendingZoneChanges { () async throws(ShareSyncError) -> ZoneChanges in try result.get() }
+        return PendingZoneChanges(encoded: { () async throws(ShareSyncError) -> EncodedZoneChanges in try result.get() })
     }
 
     func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)

@@ -245,10 +245,10 @@ public final class OwnerConnection: Sendable {
         async throws(ShareSyncError) -> PendingZoneChanges
     {
         let response = try await start(
-            .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ZoneChangesResult.self)
-        return PendingZoneChanges { () async throws(ShareSyncError) -> ZoneChanges in
+            .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ReceivedZoneChanges.self)
+        return PendingZoneChanges(encoded: { () async throws(ShareSyncError) -> EncodedZoneChanges in
             try await response.value.zoneChanges(ownerName: response.ownerName)
-        }
+        })
     }
 
     /// Fetches records of a shared zone; a record outside this identity's view is `unknownItem`.

@@ -63,13 +63,23 @@ extension OwnerDatabase {
 
 /// A page of zone changes asked for and not yet read (``OwnerDatabase/startFetchZoneChanges(zoneName:since:resultsLimit:)``).
 public struct PendingZoneChanges: Sendable {
-    private let wait: @Sendable () async throws(ShareSyncError) -> ZoneChanges
+    private let wait: @Sendable () async throws(ShareSyncError) -> EncodedZoneChanges
 
     /// Wraps the wait for the page.
-    public init(_ wait: @escaping @Sendable () async throws(ShareSyncError) -> ZoneChanges) { self.wait = wait }
+    public init(_ wait: @escaping @Sendable () async throws(ShareSyncError) -> ZoneChanges) {
+        self.wait = { () async throws(ShareSyncError) -> EncodedZoneChanges in try EncodedZoneChanges(try await wait()) }
+    }
+
+    /// Wraps the wait for a page whose records are their JSON bytes.
+    package init(encoded wait: @escaping @Sendable () async throws(ShareSyncError) -> EncodedZoneChanges) { self.wait = wait }
 
     /// Waits for the page.
     public var page: ZoneChanges {
+        get async throws(ShareSyncError) { try await wait().decoded() }
+    }
+
+    /// Waits for the page, its records as the bytes they came in: what the sync engine stores.
+    package var encodedPage: EncodedZoneChanges {
         get async throws(ShareSyncError) { try await wait() }
     }
 }

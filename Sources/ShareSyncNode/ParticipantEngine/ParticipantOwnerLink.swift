@@ -330,12 +330,17 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     private func report(_ page: ZoneChanges) {
-        hub.countReceived(page.changes.count)
-        guard !page.changes.isEmpty else { return }
-        hub.emit(
-            .zoneChanged(
-                owner: ownerName, zoneName: page.zoneID.zoneName, changed: page.changedRecords.count,
-                deleted: page.deletedRecords.count))
+        report(zoneName: page.zoneID.zoneName, changed: page.changedRecords.count, deleted: page.deletedRecords.count)
+    }
+
+    private func report(_ page: EncodedZoneChanges) {
+        report(zoneName: page.zoneID.zoneName, changed: page.changedCount, deleted: page.deletedCount)
+    }
+
+    private func report(zoneName: String, changed: Int, deleted: Int) {
+        hub.countReceived(changed + deleted)
+        guard changed + deleted > 0 else { return }
+        hub.emit(.zoneChanged(owner: ownerName, zoneName: zoneName, changed: changed, deleted: deleted))
     }
 
     // MARK: Catching up
@@ -459,7 +464,7 @@ final class ParticipantOwnerLink: Sendable {
             while let page = try await pages.next() {
                 try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.stageZoneReplacement(page, owner: ownerName) }
                 hub.countReceived(page.changes.count)
-                count += page.changedRecords.count
+                count += page.changedCount
             }
             try replica.commitZoneReplacement(owner: ownerName, zoneName: zone)
             hub.emit(.zoneReplaced(owner: ownerName, zoneName: zone, records: count))

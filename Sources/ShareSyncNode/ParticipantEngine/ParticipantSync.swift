@@ -247,7 +247,7 @@ public final class ParticipantSync: Sendable {
         info.port = port
         try replica.setOwner(info)
         hub.emit(.ownerAddressChanged(owner: owner, host: host, port: port, announced: false))
-        link(for: owner)?.requestSync()
+        _ = link(for: owner)?.requestSync()
     }
 
     /// Asks the owner what the share at `url` is, without accepting it (fingerprint required and checked).

@@ -11,7 +11,7 @@ struct ZonePageFetcher: ~Copyable {
     private let connection: any OwnerDatabase
     private let zoneName: String
     private let pageSize: Int?
-    private var pending: Task<Result<ZoneChanges, ShareSyncError>, Never>?
+    private var pending: Task<Result<EncodedZoneChanges, ShareSyncError>, Never>?
 
     /// Requests the first page (from `token`, nil for everything) at once.
     init(_ connection: any OwnerDatabase, zoneName: String, since token: ServerChangeToken?, pageSize: Int?) async {
@@ -25,7 +25,7 @@ struct ZonePageFetcher: ~Copyable {
 
     /// The next page, in order; nil after the page without `moreComing`. Requests the page after it
     /// before returning.
-    mutating func next() async throws(ShareSyncError) -> ZoneChanges? {
+    mutating func next() async throws(ShareSyncError) -> EncodedZoneChanges? {
         guard let task = pending else { return nil }
         pending = nil
         let page = try await task.value.get()
@@ -37,7 +37,7 @@ struct ZonePageFetcher: ~Copyable {
 
     private static func fetch(
         _ connection: any OwnerDatabase, zoneName: String, since token: ServerChangeToken?, pageSize: Int?
-    ) async -> Task<Result<ZoneChanges, ShareSyncError>, Never> {
+    ) async -> Task<Result<EncodedZoneChanges, ShareSyncError>, Never> {
         // Sent here, before the task runs, so the request leaves now and requests keep their order.
         let request: PendingZoneChanges
         do {
@@ -46,7 +46,7 @@ struct ZonePageFetcher: ~Copyable {
             return Task { .failure(error) }
         }
         return Task {
-            do throws(ShareSyncError) { return .success(try await request.page) } catch { return .failure(error) }
+            do throws(ShareSyncError) { return .success(try await request.encodedPage) } catch { return .failure(error) }
         }
     }
 }
