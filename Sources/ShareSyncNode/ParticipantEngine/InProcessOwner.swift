@@ -190,7 +190,9 @@ final class InProcessConnection: OwnerDatabase {
         } catch {
             result = .failure(error)
         }
-        return PendingZoneChanges(encoded: { () async throws(ShareSyncError) -> EncodedZoneChanges in try result.get() })
+        return PendingZoneChanges(arrived: { () async throws(ShareSyncError) -> ArrivedZoneChanges in
+            ArrivedZoneChanges(page: try result.get())
+        })
     }
 
     func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)

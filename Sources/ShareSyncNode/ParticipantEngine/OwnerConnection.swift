@@ -182,10 +182,14 @@ public final class OwnerConnection: Sendable {
         /// Waits for the response and decodes it; the owner's error, `networkFailure` if the
         /// connection closed first, or `operationCancelled` as soon as the waiting task is cancelled.
         var value: T {
+            get async throws(ShareSyncError) { try decode(try await arrivedFrame) }
+        }
+
+        /// Waits for the response's frame, not yet decoded (``decode(_:)``); fails as ``value`` does.
+        var arrivedFrame: ByteBuffer {
             get async throws(ShareSyncError) {
-                let frame: ByteBuffer
                 do {
-                    frame = try await withTaskCancellationHandler {
+                    return try await withTaskCancellationHandler {
                         try await self.frame.get()
                     } onCancel: {
                         abandon()
@@ -193,8 +197,12 @@ public final class OwnerConnection: Sendable {
                 } catch {
                     throw error as? ShareSyncError ?? ShareSyncError(.networkFailure, "\(error)")
                 }
-                return try MessageCoding.decode(Response<T>.self, from: frame).result(ownerName: ownerName)
             }
+        }
+
+        /// The response in `frame`, decoded: the result, or the owner's error.
+        func decode(_ frame: ByteBuffer) throws(ShareSyncError) -> T {
+            try MessageCoding.decode(Response<T>.self, from: frame).result(ownerName: ownerName)
         }
     }
 
@@ -246,8 +254,11 @@ public final class OwnerConnection: Sendable {
     {
         let response = try await start(
             .fetchZoneChanges(zoneName: zoneName, token: token, resultsLimit: resultsLimit), expecting: ReceivedZoneChanges.self)
-        return PendingZoneChanges(encoded: { () async throws(ShareSyncError) -> EncodedZoneChanges in
-            try await response.value.zoneChanges(ownerName: response.ownerName)
+        return PendingZoneChanges(arrived: { () async throws(ShareSyncError) -> ArrivedZoneChanges in
+            let frame = try await response.arrivedFrame
+            return ArrivedZoneChanges(continuation: ReceivedZoneChanges.continuation(of: frame)) { () throws(ShareSyncError) in
+                try response.decode(frame).zoneChanges(ownerName: response.ownerName)
+            }
         })
     }
 

@@ -63,25 +63,54 @@ extension OwnerDatabase {
 
 /// A page of zone changes asked for and not yet read (``OwnerDatabase/startFetchZoneChanges(zoneName:since:resultsLimit:)``).
 public struct PendingZoneChanges: Sendable {
-    private let wait: @Sendable () async throws(ShareSyncError) -> EncodedZoneChanges
+    private let wait: @Sendable () async throws(ShareSyncError) -> ArrivedZoneChanges
 
     /// Wraps the wait for the page.
     public init(_ wait: @escaping @Sendable () async throws(ShareSyncError) -> ZoneChanges) {
-        self.wait = { () async throws(ShareSyncError) -> EncodedZoneChanges in try EncodedZoneChanges(try await wait()) }
+        self.wait = { () async throws(ShareSyncError) -> ArrivedZoneChanges in
+            ArrivedZoneChanges(page: try EncodedZoneChanges(try await wait()))
+        }
     }
 
-    /// Wraps the wait for a page whose records are their JSON bytes.
-    package init(encoded wait: @escaping @Sendable () async throws(ShareSyncError) -> EncodedZoneChanges) { self.wait = wait }
+    /// Wraps the wait for a page that arrived and is decoded on demand.
+    package init(arrived wait: @escaping @Sendable () async throws(ShareSyncError) -> ArrivedZoneChanges) { self.wait = wait }
 
     /// Waits for the page.
     public var page: ZoneChanges {
-        get async throws(ShareSyncError) { try await wait().decoded() }
+        get async throws(ShareSyncError) { try await wait().page().decoded() }
     }
 
-    /// Waits for the page, its records as the bytes they came in: what the sync engine stores.
-    package var encodedPage: EncodedZoneChanges {
+    /// Waits for the page to arrive, not yet decoded: what the sync engine reads, so that it can ask
+    /// for the next page before it decodes this one.
+    package var arrived: ArrivedZoneChanges {
         get async throws(ShareSyncError) { try await wait() }
     }
+}
+
+/// A page of zone changes that has arrived: the token and `moreComing` it ends with, when they could be
+/// read without reading its records, and the page itself, its records as the bytes they came in,
+/// decoded on demand.
+package struct ArrivedZoneChanges: Sendable {
+    /// The page's change token and `moreComing`, read ahead of its records (nil when the answer could
+    /// not be read that way: an error, or JSON that the fast reader leaves to `JSONDecoder`).
+    package let continuation: (token: ServerChangeToken, moreComing: Bool)?
+    private let decode: @Sendable () throws(ShareSyncError) -> EncodedZoneChanges
+
+    package init(
+        continuation: (token: ServerChangeToken, moreComing: Bool)?,
+        decode: @escaping @Sendable () throws(ShareSyncError) -> EncodedZoneChanges
+    ) {
+        self.continuation = continuation
+        self.decode = decode
+    }
+
+    /// A page already decoded.
+    package init(page: EncodedZoneChanges) {
+        self.init(continuation: (page.changeToken, page.moreComing)) { () throws(ShareSyncError) in page }
+    }
+
+    /// Decodes the page (the owner's error, if it answered with one).
+    package func page() throws(ShareSyncError) -> EncodedZoneChanges { try decode() }
 }
 
 /// Opens connections to owners' nodes for the sync engine: over the network
