@@ -427,7 +427,9 @@ final class ParticipantOwnerLink: Sendable {
         do {
             var pages = await ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
             while let page = try await pages.next() {
-                try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
+                trace("got")
+                try await StoreThreads.run { [self] () throws(ShareSyncError) in trace("applyStart"); try replica.apply(page, owner: ownerName); trace("applyEnd") }
+                trace("applied")
                 report(page)
                 token = page.changeToken
             }
