@@ -49,8 +49,8 @@ extension SharedDatabaseReplica {
 
     /// Compares the replica with what the journal last saw and appends the differences (records
     /// changed or deleted, zones added or deleted), in one transaction. The first call journals the
-    /// whole replica; later calls compare only the keys written since (noted by triggers, see the
-    /// migration `replica-v6-journal-dirty-keys`), with the same result as comparing everything.
+    /// whole replica; later calls compare only the keys written since (noted by triggers created by the first
+    /// call, see `ReplicaSchema.installJournalTriggers`), with the same result as comparing everything.
     /// Observers are not told (the journal is not shared data). Past `capacity` entries the oldest
     /// deletions are dropped (tests use a small one). `fullScan` compares the whole replica anyway
     /// (tests check that both ways agree).
@@ -63,9 +63,11 @@ extension SharedDatabaseReplica {
             try writer.write { db in
                 let scanned = try Int.fetchOne(db.cachedStatement(sql: "SELECT scanned FROM replicaFeedState WHERE id = 1"))
                 if scanned == nil {
+                    // The first use: from now on every write notes its keys (compared in full this time).
                     try db.execute(
                         sql: "INSERT INTO replicaFeedState (id, epoch) VALUES (1, ?)",
                         arguments: [String(UUID().uuidString.prefix(8)).lowercased()])
+                    try ReplicaSchema.installJournalTriggers(db)
                 }
                 let everything = fullScan || scanned != 1
                 struct Key: Hashable, Comparable {

@@ -1,4 +1,5 @@
 import Foundation
+import class GRDB.Row
 import Testing
 
 import ShareSyncCore
@@ -122,6 +123,59 @@ struct JournalEquivalenceTests {
         let found = try replica.journalChanges()
         #expect(found.added == 1)
         #expect(try replica.journalEntries(after: 2, through: found.position.sequence).map(\.recordName) == ["a"])
+        #expect(try replica.journalChanges().added == 0)
+    }
+
+    /// The dirty-key triggers of a replica, with their SQL.
+    static func triggers(_ replica: SharedDatabaseReplica) throws -> [String: String] {
+        try replica.read { db in
+            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").map {
+                ($0["name"] as String, $0["sql"] as String)
+            })
+        }
+    }
+
+    @Test("the triggers that note keys exist only once the journal is used, and without a condition run per row")
+    func triggersFromFirstUse() throws {
+        try withReplica(.inMemory) { replica in
+            try replica.apply(page(saving: [try fetchedRecord("a")], token: token(1)), owner: alice.ownerName)
+            #expect(try Self.triggers(replica).isEmpty)
+            let unnoted = try replica.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM replicaFeedDirty") }
+            #expect(unnoted == 0)
+            #expect(try replica.journalChanges().added == 2)  // the zone and the record
+            let triggers = try Self.triggers(replica)
+            #expect(Set(triggers.keys) == Set(ReplicaSchema.journalTriggerNames.map { "replicaFeedDirty_\($0)" }))
+            #expect(!triggers.values.contains { $0.contains("WHEN") })
+            var edited = try fetchedRecord("a", ["title": .string("edited")])
+            edited.recordChangeTag = "2"
+            try replica.apply(page(saving: [edited, try fetchedRecord("b")], token: token(2)), owner: alice.ownerName)
+            let noted = try replica.read { db in try String.fetchSet(db, sql: "SELECT DISTINCT name FROM replicaFeedDirty") }
+            #expect(noted == ["a", "b"])
+            #expect(try replica.journalChanges().added == 2)
+        }
+    }
+
+    @Test("migration v8: a replica whose journal is in use keeps noting keys, one that never used it gets no triggers",
+          arguments: [true, false])
+    func migrationKeepsJournalTriggers(journalInUse: Bool) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        try ReplicaSchema.createOlderFile(
+            path: path, upTo: "replica-v7-query-indexes",
+            sql: """
+                INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(alice.ownerName)', 'h', 1, '\(alice.fingerprint)');
+                \(journalInUse ? "INSERT INTO replicaFeedState (id, epoch, scanned) VALUES (1, 'old', 1);" : "")
+                """)
+        let replica = try SharedDatabaseReplica(path: path)
+        let triggers = try Self.triggers(replica)
+        #expect(triggers.count == (journalInUse ? 6 : 0))
+        #expect(!triggers.values.contains { $0.contains("WHEN") })
+        try replica.apply(page(saving: [try fetchedRecord("a")], token: token(1)), owner: alice.ownerName)
+        let noted = try replica.read { db in try String.fetchSet(db, sql: "SELECT DISTINCT name FROM replicaFeedDirty") }
+        #expect(noted == (journalInUse ? ["", "a"] : []))
+        let found = try replica.journalChanges()
+        #expect(found.added == 2)
         #expect(try replica.journalChanges().added == 0)
     }
 
