@@ -114,8 +114,9 @@ struct StoreCommand: ParsableCommand {
         commandName: "store", abstract: "The owner's database in process: write throughput, views, sharing a big zone.")
 
     @Option(help: "Records to write.") var records = 100_000
+    @Flag(help: "Only the two write-throughput figures (for profiling the write path).") var writesOnly = false
 
-    func run() throws { try runStoreBenchmark(count: records) }
+    func run() throws { try runStoreBenchmark(count: records, writesOnly: writesOnly) }
 }
 
 struct APICommand: AsyncParsableCommand {

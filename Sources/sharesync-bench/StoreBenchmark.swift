@@ -28,7 +28,7 @@ private func seconds(_ body: () throws -> Void) rethrows -> Double {
     return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
 }
 
-func runStoreBenchmark(count: Int) throws {
+func runStoreBenchmark(count: Int, writesOnly: Bool = false) throws {
     let dir = FileManager.default.temporaryDirectory.appending(path: "sharesync-bench-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
@@ -60,6 +60,7 @@ func runStoreBenchmark(count: Int) throws {
         }
     }
     results.append(("owner saves, batches of 400, zone shared with 1 participant", Double(count) / t2, "records/s"))
+    if writesOnly { return print(table(results)) }
 
     // 2b. Single-record saves into the shared zone (the owner editing one note), latency of each.
     var single: [Double] = []
@@ -167,9 +168,12 @@ func runStoreBenchmark(count: Int) throws {
     results.append(("machine: bare SQLite upsert, one transaction", Double(count) / t5, "records/s"))
 
     print("store benchmark: \(count) Note records, \(jsonBytes / count) bytes of JSON each on average")
-    print("| scenario | figure | unit |")
-    print("| --- | ---: | --- |")
-    for (name, value, unit) in results { print("| \(name) | \(String(format: "%.0f", value)) | \(unit) |") }
+    print(table(results))
     let json = results.map { "{\"scenario\":\"\($0.0)\",\"value\":\(String(format: "%.1f", $0.1)),\"unit\":\"\($0.2)\"}" }
     print("JSON: [\(json.joined(separator: ","))]")
+}
+
+private func table(_ results: [(String, Double, String)]) -> String {
+    (["| scenario | figure | unit |", "| --- | ---: | --- |"] + results.map { "| \($0.0) | \(String(format: "%.0f", $0.1)) | \($0.2) |" })
+        .joined(separator: "\n")
 }
