@@ -23,6 +23,7 @@ enum MessageFuzzing {
         }
         if head.hasOk {
             try readFast(Response<ZoneChangesResult>.self, input, data)
+            try readReceivedPage(input, data)
             try readFast(Response<DatabaseChangesResult>.self, input, data)
             try readFast(Response<FetchRecordsResult>.self, input, data)
             try readFast(Response<ModifyRecordsWireResult>.self, input, data)
@@ -62,6 +63,40 @@ enum MessageFuzzing {
 
     static func describe(_ head: MessageHead) -> String {
         "op \(head.op ?? "-") id \(head.id.map(String.init) ?? "-") push \(head.push ?? "-") ok \(head.hasOk) error \(String(describing: head.error))"
+    }
+
+    /// Reads a `fetchZoneChanges` answer as the participant's sync engine does: the token and
+    /// `moreComing` read ahead of the records (``ReceivedZoneChanges/continuation(of:)``), then the page
+    /// with each record kept as the bytes it came in. Where the hand-written readers read it, both must
+    /// agree with the page read with records decoded, and each record's kept bytes must decode to
+    /// that record (without its changed keys, which are never stored).
+    static func readReceivedPage(_ input: UnsafeRawBufferPointer, _ data: Data) throws(FuzzFailure) {
+        let continuation = ReceivedZoneChanges.continuation(of: ByteBuffer(bytes: input))
+        _ = try? MessageCoding.decode(Response<ReceivedZoneChanges>.self, from: data)
+        guard let received = JSONReader.read(input, { r throws(JSONFallback) in try Response<ReceivedZoneChanges>.readJSON(from: &r) })?.ok
+        else { return }
+        guard let decoded = JSONReader.read(input, { r throws(JSONFallback) in try Response<ZoneChangesResult>.readJSON(from: &r) })?.ok
+        else {
+            throw FuzzFailure("ReceivedZoneChanges read a page that ZoneChangesResult's reader did not: \(preview(input))")
+        }
+        guard let continuation else {
+            throw FuzzFailure("ReceivedZoneChanges read a page whose token was not read ahead: \(preview(input))")
+        }
+        try check(
+            continuation.token == decoded.token && continuation.moreComing == decoded.moreComing,
+            "the token read ahead (\(continuation)) is not the page's (\(decoded.token), \(decoded.moreComing)): \(preview(input))")
+        try check(
+            received.changed.count == decoded.changed.count && received.deleted == decoded.deleted && received.order == decoded.order
+                && received.token == decoded.token && received.zoneName == decoded.zoneName,
+            "ReceivedZoneChanges and ZoneChangesResult read different pages from \(preview(input))")
+        for (kept, record) in zip(received.changed, decoded.changed) {
+            var expected = record
+            expected.clearChangeTracking()
+            let stored = try? kept.decoded()
+            try check(
+                stored == expected && kept.recordID == record.recordID && kept.recordType == record.recordType,
+                "a record's kept bytes \(preview(kept.json)) do not decode to the record read from \(preview(input))")
+        }
     }
 
     /// Reads `T` with `MessageCoding`, and checks its hand-written reader and encoder against Foundation's.
