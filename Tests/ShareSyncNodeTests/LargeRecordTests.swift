@@ -179,7 +179,7 @@ struct LargeRecordTests {
         let (url, _) = try owner.shareTopic(invite: [(b.identity, .readOnly)])
         let sync = try b.makeSync(pageSize: nil)
         try sync.start()
-        try await withTimeout(30) { try await sync.accept(url: url) }
+        _ = try await withTimeout(30) { try await sync.accept(url: url) }
         try await expectReplicaMatches(sync, owner)
         #expect(try sync.replica.recordCount(owner: owner.identity.userRecordName, zoneName: "Topics") == 47)
         await sync.stop()

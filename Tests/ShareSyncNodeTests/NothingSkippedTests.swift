@@ -38,7 +38,7 @@ struct NothingSkippedTests {
         try await raw.sendJSON(["id": 2, "op": "subscribe"])
         #expect(try await raw.json()?["ok"] != nil)
         // Stop reading: the kernel buffers fill and the owner's push waits to be written.
-        try await raw.channel.setOption(ChannelOptions.autoRead, value: false)
+        try await raw.channel.setOption(ChannelOptions.autoRead, value: false).get()
         #expect(owner.server.connectionCount == 2)
 
         // About 9.6 MB of changes (7 MB deflated), more than the owner's send buffer (at most 4 MiB on

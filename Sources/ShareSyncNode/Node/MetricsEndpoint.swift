@@ -100,8 +100,9 @@ private final class MetricsHandler: ChannelInboundHandler, RemovableChannelHandl
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
         if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            if !keepAlive { context.close(promise: nil) }
+            if !keepAlive { loopBound.value.close(promise: nil) }
         }
     }
 }

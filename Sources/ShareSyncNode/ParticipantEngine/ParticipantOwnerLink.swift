@@ -427,9 +427,7 @@ final class ParticipantOwnerLink: Sendable {
         do {
             var pages = await ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
             while let page = try await pages.next() {
-                trace("got")
-                try await StoreThreads.run { [self] () throws(ShareSyncError) in trace("applyStart"); try replica.apply(page, owner: ownerName); trace("applyEnd") }
-                trace("applied")
+                try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
                 report(page)
                 token = page.changeToken
             }

@@ -69,15 +69,11 @@ struct ZonePageFetcher: ~Copyable {
         Task {
             do throws(ShareSyncError) {
                 let arrived = try await request.get().arrived
-                trace("arrived")
                 var next: (token: ServerChangeToken, request: Result<PendingZoneChanges, ShareSyncError>)?
                 if let continuation = arrived.continuation, continuation.moreComing, !Task.isCancelled {
                     next = (continuation.token, await Self.request(connection, zoneName: zoneName, since: continuation.token, pageSize: pageSize))
                 }
-                trace("requested")
-                let decodedPage = try arrived.page()
-                trace("decoded")
-                return .success(Fetched(page: decodedPage, next: next))
+                return .success(Fetched(page: try arrived.page(), next: next))
             } catch {
                 return .failure(error)
             }
