@@ -31,6 +31,21 @@ extension SharedDatabaseReplica {
         try outboxOperations(owner: owner).map(\.operation).filter { $0.state == .pending }
     }
 
+    /// Whether `owner` was added (``setOwner(_:)``), and whether any of its writes wait in the outbox to
+    /// be sent (``pendingOperations(owner:)`` not empty), in one read that decodes nothing: what a write
+    /// checks before it goes to the owner at once.
+    package func writeReadiness(owner: String) throws(ShareSyncError) -> (known: Bool, writesWaiting: Bool) {
+        try read { db in
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: """
+                    SELECT EXISTS (SELECT 1 FROM replicaOwner WHERE owner = ?1),
+                           EXISTS (SELECT 1 FROM replicaOutbox WHERE owner = ?1 AND state NOT IN ('conflict', 'refused'))
+                    """),
+                arguments: [owner])!
+            return (known: row[0] as Bool, writesWaiting: row[1] as Bool)
+        }
+    }
+
     /// Every write in the outbox, of one owner or of all, in every state, oldest first.
     public func outboxOperations(owner: String? = nil) throws(ShareSyncError) -> [(owner: String, operation: OutboxOperation)] {
         try read { db in

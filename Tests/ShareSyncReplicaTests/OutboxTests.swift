@@ -55,6 +55,30 @@ struct OutboxTests {
         }
     }
 
+    @Test("a write's readiness says, in one read, whether the owner is known and whether writes wait to be sent",
+          arguments: Storage.allCases)
+    func writeReadiness(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            #expect(try replica.writeReadiness(owner: "_stranger") == (known: false, writesWaiting: false))
+            #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: true, writesWaiting: false))
+            let ops = try (1...2).map { n in
+                try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["r\(n)"]))
+            }
+            #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: true, writesWaiting: true))
+            #expect(try replica.writeReadiness(owner: bob.ownerName) == (known: true, writesWaiting: false))
+            // Conflicts and refusals wait for the user, not to be sent: they do not hold a write back.
+            for (op, state) in zip(ops, [OutboxOperation.State.conflict, .refused]) {
+                var kept = op
+                kept.state = state
+                try replica.updateOperation(kept)
+            }
+            #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: true, writesWaiting: false))
+            #expect(try replica.pendingOperations(owner: alice.ownerName).isEmpty)
+            try replica.removeOwner(alice.ownerName)
+            #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: false, writesWaiting: false))
+        }
+    }
+
     @Test("removing an owner drops its pending writes; unknown owners cannot enqueue", arguments: Storage.allCases)
     func ownerRemoval(storage: Storage) throws {
         try withReplica(storage) { replica in

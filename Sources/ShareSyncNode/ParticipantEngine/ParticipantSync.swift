@@ -319,11 +319,12 @@ public final class ParticipantSync: Sendable {
         owner: String, zoneName: String, saving: [Record] = [], deleting: [String] = [],
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, queueWhenUnreachable: Bool = true
     ) async throws(ShareSyncError) -> WriteOutcome {
-        guard try replica.owner(named: owner) != nil else {
+        let readiness = try replica.writeReadiness(owner: owner)
+        guard readiness.known else {
             throw ShareSyncError(.unknownItem, "owner \(owner) is not in the replica; accept one of its shares first")
         }
         let link = existingLink(owner)
-        let outboxEmpty = try replica.pendingOperations(owner: owner).isEmpty
+        let outboxEmpty = !readiness.writesWaiting
         if let connection = link?.activeConnection, outboxEmpty {
             do {
                 let result = try await connection.modifyRecords(
