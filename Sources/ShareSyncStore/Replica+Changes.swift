@@ -94,20 +94,18 @@ extension SharedDatabaseReplica {
         let zoneID = changes.zoneID
         // Prepared once per connection (GRDB's statement cache), bound per record: a page of 400 saves
         // costs 400 steps, not 400 parses.
-        var upsert: Statement?
+        let upsert = try ReplicaUpsert(
+            db.cachedStatement(
+                sql: """
+                    INSERT INTO \(table) (owner, zone, name, type, json) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (owner, zone, name) DO UPDATE SET type = excluded.type, json = excluded.json
+                    """), owner: owner, zone: zoneID.zoneName, in: db)
         var delete: Statement?
         for change in changes.changes {
             switch change {
             case .changed(let record):
                 try checkZone(record.recordID, zoneID)
-                if upsert == nil {
-                    upsert = try db.cachedStatement(
-                        sql: """
-                            INSERT INTO \(table) (owner, zone, name, type, json) VALUES (?, ?, ?, ?, ?)
-                            ON CONFLICT (owner, zone, name) DO UPDATE SET type = excluded.type, json = excluded.json
-                            """)
-                }
-                try upsert!.execute(arguments: [owner, zoneID.zoneName, record.recordID.recordName, record.recordType, record.json])
+                try upsert.run(name: record.recordID.recordName, type: record.recordType, json: record.json)
             case .deleted(let deleted):
                 try checkZone(deleted.recordID, zoneID)
                 if delete == nil {

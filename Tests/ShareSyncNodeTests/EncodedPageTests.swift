@@ -78,6 +78,27 @@ struct EncodedPageTests {
         #expect(try Self.rows(replicas[2]) == expected)
     }
 
+    @Test("names and types are stored byte for byte, whatever an owner sends: a NUL inside, two normal forms, empty")
+    func namesStoredExactly() throws {
+        let replica = try SharedDatabaseReplica(inMemory: ())
+        try replica.setOwner(OwnerInfo(ownerName: "_owner", host: "127.0.0.1", port: 1, fingerprint: "x"))
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
+        let names = ["a\u{0}b", "\u{e9}", "e\u{301}", "😀", "plain"]
+        let types = ["Note\u{0}x", "", "T", "Ω", "Note"]
+        let changes: [EncodedZoneChanges.Change] = zip(names, types).map { name, type in
+            .changed(EncodedRecord(recordID: Record.ID(recordName: name, zoneID: zone), recordType: type, json: Data("{\"n\":1}".utf8)))
+        }
+        try replica.apply(
+            EncodedZoneChanges(zoneID: zone, changes: changes, changeToken: ServerChangeToken(stringValue: "t1"), moreComing: false),
+            owner: "_owner")
+        let stored = try replica.read { db in
+            try Row.fetchAll(db, sql: "SELECT CAST(name AS BLOB) AS n, CAST(type AS BLOB) AS t, json FROM replicaRecord ORDER BY rowid").map {
+                [Array($0["n"] as Data), Array($0["t"] as Data), Array($0["json"] as Data)]
+            }
+        }
+        #expect(stored == zip(names, types).map { [Array($0.utf8), Array($1.utf8), Array("{\"n\":1}".utf8)] })
+    }
+
     @Test("a record whose JSON carries changed keys is stored without them, as decoding and encoding stored it")
     func changedKeysDropped() throws {
         let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
