@@ -188,25 +188,6 @@ package struct ReceivedZoneChanges: Codable, Sendable, FastJSONDecodable {
             moreComing: page.moreComing)
     }
 
-    private init(
-        zoneName: String, changed: [EncodedRecord], deleted: [ZoneChangesResult.Deleted], order: String, token: ServerChangeToken,
-        moreComing: Bool
-    ) {
-        self.zoneName = zoneName
-        self.changed = changed
-        self.deleted = deleted
-        self.order = order
-        self.token = token
-        self.moreComing = moreComing
-    }
-
-    package init(from decoder: any Decoder) throws {
-        let result = try ZoneChangesResult(from: decoder)
-        self.init(
-            zoneName: result.zoneName, changed: try result.changed.map { record throws(ShareSyncError) in try EncodedRecord(record) },
-            deleted: result.deleted, order: result.order, token: result.token, moreComing: result.moreComing)
-    }
-
     package func encode(to encoder: any Encoder) throws {
         var result = ZoneChangesResult(ZoneChanges(zoneID: RecordZone.ID(zoneName: zoneName), changes: [], changeToken: token, moreComing: moreComing))
         result.changed = try changed.map { record throws(ShareSyncError) in try record.decoded() }
@@ -260,6 +241,16 @@ package struct ReceivedZoneChanges: Codable, Sendable, FastJSONDecodable {
             EncodedZoneChanges.Change.deleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
         } changed: { .changed($0) }
         return EncodedZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
+    }
+}
+
+extension ReceivedZoneChanges {
+    // In an extension, so that the struct keeps its memberwise initializer.
+    package init(from decoder: any Decoder) throws {
+        let result = try ZoneChangesResult(from: decoder)
+        self.init(
+            zoneName: result.zoneName, changed: try result.changed.map { record throws(ShareSyncError) in try EncodedRecord(record) },
+            deleted: result.deleted, order: result.order, token: result.token, moreComing: result.moreComing)
     }
 }
 

@@ -39,12 +39,8 @@ struct EncodedPageTests {
                     saving: SplicedPageTests.records(&random, count: 30, zone: zone), savePolicy: .allKeys, atomically: false)
                 saved += result.saveResults.compactMap { id, outcome in if case .success = outcome { id } else { nil } }
             }
-            var share = Share(recordZoneID: RecordZone.ID(zoneName: zone))
-            share.publicPermission = .readOnly
-            let url = try #require(Share(try db.modifyRecords(saving: [share.record]).get()[0])?.url)
-            _ = try db.acceptShare(url: url, as: Caller(userRecordName: "_viewer"))
+            let view = try SplicedPageTests.shareWithViewer(db, zone: zone)
             // Some deletions and changes after the first pages, so that pages mix both.
-            let view = db.sharedDatabase(for: Caller(userRecordName: "_viewer"))
             let sharedZone = RecordZone.ID(zoneName: zone, ownerName: "_owner")
             var token: ServerChangeToken?
             for round in 0..<100 {

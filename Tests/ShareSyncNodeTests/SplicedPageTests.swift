@@ -49,6 +49,15 @@ struct SplicedPageTests {
         }
     }
 
+    /// Shares `zone` read-only by URL, accepted by `_viewer`; returns `_viewer`'s view.
+    static func shareWithViewer(_ db: PrivateDatabase, zone: String) throws -> SharedDatabaseView {
+        var share = Share(recordZoneID: RecordZone.ID(zoneName: zone))
+        share.publicPermission = .readOnly
+        let url = try #require(Share(try db.modifyRecords(saving: [share.record]).get()[0])?.url)
+        _ = try db.acceptShare(url: url, as: Caller(userRecordName: "_viewer"))
+        return db.sharedDatabase(for: Caller(userRecordName: "_viewer"))
+    }
+
     @Test("every page, share record included, is byte for byte what decoding and presenting gives", arguments: [UInt64(1), 2, 3])
     func splicedEqualsDecoded(seed: UInt64) throws {
         let db = try PrivateDatabase(inMemoryOwnerName: "_owner")
@@ -68,11 +77,7 @@ struct SplicedPageTests {
             }
             let saved = names.count
             #expect(saved > 100, "refused: \(refusals)")
-            var share = Share(recordZoneID: RecordZone.ID(zoneName: zone))
-            share.publicPermission = .readOnly
-            let url = try #require(Share(try db.modifyRecords(saving: [share.record]).get()[0])?.url)
-            _ = try db.acceptShare(url: url, as: Caller(userRecordName: "_viewer"))
-            let view = db.sharedDatabase(for: Caller(userRecordName: "_viewer"))
+            let view = try Self.shareWithViewer(db, zone: zone)
             let sharedZone = RecordZone.ID(zoneName: zone, ownerName: "_owner")
             var token: ServerChangeToken?
             var records = 0

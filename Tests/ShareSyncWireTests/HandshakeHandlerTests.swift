@@ -70,7 +70,7 @@ private final class EventRecorder: ChannelInboundHandler {
         try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations)
         try channel.pipeline.syncOperations.addHandler(FrameErrorHandler())
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        try? channel.writeInbound(ByteBuffer(string: "SHARESYNC versions=9 encodings=deflate\n"))
+        _ = try? channel.writeInbound(ByteBuffer(string: "SHARESYNC versions=9 encodings=deflate\n"))
         let line = try #require(try channel.readOutbound(as: ByteBuffer.self))
         #expect(String(buffer: line).hasPrefix("SHARESYNC-ERROR unsupportedVersion "))
         #expect(!channel.isActive)
