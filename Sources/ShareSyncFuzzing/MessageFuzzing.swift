@@ -73,12 +73,12 @@ enum MessageFuzzing {
     static func readReceivedPage(_ input: UnsafeRawBufferPointer, _ data: Data) throws(FuzzFailure) {
         let continuation = ReceivedZoneChanges.continuation(of: ByteBuffer(bytes: input))
         _ = try? MessageCoding.decode(Response<ReceivedZoneChanges>.self, from: data)
-        guard let received = JSONReader.read(input, { r throws(JSONFallback) in try Response<ReceivedZoneChanges>.readJSON(from: &r) })?.ok
-        else { return }
-        guard let decoded = JSONReader.read(input, { r throws(JSONFallback) in try Response<ZoneChangesResult>.readJSON(from: &r) })?.ok
-        else {
-            throw FuzzFailure("ReceivedZoneChanges read a page that ZoneChangesResult's reader did not: \(preview(input))")
-        }
+        let received = JSONReader.read(input, { r throws(JSONFallback) in try Response<ReceivedZoneChanges>.readJSON(from: &r) })?.ok
+        let decoded = JSONReader.read(input, { r throws(JSONFallback) in try Response<ZoneChangesResult>.readJSON(from: &r) })?.ok
+        try check(
+            (received == nil) == (decoded == nil),
+            "ReceivedZoneChanges \(received == nil ? "refused" : "read") a page that ZoneChangesResult's reader \(decoded == nil ? "refused" : "read"): \(preview(input))")
+        guard let received, let decoded else { return }
         guard let continuation else {
             throw FuzzFailure("ReceivedZoneChanges read a page whose token was not read ahead: \(preview(input))")
         }

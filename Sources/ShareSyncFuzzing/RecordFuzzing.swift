@@ -11,7 +11,9 @@ enum RecordFuzzing {
     static func run(_ input: UnsafeRawBufferPointer) throws(FuzzFailure) {
         let data = Data(input)
         let decoded = try? Record(jsonData: data)
-        guard let fast = JSONReader.read(input, { r throws(JSONFallback) in try r.record() }) else {
+        let fastRead = JSONReader.read(input, { r throws(JSONFallback) in try r.record() })
+        try checkIdentity(fastRead, input)
+        guard let fast = fastRead else {
             if let decoded { try checkEncoders(decoded, input) }
             return
         }
@@ -30,6 +32,22 @@ enum RecordFuzzing {
                 "the records read from \(preview(input)) encode differently:\n\(preview(fastJSON ?? Data()))\n\(preview(foundationJSON ?? Data()))")
         }
         try checkEncoders(fast, input)
+    }
+
+    /// The participant's check of a received record (`checkedRecordIdentity()`, which builds no
+    /// record) accepts exactly what the hand-written reader reads, with the same ID and type.
+    static func checkIdentity(_ record: Record?, _ input: UnsafeRawBufferPointer) throws(FuzzFailure) {
+        let identity = JSONReader.read(input, { r throws(JSONFallback) in try r.checkedRecordIdentity() })
+        try check(
+            (identity == nil) == (record == nil),
+            "the identity check \(identity == nil ? "refused" : "accepted") what the record reader \(record == nil ? "refused" : "read"): \(preview(input))")
+        guard let identity, let record else { return }
+        try check(
+            identity.recordID == record.recordID && identity.recordType == record.recordType,
+            "the identity check read \(identity.recordID) of type \(identity.recordType), the record reader \(record.recordID): \(preview(input))")
+        try check(
+            identity.marksChanges || (record.changedKeys.isEmpty && !record.parentChanged),
+            "the identity check missed the changed keys of \(preview(input))")
     }
 
     /// The hand-written encoder writes `JSONEncoder`'s bytes.

@@ -229,3 +229,83 @@ struct RecordJSONCodecTests {
         expectSameDecoding(Data(#"{"recordName":"\#(String(repeating: "é", count: 100_000))","recordType":"Note"}"#.utf8))
     }
 }
+
+/// The participant checks each received record with `checkedRecordIdentity()` instead of building it
+/// with `record()`: both must accept exactly the same bytes, and agree on the record's ID and type.
+@Suite("Record identity check against the record reader")
+struct RecordIdentityCheckTests {
+    /// Expects the check and the reader to agree on `data`; returns whether they accepted it.
+    @discardableResult
+    func expectSameAcceptance(_ data: Data, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        let identity = JSONReader.read(data) { r throws(JSONFallback) in try r.checkedRecordIdentity() }
+        let record = JSONReader.read(data) { r throws(JSONFallback) in try r.record() }
+        let text = String(decoding: data, as: UTF8.self)
+        switch (identity, record) {
+        case (nil, nil):
+            return false
+        case (let identity?, let record?):
+            #expect(identity.recordID == record.recordID && identity.recordType == record.recordType, "\(text)", sourceLocation: sourceLocation)
+            if !identity.marksChanges {
+                #expect(record.changedKeys.isEmpty && !record.parentChanged, "\(text)", sourceLocation: sourceLocation)
+            }
+            return true
+        case (let identity, let record):
+            Issue.record("check \(identity != nil), reader \(record != nil) for \(text)", sourceLocation: sourceLocation)
+            return false
+        }
+    }
+
+    @Test("random records, whole, cut short and with bytes changed: accepted by both or by neither")
+    func randomAndMutated() throws {
+        var random = RandomRecords(seed: 4_242)
+        let interesting: [UInt8] = Array(#"{}[]",:\/0123456789-+.eEtfnu "#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC0, 0xED, 0xF4, 0xFF]
+        var accepted = 0
+        for round in 0..<120 {
+            let json = [UInt8](try random.record().jsonData(includingChangedKeys: random.chance(0.3)))
+            if expectSameAcceptance(Data(json)) { accepted += 1 }
+            if round < 6 { for end in 0..<json.count { expectSameAcceptance(Data(json.prefix(end))) } }
+            for _ in 0..<30 {
+                var bytes = json
+                for _ in 0..<random.int(1...3) {
+                    let at = random.int(0...bytes.count - 1)
+                    let byte = random.chance(0.7) ? random.pick(interesting) : UInt8.random(in: 0...255, using: &random.rng)
+                    switch random.int(0...2) {
+                    case 0: bytes[at] = byte
+                    case 1: bytes.insert(byte, at: at)
+                    default: bytes.remove(at: at)
+                    }
+                }
+                expectSameAcceptance(Data(bytes))
+            }
+        }
+        #expect(accepted > 30)
+    }
+
+    @Test("the cases a second reader could get wrong", arguments: [
+        // a field named twice, in two spellings of the same string
+        #"{"fields":{"\u00e9":{"type":"INT64","value":1},"e\u0301":{"type":"INT64","value":2}},"recordName":"a","recordType":"N"}"#,
+        // a reference field and a value field with the same name, in both orders
+        #"{"fields":{"x":{"type":"REFERENCE","value":{"recordName":"b"}},"x":{"type":"INT64","value":2}},"recordName":"a","recordType":"N"}"#,
+        #"{"fields":{"x":{"type":"INT64","value":2},"x":{"type":"REFERENCE_LIST","value":[]}},"recordName":"a","recordType":"N"}"#,
+        // the value before the type; a type twice; no value; an unknown type
+        #"{"fields":{"x":{"value":2,"type":"INT64"}},"recordName":"a","recordType":"N"}"#,
+        #"{"fields":{"x":{"type":"INT64","type":"INT64","value":2}},"recordName":"a","recordType":"N"}"#,
+        #"{"fields":{"x":{"type":"INT64"}},"recordName":"a","recordType":"N"}"#,
+        #"{"fields":{"x":{"type":"ASSET","value":2}},"recordName":"a","recordType":"N"}"#,
+        // values of the wrong kind, bad base64, a lone surrogate in a string value
+        #"{"fields":{"x":{"type":"TIMESTAMP","value":1.5}},"recordName":"a","recordType":"N"}"#,
+        #"{"fields":{"x":{"type":"BYTES","value":"@@@"}},"recordName":"a","recordType":"N"}"#,
+        #"{"fields":{"x":{"type":"STRING","value":"\ud800"}},"recordName":"a","recordType":"N"}"#,
+        #"{"fields":{"x":{"type":"LOCATION_LIST","value":[{"latitude":1}]}},"recordName":"a","recordType":"N"}"#,
+        // fine: every kind once, an empty reference list, escapes, a parent and a change tag
+        #"{"fields":{"a":{"type":"STRING","value":"\u00e9\n"},"b":{"type":"INT64_LIST","value":[1,-2]},"c":{"type":"REFERENCE_LIST","value":[]},"d":{"type":"BYTES","value":"AAE="},"e":{"type":"LOCATION","value":{"latitude":1,"longitude":2}},"f":{"type":"BOOLEAN_LIST","value":[true]},"g":{"type":"DOUBLE","value":0.5}},"parent":{"recordName":"p"},"recordChangeTag":"z","recordName":"a","recordType":"N","zoneID":{"ownerRecordName":"_o","zoneName":"Z"}}"#,
+        // a share record, a key twice, a missing name, changed keys
+        #"{"fields":{},"recordName":"a","recordType":"cloudkit.share"}"#,
+        #"{"fields":{},"recordName":"a","recordName":"b","recordType":"N"}"#,
+        #"{"fields":{},"recordType":"N"}"#,
+        #"{"changedKeys":["x"],"fields":{"x":{"type":"INT64","value":1}},"parentChanged":true,"recordName":"a","recordType":"N"}"#,
+    ])
+    func edgeCases(json: String) {
+        expectSameAcceptance(Data(json.utf8))
+    }
+}
