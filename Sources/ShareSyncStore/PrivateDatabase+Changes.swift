@@ -60,14 +60,12 @@ extension PrivateDatabase {
                 byteBudget: limits.maximumResponseSize, allowEmpty: false)
             let owned = self.zoneID(zoneID.zoneName)
             let changes: [RecordChange] = try page.map { row in
-                if let json = row["json"] as Data? {
-                    return .changed(present(try Record(jsonData: json), zoneID: owned, in: db))
-                }
-                return .deleted(DeletedRecord(recordID: Record.ID(recordName: row["name"], zoneID: owned), recordType: row["type"]))
+                if let json = row.json { return .changed(present(try Record(jsonData: json), zoneID: owned, in: db)) }
+                return .deleted(DeletedRecord(recordID: Record.ID(recordName: try row.requiredName(), zoneID: owned), recordType: try row.requiredType()))
             }
             return ZoneChanges(
-                zoneID: owned, changes: changes, changeToken: try self.token(after: page, moreComing: moreComing, from: since, db),
-                moreComing: moreComing)
+                zoneID: owned, changes: changes,
+                changeToken: try self.token(afterSeq: page.last?.seq, moreComing: moreComing, from: since, db), moreComing: moreComing)
         }
     }
 
@@ -104,22 +102,27 @@ extension PrivateDatabase {
     /// plus ``Limits/responseOverheadPerItem``. The first row always comes, unless `allowEmpty` (a
     /// push that already holds other changes), when a page may come back empty with `moreComing`.
     /// Rows are read through a cursor: a row past the budget is never copied out of SQLite.
+    /// Reads a page of a feed with `statement`, whose columns are, in this order, `seq`, `json` (NULL
+    /// for a deletion), `size` (the JSON's length), `name` and `type` (NULL where the JSON says them):
+    /// rows up to `limit` and within `byteBudget` (each counting its size plus
+    /// ``Limits/responseOverheadPerItem``), and whether more follow. (Columns are read by position:
+    /// GRDB lowercases a column's name on every `row["…"]`, for each of a page's 400 rows.)
     func feedPage(_ statement: Statement, arguments: StatementArguments, limit: Int, byteBudget: Int, allowEmpty: Bool)
-        throws -> (page: ArraySlice<Row>, moreComing: Bool, bytes: Int)
+        throws -> (page: [FeedRow], moreComing: Bool, bytes: Int)
     {
-        var rows: [Row] = []
+        var rows: [FeedRow] = []
         rows.reserveCapacity(min(limit, 512))
         var bytes = 0
         let cursor = try Row.fetchCursor(statement, arguments: arguments)
         while let row = try cursor.next() {
-            let size = (row["size"] as Int? ?? 0) + Limits.responseOverheadPerItem
+            let size = (row[2] as Int? ?? 0) + Limits.responseOverheadPerItem
             if rows.count == limit || (bytes + size > byteBudget && (allowEmpty || !rows.isEmpty)) {
-                return (rows[...], true, bytes)
+                return (rows, true, bytes)
             }
             bytes += size
-            rows.append(row.copy())
+            rows.append(FeedRow(seq: row[0], json: row[1], name: row[3], type: row[4]))
         }
-        return (rows[...], false, bytes)
+        return (rows, false, bytes)
     }
 
     func currentSeq(_ db: Database) throws -> Int64 {
@@ -155,12 +158,40 @@ extension PrivateDatabase {
     func token(after page: ArraySlice<Row>, moreComing: Bool, from position: ServerChangeToken.Position, _ db: Database)
         throws -> ServerChangeToken
     {
-        guard moreComing else { return ServerChangeToken(databaseID: databaseID, sequence: try currentSeq(db)) }
-        return ServerChangeToken(databaseID: databaseID, sequence: page.last!["seq"], scanSnapshot: position.scanSnapshot)
+        try token(afterSeq: page.last.map { $0["seq"] }, moreComing: moreComing, from: position, db)
+    }
+
+    /// ``token(after:moreComing:from:_:)`` from the last row's sequence.
+    func token(afterSeq lastSeq: Int64?, moreComing: Bool, from position: ServerChangeToken.Position, _ db: Database)
+        throws -> ServerChangeToken
+    {
+        guard moreComing, let lastSeq else { return ServerChangeToken(databaseID: databaseID, sequence: try currentSeq(db)) }
+        return ServerChangeToken(databaseID: databaseID, sequence: lastSeq, scanSnapshot: position.scanSnapshot)
     }
 
     /// A stored record as the owner sees it in their private database.
     func present(_ record: Record, zoneID: RecordZone.ID, in db: Database) -> Record {
         present(record, to: ownerName, zoneID: zoneID, in: db)
+    }
+}
+
+/// A row of a feed page (``PrivateDatabase/feedPage(_:arguments:limit:byteBudget:allowEmpty:)``).
+struct FeedRow {
+    let seq: Int64
+    /// The record's stored JSON; nil for a deletion.
+    let json: Data?
+    let name: String?
+    let type: String?
+
+    /// The name, which the query gives for this row.
+    func requiredName() throws -> String {
+        guard let name else { throw ShareSyncError(.internalError, "a change feed row at \(seq) has no record name") }
+        return name
+    }
+
+    /// The type, which the query gives for this row.
+    func requiredType() throws -> String {
+        guard let type else { throw ShareSyncError(.internalError, "a change feed row at \(seq) has no record type") }
+        return type
     }
 }

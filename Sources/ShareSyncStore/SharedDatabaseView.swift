@@ -175,7 +175,7 @@ public struct SharedDatabaseView: Sendable {
             }
             let (page, moreComing, bytes) = try database.feedPage(
                 db.cachedStatement(sql: """
-                    SELECT v.name, v.type, v.seq, v.present, r.json, length(r.json) AS size FROM viewLog v
+                    SELECT v.seq, r.json, length(r.json) AS size, v.name, v.type FROM viewLog v
                     LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
                     WHERE v.viewer = ?1 AND v.zone = ?2 AND v.seq > ?3 AND (v.present = 1 OR v.seq > ?4)
                     ORDER BY v.seq LIMIT ?5
@@ -184,12 +184,13 @@ public struct SharedDatabaseView: Sendable {
                 byteBudget: budget, allowEmpty: allowEmpty)
             if page.isEmpty && moreComing { return nil }
             let changes: [FeedPage<Item>.Change] = try page.map { row in
-                if let json = row["json"] as Data? { return .changed(try record(json, row["name"], row["type"], shared, db)) }
-                return .deleted(name: row["name"], type: row["type"])
+                let (name, type) = (try row.requiredName(), try row.requiredType())
+                if let json = row.json { return .changed(try record(json, name, type, shared, db)) }
+                return .deleted(name: name, type: type)
             }
             return FeedPage(
                 zoneID: shared, changes: changes,
-                changeToken: try database.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing,
+                changeToken: try database.token(afterSeq: page.last?.seq, moreComing: moreComing, from: since, db), moreComing: moreComing,
                 bytes: bytes)
         }
     }
