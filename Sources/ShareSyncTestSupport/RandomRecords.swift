@@ -128,6 +128,27 @@ public struct RandomRecords {
     }
 
     /// A random ordinary record (never a share).
+    /// Bytes that JSON readers trip on: structure, digits, the letters of literals and escapes, and
+    /// bytes that are not valid UTF-8 on their own.
+    public static let interestingBytes: [UInt8] =
+        Array(#"{}[]",:\/0123456789-+.eEtfnu "#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC0, 0xED, 0xF4, 0xFF]
+
+    /// `bytes` with 1 to 3 bytes changed, inserted or removed at random places, the byte one of
+    /// ``interestingBytes`` 70 % of the time.
+    public mutating func mutated(_ bytes: [UInt8]) -> [UInt8] {
+        var bytes = bytes
+        for _ in 0..<int(1...3) {
+            let at = int(0...bytes.count - 1)
+            let byte = chance(0.7) ? pick(Self.interestingBytes) : UInt8.random(in: 0...255, using: &rng)
+            switch int(0...2) {
+            case 0: bytes[at] = byte
+            case 1: bytes.insert(byte, at: at)
+            default: bytes.remove(at: at)
+            }
+        }
+        return bytes
+    }
+
     public mutating func record() -> Record {
         let zone = self.zone()
         var fields: [String: FieldValue] = [:]

@@ -110,6 +110,25 @@ struct ZonePageFetcherTests {
         #expect(error?.message == "page 1 is malformed")
     }
 
+    @Test("a page an app's own owner hands over as records comes back from page as given, and is stored encoded")
+    func recordsPageKeptAsGiven() async throws {
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_owner")
+        var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: zone))
+        record["title"] = .string("milk")  // marks "title" as changed
+        let given = ZoneChanges(zoneID: zone, changes: [.changed(record)], changeToken: ServerChangeToken(stringValue: "t1"), moreComing: false)
+        let pending = PendingZoneChanges { given }
+        let page = try await pending.page
+        #expect(page.changedRecords == [record])
+        #expect(page.changedRecords.first?.changedKeys == ["title"])
+        let arrived = try await pending.arrived
+        #expect(arrived.continuation?.token == given.changeToken)
+        guard case .changed(let encoded)? = try arrived.page().changes.first else {
+            Issue.record("expected a changed record")
+            return
+        }
+        #expect(encoded.json == (try record.jsonData()))
+    }
+
     @Test("the token and moreComing read ahead of the records are those of the decoded page; an error answer has none")
     func continuationMatchesDecodedPage() throws {
         var read = 0

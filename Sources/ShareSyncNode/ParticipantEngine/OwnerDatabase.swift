@@ -67,9 +67,7 @@ public struct PendingZoneChanges: Sendable {
 
     /// Wraps the wait for the page.
     public init(_ wait: @escaping @Sendable () async throws(ShareSyncError) -> ZoneChanges) {
-        self.wait = { () async throws(ShareSyncError) -> ArrivedZoneChanges in
-            ArrivedZoneChanges(page: try EncodedZoneChanges(try await wait()))
-        }
+        self.wait = { () async throws(ShareSyncError) -> ArrivedZoneChanges in ArrivedZoneChanges(records: try await wait()) }
     }
 
     /// Wraps the wait for a page that arrived and is decoded on demand.
@@ -77,7 +75,7 @@ public struct PendingZoneChanges: Sendable {
 
     /// Waits for the page.
     public var page: ZoneChanges {
-        get async throws(ShareSyncError) { try await wait().page().decoded() }
+        get async throws(ShareSyncError) { try await wait().records() }
     }
 
     /// Waits for the page to arrive, not yet decoded: what the sync engine reads, so that it can ask
@@ -95,6 +93,8 @@ package struct ArrivedZoneChanges: Sendable {
     /// not be read that way: an error, or JSON that the fast reader leaves to `JSONDecoder`).
     package let continuation: (token: ServerChangeToken, moreComing: Bool)?
     private let decode: @Sendable () throws(ShareSyncError) -> EncodedZoneChanges
+    /// The page as records, when it came as records (an ``OwnerDatabase`` of the app's own).
+    private let recordsPage: ZoneChanges?
 
     package init(
         continuation: (token: ServerChangeToken, moreComing: Bool)?,
@@ -102,15 +102,29 @@ package struct ArrivedZoneChanges: Sendable {
     ) {
         self.continuation = continuation
         self.decode = decode
+        recordsPage = nil
     }
 
-    /// A page already decoded.
+    /// A page already decoded, its records as bytes.
     package init(page: EncodedZoneChanges) {
         self.init(continuation: (page.changeToken, page.moreComing)) { () throws(ShareSyncError) in page }
     }
 
+    /// A page of records, encoded only if the sync engine stores it.
+    package init(records: ZoneChanges) {
+        continuation = (records.changeToken, records.moreComing)
+        decode = { () throws(ShareSyncError) in try EncodedZoneChanges(records) }
+        recordsPage = records
+    }
+
     /// Decodes the page (the owner's error, if it answered with one).
     package func page() throws(ShareSyncError) -> EncodedZoneChanges { try decode() }
+
+    /// The page as records: as they came, or decoded from their bytes.
+    package func records() throws(ShareSyncError) -> ZoneChanges {
+        if let recordsPage { return recordsPage }
+        return try page().decoded()
+    }
 }
 
 /// Opens connections to owners' nodes for the sync engine: over the network
