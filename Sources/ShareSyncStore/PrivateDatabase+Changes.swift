@@ -97,16 +97,13 @@ extension PrivateDatabase {
     }
 
     /// Reads a feed query's rows in order until `limit` rows, or until the next row would take the page
-    /// past `byteBudget` bytes. The query selects a `size` column (the stored JSON's length, NULL for a
-    /// deletion) and asks for `limit + 1` rows, so that `moreComing` is known. Each row counts its size
-    /// plus ``Limits/responseOverheadPerItem``. The first row always comes, unless `allowEmpty` (a
-    /// push that already holds other changes), when a page may come back empty with `moreComing`.
-    /// Rows are read through a cursor: a row past the budget is never copied out of SQLite.
-    /// Reads a page of a feed with `statement`, whose columns are, in this order, `seq`, `json` (NULL
-    /// for a deletion), `size` (the JSON's length), `name` and `type` (NULL where the JSON says them):
-    /// rows up to `limit` and within `byteBudget` (each counting its size plus
-    /// ``Limits/responseOverheadPerItem``), and whether more follow. (Columns are read by position:
-    /// GRDB lowercases a column's name on every `row["…"]`, for each of a page's 400 rows.)
+    /// past `byteBudget` bytes. The query selects, in this order, `seq`, `json` (NULL for a deletion),
+    /// `size` (the JSON's length), `name` and `type` (NULL where the JSON says them), and asks for
+    /// `limit + 1` rows, so that `moreComing` is known. Each row counts its size plus
+    /// ``Limits/responseOverheadPerItem``. The first row always comes, unless `allowEmpty` (a push that
+    /// already holds other changes), when a page may come back empty with `moreComing`. Rows are read
+    /// through a cursor: a row past the budget is never copied out of SQLite. (Columns are read by
+    /// position: GRDB lowercases a column's name on every `row["…"]`, for each of a page's 400 rows.)
     func feedPage(_ statement: Statement, arguments: StatementArguments, limit: Int, byteBudget: Int, allowEmpty: Bool)
         throws -> (page: [FeedRow], moreComing: Bool, bytes: Int)
     {

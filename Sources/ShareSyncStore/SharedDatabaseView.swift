@@ -99,13 +99,7 @@ public struct SharedDatabaseView: Sendable {
                 database.present(try database.decodeStored(json, type: type, zone: zoneID.zoneName, name: name), to: viewer, zoneID: zoneID, in: db)
             })
         else { return nil }
-        let changes: [RecordChange] = page.changes.map { change in
-            switch change {
-            case .changed(let record): .changed(record)
-            case .deleted(let name, let type):
-                .deleted(DeletedRecord(recordID: Record.ID(recordName: name, zoneID: page.zoneID), recordType: type))
-            }
-        }
+        let changes = page.changes(RecordChange.changed, RecordChange.deleted)
         return (ZoneChanges(zoneID: page.zoneID, changes: changes, changeToken: page.changeToken, moreComing: page.moreComing), page.bytes)
     }
 
@@ -116,14 +110,19 @@ public struct SharedDatabaseView: Sendable {
     package func fetchZoneChangesPageJSON(
         _ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil, byteBudget: Int?, allowEmpty: Bool
     ) throws(ShareSyncError) -> FeedPage<Data>? {
+        let presented = presentedJSON(in: zoneID)
+        return try feedPage(
+            zoneID, since: token, resultsLimit: resultsLimit, byteBudget: byteBudget, allowEmpty: allowEmpty,
+            record: { json, name, type, _, db in try presented(json, name, type, db) })
+    }
+
+    /// Makes a stored record of `zoneID` into the JSON the caller sees
+    /// (``PrivateDatabase/presentedJSON(_:name:type:to:splice:in:)``).
+    private func presentedJSON(in zoneID: RecordZone.ID) -> (_ stored: Data, _ name: String, _ type: String, Database) throws -> Data {
         let viewer = self.viewer
         let database = self.database
         let splice = PrivateDatabase.ZoneIDSplice(database.sharedZoneID(zoneID.zoneName))
-        return try feedPage(
-            zoneID, since: token, resultsLimit: resultsLimit, byteBudget: byteBudget, allowEmpty: allowEmpty,
-            record: { json, name, type, _, db in
-                try database.presentedJSON(json, name: name, type: type, to: viewer, splice: splice, in: db)
-            })
+        return { stored, name, type, db in try database.presentedJSON(stored, name: name, type: type, to: viewer, splice: splice, in: db) }
     }
 
     /// ``fetchZoneChanges(_:since:resultsLimit:)`` with each record as the JSON the caller sees
@@ -132,24 +131,15 @@ public struct SharedDatabaseView: Sendable {
     package func fetchEncodedZoneChanges(_ zoneID: RecordZone.ID, since token: ServerChangeToken?, resultsLimit: Int? = nil)
         throws(ShareSyncError) -> EncodedZoneChanges
     {
-        let viewer = self.viewer
-        let database = self.database
-        let splice = PrivateDatabase.ZoneIDSplice(database.sharedZoneID(zoneID.zoneName))
+        let presented = presentedJSON(in: zoneID)
         let page = try feedPage(
             zoneID, since: token, resultsLimit: resultsLimit, byteBudget: nil, allowEmpty: false,
             record: { json, name, type, zoneID, db in
-                EncodedRecord(
-                    recordID: Record.ID(recordName: name, zoneID: zoneID), recordType: type,
-                    json: try database.presentedJSON(json, name: name, type: type, to: viewer, splice: splice, in: db))
+                EncodedRecord(recordID: Record.ID(recordName: name, zoneID: zoneID), recordType: type, json: try presented(json, name, type, db))
             })!
-        let changes: [EncodedZoneChanges.Change] = page.changes.map { change in
-            switch change {
-            case .changed(let record): .changed(record)
-            case .deleted(let name, let type):
-                .deleted(DeletedRecord(recordID: Record.ID(recordName: name, zoneID: page.zoneID), recordType: type))
-            }
-        }
-        return EncodedZoneChanges(zoneID: page.zoneID, changes: changes, changeToken: page.changeToken, moreComing: page.moreComing)
+        return EncodedZoneChanges(
+            zoneID: page.zoneID, changes: page.changes(EncodedZoneChanges.Change.changed, EncodedZoneChanges.Change.deleted),
+            changeToken: page.changeToken, moreComing: page.moreComing)
     }
 
     private func feedPage<Item>(
@@ -300,4 +290,14 @@ package struct FeedPage<Item>: Sendable where Item: Sendable {
     package var moreComing: Bool
     /// The stored bytes the page counted against its budget.
     package var bytes: Int
+
+    /// The changes in commit order, made by `changed` and by `deleted` (a deletion in the page's zone).
+    package func changes<Change>(_ changed: (Item) -> Change, _ deleted: (DeletedRecord) -> Change) -> [Change] {
+        changes.map { change in
+            switch change {
+            case .changed(let item): changed(item)
+            case .deleted(let name, let type): deleted(DeletedRecord(recordID: Record.ID(recordName: name, zoneID: zoneID), recordType: type))
+            }
+        }
+    }
 }

@@ -237,9 +237,8 @@ package struct ReceivedZoneChanges: Codable, Sendable, FastJSONDecodable {
     /// (``ZoneChangesResult/zoneChanges(ownerName:)``, with each record's bytes kept).
     package func zoneChanges(ownerName: String) throws(ShareSyncError) -> EncodedZoneChanges {
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
-        let changes = try ZoneChangesResult.merge(order: order, changed: changed, deleted: deleted) { item in
-            EncodedZoneChanges.Change.deleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
-        } changed: { .changed($0) }
+        let changes = try ZoneChangesResult.merge(
+            order: order, changed: changed, deleted: deleted, in: zoneID, EncodedZoneChanges.Change.changed, EncodedZoneChanges.Change.deleted)
         return EncodedZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
     }
 }

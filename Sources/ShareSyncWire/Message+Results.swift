@@ -109,16 +109,15 @@ public struct ZoneChangesResult: Codable, Sendable, Hashable {
     /// The changes in commit order; a malformed `order` is `invalidArguments`.
     public func zoneChanges(ownerName: String) throws(ShareSyncError) -> ZoneChanges {
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
-        let changes = try Self.merge(order: order, changed: changed, deleted: deleted) { item in
-            RecordChange.deleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
-        } changed: { .changed($0) }
+        let changes = try Self.merge(order: order, changed: changed, deleted: deleted, in: zoneID, RecordChange.changed, RecordChange.deleted)
         return ZoneChanges(zoneID: zoneID, changes: changes, changeToken: token, moreComing: moreComing)
     }
 
-    /// The changes in commit order: `changed` and `deleted` interleaved as `order` says ("c" and "d"),
-    /// after checking that it accounts for each exactly once.
+    /// The changes in commit order: `changed` and `deleted` (deletions in `zoneID`) interleaved as
+    /// `order` says ("c" and "d"), after checking that it accounts for each exactly once.
     package static func merge<Changed, Change>(
-        order: String, changed: [Changed], deleted: [Deleted], _ makeDeleted: (Deleted) -> Change, changed makeChanged: (Changed) -> Change
+        order: String, changed: [Changed], deleted: [Deleted], in zoneID: RecordZone.ID,
+        _ makeChanged: (Changed) -> Change, _ makeDeleted: (DeletedRecord) -> Change
     ) throws(ShareSyncError) -> [Change] {
         guard order.utf8.count == changed.count + deleted.count,
             order.utf8.allSatisfy({ $0 == UInt8(ascii: "c") || $0 == UInt8(ascii: "d") }),
@@ -128,7 +127,11 @@ public struct ZoneChangesResult: Codable, Sendable, Hashable {
         }
         var c = changed.makeIterator()
         var d = deleted.makeIterator()
-        return order.utf8.map { letter in letter == UInt8(ascii: "c") ? makeChanged(c.next()!) : makeDeleted(d.next()!) }
+        return order.utf8.map { letter in
+            if letter == UInt8(ascii: "c") { return makeChanged(c.next()!) }
+            let item = d.next()!
+            return makeDeleted(DeletedRecord(recordID: Record.ID(recordName: item.recordName, zoneID: zoneID), recordType: item.recordType))
+        }
     }
 }
 
