@@ -4,8 +4,8 @@ import Foundation
 /// zone changes carries from the owner's store (or from the wire) to a participant's replica, so that
 /// the bytes are stored as they came and not decoded into a ``Record`` and encoded again.
 ///
-/// Only made by code that has read the bytes as a record (``init(_:)``, or a decoder that read them
-/// with ``JSONReader/record()``) or that took them from the owner's store: ``json`` decodes with
+/// Only made by code that has read the bytes as a record (``init(_:)``, or a decoder that checked them
+/// with ``JSONReader/checkedRecordIdentity()``) or that took them from the owner's store: ``json`` decodes with
 /// ``Record/init(jsonData:)`` to a record with ``recordID`` and ``recordType``.
 package struct EncodedRecord: Sendable, Hashable {
     /// The record's ID, as written in its JSON.
