@@ -235,6 +235,9 @@ extension PrivateDatabase {
                 }
             }
             if let failure { throw failure }
+            // Accepting again what is already accepted (another device of the same person, a retried
+            // accept) changes nothing: no write, so no change reaches the share's other participants.
+            if share == existing { return }
             _ = try ctx.storeShareState(share)
             try ctx.settleSharing()
             try ctx.finish()

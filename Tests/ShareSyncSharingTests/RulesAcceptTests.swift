@@ -75,6 +75,27 @@ struct RulesAcceptTests {
         #expect(try w.visible("_p", ["topic", "note"]) == ["topic", "note"])
     }
 
+    @Test("accepting again (another device, a retry) writes nothing: no change for the other participants, the same share")
+    func acceptAgainWritesNothing() throws {
+        let w = try topicWorld()
+        let saved = try w.share(root: "topic", invite: [("_b", .readWrite)], publicPermission: .readOnly)
+        try w.accept(saved, "_b")
+        try w.accept(saved, "_p")
+        let before = try w.currentShare(saved.recordID)
+        let token = try w.view("_p").fetchZoneChanges(w.sharedZone, since: nil).changeToken
+        let again = (b: try w.accept(saved, "_b"), p: try w.accept(saved, "_p"))
+        #expect(again.b.participantStatus == .accepted && again.b.participantPermission == .readWrite)
+        #expect(again.p.participantStatus == .accepted && again.p.participantRole == .publicUser)
+        let after = try w.currentShare(saved.recordID)
+        #expect(after.record.recordChangeTag == before.record.recordChangeTag)
+        #expect(after.participants == before.participants)
+        #expect(try w.view("_p").fetchZoneChanges(w.sharedZone, since: token).changes.isEmpty)
+        // A first accept still writes, and reaches the others.
+        try w.accept(saved, "_q")
+        #expect(try w.view("_p").fetchZoneChanges(w.sharedZone, since: token).changedRecords.map(\.recordID.recordName)
+            == [saved.recordID.recordName])
+    }
+
     @Test("the zone appears in the shared database with the same zoneName and the owner's name, holding only the share's records and the share")
     func sharedZoneContents() throws {
         let w = try topicWorld()
