@@ -50,10 +50,14 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // zlib's own API, for the one call compress-nio does not expose (deflateSetDictionary: see
+        // ShareSyncWire's DeflaterPool). The same system libz that compress-nio links.
+        .systemLibrary(name: "CZlib"),
         .target(
             name: "ShareSyncWire",
             dependencies: [
                 "ShareSyncCore",
+                "CZlib",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "CompressNIO", package: "compress-nio"),

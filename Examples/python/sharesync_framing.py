@@ -42,14 +42,24 @@ def b64decode_strict(line: bytes) -> bytes:
     return data
 
 class Encoder:
-    def __init__(self, encoding="deflate", level=1):  # ShareSync nodes send at level 1
-        self.encoding = encoding
-        self.z = zlib.compressobj(level, zlib.DEFLATED, -15)
+    """history=4096 is what ShareSync nodes do: each frame is compressed by a fresh stream whose
+    dictionary is the last 4 KiB of payload this encoder sent, so a frame refers back at most that
+    far. history=None keeps one stream for the whole connection. Any receiver reads either."""
+    def __init__(self, encoding="deflate", level=1, history=4096):  # ShareSync nodes send at level 1
+        self.encoding, self.level, self.history, self.sent = encoding, level, history, b""
+        self.z = zlib.compressobj(level, zlib.DEFLATED, -15) if history is None else None
     def encode(self, payload: bytes) -> bytes:
         if self.encoding == "plain":
             if b"\n" in payload: raise FrameError("invalidEncoding", "newline in a plain payload")
             return payload + b"\n"
-        data = self.z.compress(payload) + self.z.flush(zlib.Z_SYNC_FLUSH) if payload else TAIL
+        if not payload:
+            data = TAIL
+        elif self.z:
+            data = self.z.compress(payload) + self.z.flush(zlib.Z_SYNC_FLUSH)
+        else:
+            z = zlib.compressobj(self.level, zlib.DEFLATED, -15, 5, **({"zdict": self.sent} if self.sent else {}))
+            data = z.compress(payload) + z.flush(zlib.Z_SYNC_FLUSH)
+            self.sent = (self.sent + payload)[-self.history:]
         assert data.endswith(TAIL)
         data = data[:-4]
         body = escape(data) if self.encoding == "deflate" else base64.b64encode(data)

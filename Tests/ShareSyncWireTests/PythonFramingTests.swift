@@ -65,11 +65,13 @@ import Testing
             spec = importlib.util.spec_from_file_location("framing", sys.argv[1])
             f = importlib.util.module_from_spec(spec); spec.loader.exec_module(f)
             data = json.loads(open(sys.argv[2]).read())
-            out = {"encoded": {}, "decoded": {}, "refused": []}
+            out = {"encoded": {}, "longLived": {}, "decoded": {}, "refused": []}
             for enc in ["deflate", "deflate-base64", "plain"]:
                 e = f.Encoder(enc)
                 items = data["plainPayloads"] if enc == "plain" else data["payloads"]
                 out["encoded"][enc] = "".join(e.encode(bytes.fromhex(p)).hex() for p in items)
+                e = f.Encoder(enc, history=None)
+                out["longLived"][enc] = "".join(e.encode(bytes.fromhex(p)).hex() for p in items)
                 d = f.Decoder(enc)
                 lines = bytes.fromhex(data["swift"][enc]).split(b"\\n")[:-1]
                 out["decoded"][enc] = [d.decode(line).hex() for line in lines]
@@ -95,6 +97,7 @@ import Testing
         let result = try #require(try JSONSerialization.jsonObject(with: Data(outcome.stdout.utf8)) as? [String: Any])
         let encoded = try #require(result["encoded"] as? [String: String])
         let decoded = try #require(result["decoded"] as? [String: [String]])
+        let longLived = try #require(result["longLived"] as? [String: String])
         for encoding in encodings {
             // Byte for byte: Python's lines are Swift's lines.
             #expect(encoded[encoding.rawValue] == swiftStreams[encoding.rawValue], "\(encoding)")
@@ -102,6 +105,9 @@ import Testing
             #expect(decoded[encoding.rawValue] == payloads(encoding).map { $0.readableBytesView.hex }, "\(encoding)")
             let fromPython = try decodeLines(ByteBuffer(hex: encoded[encoding.rawValue] ?? ""), encoding: encoding)
             #expect(fromPython == payloads(encoding), "\(encoding)")
+            // A sender that keeps one deflate stream for the connection is read the same.
+            let fromLongLived = try decodeLines(ByteBuffer(hex: longLived[encoding.rawValue] ?? ""), encoding: encoding)
+            #expect(fromLongLived == payloads(encoding), "\(encoding), one long-lived stream")
         }
         // Both refuse the same lines with the codes protocol.md names.
         let refused = try #require(result["refused"] as? [String])

@@ -1,0 +1,111 @@
+import Dispatch
+import NIOCore
+import Synchronization
+import Testing
+@testable import ShareSyncWire
+
+/// The deflate streams are lent per frame from a pool shared by every connection (`DeflaterPool`),
+/// and each connection's frames refer back only into its own last `historySize` bytes. These tests
+/// hold each connection's lines to what its own long-lived inflate stream (the receiver's) reads.
+@Suite struct PooledDeflateTests {
+    /// Payloads of many sizes around the history's: empty, small, exactly `historySize`, larger,
+    /// and several times larger, with text that repeats across frames and random bytes that do not.
+    static func mixedPayloads(count: Int, seed: UInt64) -> [ByteBuffer] {
+        var rng = SplitMix64(seed: seed)
+        let notes = notePayloads(count: count, seed: seed)
+        let h = FrameEncoder.historySize
+        return (0..<count).map { i in
+            switch rng.next() % 8 {
+            case 0: return ByteBuffer()
+            case 1: return ByteBuffer(bytes: (0..<(Int(rng.next() % 3000) + 1)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
+            case 2: return ByteBuffer(repeating: UInt8(ascii: "a") + UInt8(rng.next() % 26), count: h)
+            case 3:
+                var big = ByteBuffer()
+                for j in 0..<(Int(rng.next() % 40) + 10) { var n = notes[(i + j) % count]; big.writeBuffer(&n) }
+                return big
+            default: return notes[i]
+            }
+        }
+    }
+
+    @Test(arguments: [FrameEncoding.deflate, .deflateBase64])
+    func interleavedConnectionsEachReadTheirOwnPayloads(encoding: FrameEncoding) throws {
+        let connections = 4
+        let encoders = try (0..<connections).map { _ in try FrameEncoder(encoding: encoding) }
+        let decoders = try (0..<connections).map { _ in try FrameDecoder(encoding: encoding) }
+        let payloads = (0..<connections).map { Self.mixedPayloads(count: 300, seed: UInt64($0) + 7) }
+        var next = [Int](repeating: 0, count: connections)
+        var rng = SplitMix64(seed: 3)
+        var sent = 0
+        while sent < connections * 300 {
+            let c = Int(rng.next() % UInt64(connections))
+            guard next[c] < 300 else { continue }
+            var line = try encoders[c].encode(payloads[c][next[c]])
+            line.moveWriterIndex(to: line.writerIndex - 1)
+            #expect(try decoders[c].decode(line: line) == payloads[c][next[c]], "connection \(c), frame \(next[c])")
+            next[c] += 1
+            sent += 1
+        }
+    }
+
+    @Test func connectionsEncodingOnManyThreadsAtOnceStayApart() throws {
+        let threads = 6
+        let payloads = (0..<threads).map { Self.mixedPayloads(count: 200, seed: UInt64($0) + 100) }
+        let lines = Mutex([[ByteBuffer]](repeating: [], count: threads))
+        let failures = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            do {
+                let encoder = try FrameEncoder(encoding: .deflate)
+                let mine = try payloads[t].map { try encoder.encode($0) }
+                lines.withLock { $0[t] = mine }
+            } catch {
+                failures.withLock { $0 += 1 }
+            }
+        }
+        #expect(failures.withLock { $0 } == 0)
+        for t in 0..<threads {
+            let decoder = try FrameDecoder(encoding: .deflate)
+            let sent = lines.withLock { $0[t] }
+            #expect(sent.count == payloads[t].count)
+            for (i, var line) in sent.enumerated() {
+                line.moveWriterIndex(to: line.writerIndex - 1)
+                #expect(try decoder.decode(line: line) == payloads[t][i], "thread \(t), frame \(i)")
+            }
+        }
+    }
+
+    @Test func aLineRefusedAsTooLongLeavesTheStreamInStep() throws {
+        // Random bytes do not compress: 2,000 of them make a line over 1,500 bytes.
+        let limits = FrameLimits(maximumLineLength: 1500)
+        let encoder = try FrameEncoder(encoding: .deflate, limits: limits)
+        let decoder = try FrameDecoder(encoding: .deflate, limits: limits)
+        var rng = SplitMix64(seed: 5)
+        let notes = notePayloads(count: 20, seed: 5)
+        for (i, note) in notes.enumerated() {
+            if i % 3 == 1 {
+                let noise = ByteBuffer(bytes: (0..<2000).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
+                #expect(throws: FrameError.self) { _ = try encoder.encode(noise) }
+            }
+            var line = try encoder.encode(note)
+            line.moveWriterIndex(to: line.writerIndex - 1)
+            #expect(try decoder.decode(line: line) == note, "frame \(i)")
+        }
+    }
+
+    @Test func aPushAfterABigPageStillRefersBackIntoIt() throws {
+        let encoder = try FrameEncoder(encoding: .deflate)
+        let decoder = try FrameDecoder(encoding: .deflate)
+        var rng = SplitMix64(seed: 11)
+        let note = ByteBuffer(string: notePayload(7, rng: &rng))
+        var page = ByteBuffer()
+        for _ in 0..<50 { var n = note; page.writeBuffer(&n) }
+        let alone = try FrameEncoder(encoding: .deflate).encode(note).readableBytes
+        for payload in [page, note] {
+            var line = try encoder.encode(payload)
+            let size = line.readableBytes
+            line.moveWriterIndex(to: line.writerIndex - 1)
+            #expect(try decoder.decode(line: line) == payload)
+            if payload == note { #expect(size * 4 < alone, "after the page \(size) bytes, alone \(alone)") }
+        }
+    }
+}
