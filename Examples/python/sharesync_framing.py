@@ -42,12 +42,13 @@ def b64decode_strict(line: bytes) -> bytes:
     return data
 
 class Encoder:
-    """history=4096 is what ShareSync nodes do: each frame is compressed by a fresh stream whose
-    dictionary is the last 4 KiB of payload this encoder sent, so a frame refers back at most that
-    far. history=None keeps one stream for the whole connection. Any receiver reads either."""
-    def __init__(self, encoding="deflate", level=1, history=4096):  # ShareSync nodes send at level 1
+    """history=None keeps one deflate stream for the whole connection: what a ShareSync node does
+    while it sends on at most 16 connections at once. history=4096 is what it does beyond that: each
+    frame is compressed by a fresh stream whose dictionary is the last 4 KiB of payload this encoder
+    sent, so a frame refers back at most that far. Any receiver reads either."""
+    def __init__(self, encoding="deflate", level=1, history=None):  # ShareSync nodes send at level 1
         self.encoding, self.level, self.history, self.sent = encoding, level, history, b""
-        self.z = zlib.compressobj(level, zlib.DEFLATED, -15) if history is None else None
+        self.z = zlib.compressobj(level, zlib.DEFLATED, -15, 5) if history is None else None
     def encode(self, payload: bytes) -> bytes:
         if self.encoding == "plain":
             if b"\n" in payload: raise FrameError("invalidEncoding", "newline in a plain payload")

@@ -13,21 +13,34 @@ import Synchronization
 /// `Z_SYNC_FLUSH` writes blocks that refer only to bytes the receiver's window holds, so its output
 /// is a valid continuation of the connection's stream: receivers see no difference.
 ///
+/// Streams go back to the pool after each frame, and an encoder gets its own last stream back if
+/// no other connection has used it since (``Deflater/lastUser``): then the stream just goes on, with
+/// no reset and the whole 32 KiB of context, exactly as a stream kept per connection. That is the
+/// case whenever at most ``maximumIdle`` connections send at once. Beyond that, a frame pays the
+/// reset and the dictionary.
+///
 /// Measured reason (calling zlib directly, since compress-nio does not expose
 /// `deflateSetDictionary`): a deflate stream (window 2^15, memLevel 5) holds about 148 KB; with
 /// one per connection an owner serving 1,000 participants spent 148 MB of its 323 MB on them
-/// (heaptrack, `sharesync-bench suite --only fan-out`). Lent per frame, the streams number the
-/// threads encoding at once, and each connection keeps only ``FrameEncoder/historySize`` bytes.
-/// What it costs: a reset and a dictionary of up to 4 KiB per frame (a few microseconds), and a push
-/// can refer back only 4 KiB, not 32 (`sharesync-bench wire` gives the sizes).
+/// (heaptrack, `sharesync-bench suite --only fan-out`); pooled, its peak RSS is 165 MB. What a
+/// frame that does not find its own stream costs: the reset and hashing the 4 KiB dictionary, about
+/// 5 µs (`sharesync-bench wire`, single records: 95 → 41 MB/s when every frame paid it), and
+/// references back 4 KiB rather than 32 (0.192 → 0.197 of the payload for single records).
 final class DeflaterPool: Sendable {
-    /// The most idle streams kept; more are freed when given back.
-    static let maximumIdle = 8
+    /// The most idle streams kept (about 148 KB each); more are freed when given back.
+    static let maximumIdle = 16
 
     let level: Int32
+    /// Whether an encoder gets its own last stream back (always, but in tests of the other path).
+    let keepsAffinity: Bool
     private let idle = Mutex<[Deflater.Box]>([])
 
-    private init(level: Int32) { self.level = level }
+    /// A pool of its own (the nodes share ``shared(level:)``); tests use one to know which streams
+    /// their encoders get.
+    init(level: Int32, keepsAffinity: Bool = true) {
+        self.level = level
+        self.keepsAffinity = keepsAffinity
+    }
 
     private static let pools = Mutex<[Int32: DeflaterPool]>([:])
 
@@ -41,17 +54,26 @@ final class DeflaterPool: Sendable {
         }
     }
 
-    /// Runs `body` with a stream of this pool's level, reset, that no one else uses meanwhile.
-    func withDeflater<R>(_ body: (Deflater) throws(FrameError) -> R) throws(FrameError) -> R {
-        let box = idle.withLock { $0.popLast() }
+    /// Runs `body` with a stream of this pool's level that no one else uses meanwhile: `preferred`
+    /// if it is idle (the caller's own last stream), else the one idle longest, else a new one.
+    func withDeflater<R>(preferring preferred: Deflater?, _ body: (Deflater) throws(FrameError) -> R) throws(FrameError) -> R {
+        let taken = idle.withLock { idle -> Deflater? in
+            if keepsAffinity, let preferred, let i = idle.firstIndex(where: { $0.deflater === preferred }) {
+                return idle.remove(at: i).deflater
+            }
+            return idle.isEmpty ? nil : idle.removeFirst().deflater
+        }
         let deflater: Deflater
-        if let box { deflater = box.deflater } else { deflater = try Deflater(level: level) }
+        if let taken { deflater = taken } else { deflater = try Deflater(level: level) }
         defer {
             deflater.trim()
             let returned = Deflater.Box(deflater: deflater)
-            idle.withLock { idle in
-                if idle.count < Self.maximumIdle { idle.append(returned) }
+            // The least recently returned go first, so that a busy connection finds its own again.
+            let dropped = idle.withLock { idle -> Deflater.Box? in
+                idle.append(returned)
+                return idle.count > Self.maximumIdle ? idle.removeFirst() : nil
             }
+            _ = dropped  // freed here, outside the lock
         }
         return try body(deflater)
     }
@@ -63,6 +85,11 @@ final class Deflater {
     struct Box: @unchecked Sendable {
         let deflater: Deflater
     }
+
+    /// The ``FrameEncoder`` whose frame this stream wrote last, whole; 0 if none or if a frame was
+    /// refused after compressing. Only that encoder may continue the stream without a reset.
+    /// Changed only by the borrower; read by the next borrower (the pool's lock orders the two).
+    var lastUser: UInt64 = 0
 
     private let stream: UnsafeMutablePointer<z_stream>
     private var output: ByteBuffer
@@ -87,12 +114,15 @@ final class Deflater {
         stream.deallocate()
     }
 
-    /// Deflates `payload` as the continuation of a stream whose last bytes were `history`, with a
-    /// sync flush, and returns the compressed bytes without the flush's trailing `00 00 FF FF`.
-    /// The buffer is this deflater's own: use it before the deflater goes back to the pool.
-    func compress(_ payload: ByteBuffer, after history: [UInt8]) throws(FrameError) -> ByteBuffer {
-        guard deflateReset(stream) == Z_OK else { throw FrameError(.invalidEncoding, "deflate could not be reset") }
-        if !history.isEmpty {
+    /// Deflates `payload` with a sync flush and returns the compressed bytes without the flush's
+    /// trailing `00 00 FF FF`: with a `history`, as a fresh stream primed with those last bytes of
+    /// the connection; without, as the continuation of this stream. The buffer is this deflater's
+    /// own: use it before the deflater goes back to the pool.
+    func compress(_ payload: ByteBuffer, after history: [UInt8]?) throws(FrameError) -> ByteBuffer {
+        if history != nil {
+            guard deflateReset(stream) == Z_OK else { throw FrameError(.invalidEncoding, "deflate could not be reset") }
+        }
+        if let history, !history.isEmpty {
             let rc = history.withUnsafeBufferPointer { deflateSetDictionary(stream, $0.baseAddress, UInt32($0.count)) }
             guard rc == Z_OK else { throw FrameError(.invalidEncoding, "deflate refused its dictionary (zlib error \(rc))") }
         }

@@ -1,4 +1,5 @@
 import NIOCore
+import Synchronization
 
 /// Turns payloads into lines, one direction of one connection.
 ///
@@ -13,6 +14,11 @@ public final class FrameEncoder {
     public let encoding: FrameEncoding
     private let limits: FrameLimits
     private let deflaters: DeflaterPool?
+    /// Who this encoder is to the pool's streams (``Deflater/lastUser``): unique for the process.
+    private let user = FrameEncoder.users.add(1, ordering: .relaxed).newValue
+    private static let users = Atomic<UInt64>(0)
+    /// The stream this encoder used last, while the pool keeps it.
+    private weak var lastDeflater: Deflater?
     /// The last bytes of the payloads sent (at most ``historySize``): the receiver's inflate window
     /// ends with them, so the next frame may refer back into them.
     private var history: [UInt8] = []
@@ -40,17 +46,17 @@ public final class FrameEncoder {
     /// Creates an encoder for one direction of one connection. `compressionLevel` (0-9, or -1 for
     /// zlib's default) applies to the deflate encodings. It throws nothing today: zlib is set up when
     /// a frame is encoded (``encode(_:into:)`` throws if it cannot be).
-    public init(
+    public convenience init(
         encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), compressionLevel: Int32 = FrameEncoder.defaultCompressionLevel
     ) throws(FrameError) {
+        try self.init(encoding: encoding, limits: limits, deflaters: DeflaterPool.shared(level: compressionLevel))
+    }
+
+    /// An encoder that borrows its deflate streams from `deflaters` (tests).
+    init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), deflaters: DeflaterPool) throws(FrameError) {
         self.encoding = encoding
         self.limits = limits
-        switch encoding {
-        case .plain:
-            self.deflaters = nil
-        case .deflate, .deflateBase64:
-            self.deflaters = DeflaterPool.shared(level: compressionLevel)
-        }
+        self.deflaters = encoding == .plain ? nil : deflaters
     }
 
     /// Appends the line for `payload`, including its terminating `\n`, to `out`.
@@ -70,15 +76,20 @@ public final class FrameEncoder {
             }
             out.writeImmutableBuffer(payload)
         case .deflate, .deflateBase64:
-            try self.deflate(payload, into: &out)
+            try self.deflate(payload, into: &out, start: start)
         }
+        try self.checkLength(of: &out, from: start)
+        out.writeInteger(ByteStuffing.newline)
+        if self.deflaters != nil { self.remember(payload) }
+    }
+
+    /// Refuses (and takes back) a line over the maximum length.
+    private func checkLength(of out: inout ByteBuffer, from start: Int) throws(FrameError) {
         let length = out.writerIndex - start
         guard length <= self.limits.maximumLineLength else {
             out.moveWriterIndex(to: start)
             throw .lineTooLong(length, limit: self.limits.maximumLineLength)
         }
-        out.writeInteger(ByteStuffing.newline)
-        if self.deflaters != nil { self.remember(payload) }
     }
 
     /// Encodes `payload` into a new buffer holding one line with its `\n`.
@@ -89,18 +100,27 @@ public final class FrameEncoder {
     }
 
     /// Compresses with a sync flush, drops the trailing `00 00 FF FF` and writes the bytes escaped
-    /// or in base64. An empty payload is an empty line.
-    private func deflate(_ payload: ByteBuffer, into out: inout ByteBuffer) throws(FrameError) {
+    /// or in base64. An empty payload is an empty line. The stream this encoder used last goes on
+    /// where it stopped if no other connection has used it since; any other is reset and primed
+    /// with ``history``. A line refused as too long is refused here, while the stream is borrowed,
+    /// so that a stream that went ahead of the receiver is not continued.
+    private func deflate(_ payload: ByteBuffer, into out: inout ByteBuffer, start: Int) throws(FrameError) {
         guard let deflaters = self.deflaters, payload.readableBytes > 0 else { return }
-        let encoding = self.encoding
+        let user = self.user
         let history = self.history
-        try deflaters.withDeflater { deflater throws(FrameError) in
-            let compressed = try deflater.compress(payload, after: history)
-            if encoding == .deflateBase64 {
+        let base64 = self.encoding == .deflateBase64
+        self.lastDeflater = try deflaters.withDeflater(preferring: self.lastDeflater) { deflater throws(FrameError) in
+            let continues = deflater.lastUser == user && deflaters.keepsAffinity
+            deflater.lastUser = 0  // until the frame is whole
+            let compressed = try deflater.compress(payload, after: continues ? nil : history)
+            if base64 {
                 Base64.encode(compressed, into: &out)
             } else {
                 ByteStuffing.escape(compressed, into: &out)
             }
+            try self.checkLength(of: &out, from: start)
+            deflater.lastUser = user
+            return deflater
         }
     }
 

@@ -28,18 +28,25 @@ import Testing
         }
     }
 
-    @Test(arguments: [FrameEncoding.deflate, .deflateBase64])
-    func interleavedConnectionsEachReadTheirOwnPayloads(encoding: FrameEncoding) throws {
-        let connections = 4
-        let encoders = try (0..<connections).map { _ in try FrameEncoder(encoding: encoding) }
+    /// 4 connections find their own streams again; 40 (more than the pool keeps) mostly do not, so
+    /// their frames mix continued streams with reset ones; without affinity every frame is reset.
+    static let layouts: [(FrameEncoding, connections: Int, keepsAffinity: Bool)] = [
+        (.deflate, 4, true), (.deflate, 40, true), (.deflate, 4, false), (.deflateBase64, 40, true), (.deflateBase64, 4, false),
+    ]
+
+    @Test(arguments: layouts)
+    func interleavedConnectionsEachReadTheirOwnPayloads(encoding: FrameEncoding, connections: Int, keepsAffinity: Bool) throws {
+        let pool = DeflaterPool(level: FrameEncoder.defaultCompressionLevel, keepsAffinity: keepsAffinity)
+        let encoders = try (0..<connections).map { _ in try FrameEncoder(encoding: encoding, deflaters: pool) }
         let decoders = try (0..<connections).map { _ in try FrameDecoder(encoding: encoding) }
-        let payloads = (0..<connections).map { Self.mixedPayloads(count: 300, seed: UInt64($0) + 7) }
+        let frames = 2400 / connections
+        let payloads = (0..<connections).map { Self.mixedPayloads(count: frames, seed: UInt64($0) + 7) }
         var next = [Int](repeating: 0, count: connections)
         var rng = SplitMix64(seed: 3)
         var sent = 0
-        while sent < connections * 300 {
+        while sent < connections * frames {
             let c = Int(rng.next() % UInt64(connections))
-            guard next[c] < 300 else { continue }
+            guard next[c] < frames else { continue }
             var line = try encoders[c].encode(payloads[c][next[c]])
             line.moveWriterIndex(to: line.writerIndex - 1)
             #expect(try decoders[c].decode(line: line) == payloads[c][next[c]], "connection \(c), frame \(next[c])")
@@ -74,10 +81,13 @@ import Testing
         }
     }
 
-    @Test func aLineRefusedAsTooLongLeavesTheStreamInStep() throws {
-        // Random bytes do not compress: 2,000 of them make a line over 1,500 bytes.
+    @Test(arguments: [true, false])
+    func aLineRefusedAsTooLongLeavesTheStreamInStep(keepsAffinity: Bool) throws {
+        // Random bytes do not compress: 2,000 of them make a line over 1,500 bytes. With affinity
+        // the encoder gets back the very stream that compressed them: it must not go on with it.
         let limits = FrameLimits(maximumLineLength: 1500)
-        let encoder = try FrameEncoder(encoding: .deflate, limits: limits)
+        let pool = DeflaterPool(level: FrameEncoder.defaultCompressionLevel, keepsAffinity: keepsAffinity)
+        let encoder = try FrameEncoder(encoding: .deflate, limits: limits, deflaters: pool)
         let decoder = try FrameDecoder(encoding: .deflate, limits: limits)
         var rng = SplitMix64(seed: 5)
         let notes = notePayloads(count: 20, seed: 5)
@@ -92,8 +102,10 @@ import Testing
         }
     }
 
-    @Test func aPushAfterABigPageStillRefersBackIntoIt() throws {
-        let encoder = try FrameEncoder(encoding: .deflate)
+    @Test(arguments: [true, false])
+    func aPushAfterABigPageStillRefersBackIntoIt(keepsAffinity: Bool) throws {
+        let pool = DeflaterPool(level: FrameEncoder.defaultCompressionLevel, keepsAffinity: keepsAffinity)
+        let encoder = try FrameEncoder(encoding: .deflate, deflaters: pool)
         let decoder = try FrameDecoder(encoding: .deflate)
         var rng = SplitMix64(seed: 11)
         let note = ByteBuffer(string: notePayload(7, rng: &rng))

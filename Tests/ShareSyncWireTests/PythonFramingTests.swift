@@ -50,14 +50,26 @@ import Testing
         let encodings: [FrameEncoding] = [.deflate, .deflateBase64, .plain]
         let plainable = Self.payloads.filter { !$0.readableBytesView.contains(0x0A) }
         func payloads(_ encoding: FrameEncoding) -> [ByteBuffer] { encoding == .plain ? plainable : Self.payloads }
+        // Encoders with pools of their own: one gets its stream back every frame (one long-lived
+        // stream), the other never does (each frame reset and primed with 4 KiB of history).
+        func swiftStream(_ encoding: FrameEncoding, keepsAffinity: Bool) throws -> String {
+            let pool = DeflaterPool(level: FrameEncoder.defaultCompressionLevel, keepsAffinity: keepsAffinity)
+            let encoder = try FrameEncoder(encoding: encoding, deflaters: pool)
+            var out = ByteBuffer()
+            for payload in payloads(encoding) { try encoder.encode(payload, into: &out) }
+            return out.readableBytesView.hex
+        }
         var swiftStreams: [String: String] = [:]
+        var swiftPerFrame: [String: String] = [:]
         for encoding in encodings {
-            swiftStreams[encoding.rawValue] = try encodeStream(payloads(encoding), encoding: encoding).readableBytesView.hex
+            swiftStreams[encoding.rawValue] = try swiftStream(encoding, keepsAffinity: true)
+            swiftPerFrame[encoding.rawValue] = try swiftStream(encoding, keepsAffinity: false)
         }
         let input: [String: Any] = [
             "payloads": Self.payloads.map { $0.readableBytesView.hex },
             "plainPayloads": plainable.map { $0.readableBytesView.hex },
             "swift": swiftStreams,
+            "swiftPerFrame": swiftPerFrame,
             "refusals": Self.refusals.map { ["encoding": $0.encoding.rawValue, "line": $0.lineHex] },
         ]
         let driver = """
@@ -65,16 +77,19 @@ import Testing
             spec = importlib.util.spec_from_file_location("framing", sys.argv[1])
             f = importlib.util.module_from_spec(spec); spec.loader.exec_module(f)
             data = json.loads(open(sys.argv[2]).read())
-            out = {"encoded": {}, "longLived": {}, "decoded": {}, "refused": []}
+            out = {"encoded": {}, "perFrame": {}, "decoded": {}, "decodedPerFrame": {}, "refused": []}
             for enc in ["deflate", "deflate-base64", "plain"]:
                 e = f.Encoder(enc)
                 items = data["plainPayloads"] if enc == "plain" else data["payloads"]
                 out["encoded"][enc] = "".join(e.encode(bytes.fromhex(p)).hex() for p in items)
-                e = f.Encoder(enc, history=None)
-                out["longLived"][enc] = "".join(e.encode(bytes.fromhex(p)).hex() for p in items)
+                e = f.Encoder(enc, history=4096)
+                out["perFrame"][enc] = "".join(e.encode(bytes.fromhex(p)).hex() for p in items)
                 d = f.Decoder(enc)
                 lines = bytes.fromhex(data["swift"][enc]).split(b"\\n")[:-1]
                 out["decoded"][enc] = [d.decode(line).hex() for line in lines]
+                d = f.Decoder(enc)
+                lines = bytes.fromhex(data["swiftPerFrame"][enc]).split(b"\\n")[:-1]
+                out["decodedPerFrame"][enc] = [d.decode(line).hex() for line in lines]
             for r in data["refusals"]:
                 try:
                     f.Decoder(r["encoding"]).decode(bytes.fromhex(r["line"])); out["refused"].append("accepted")
@@ -97,7 +112,8 @@ import Testing
         let result = try #require(try JSONSerialization.jsonObject(with: Data(outcome.stdout.utf8)) as? [String: Any])
         let encoded = try #require(result["encoded"] as? [String: String])
         let decoded = try #require(result["decoded"] as? [String: [String]])
-        let longLived = try #require(result["longLived"] as? [String: String])
+        let perFrame = try #require(result["perFrame"] as? [String: String])
+        let decodedPerFrame = try #require(result["decodedPerFrame"] as? [String: [String]])
         for encoding in encodings {
             // Byte for byte: Python's lines are Swift's lines.
             #expect(encoded[encoding.rawValue] == swiftStreams[encoding.rawValue], "\(encoding)")
@@ -105,9 +121,11 @@ import Testing
             #expect(decoded[encoding.rawValue] == payloads(encoding).map { $0.readableBytesView.hex }, "\(encoding)")
             let fromPython = try decodeLines(ByteBuffer(hex: encoded[encoding.rawValue] ?? ""), encoding: encoding)
             #expect(fromPython == payloads(encoding), "\(encoding)")
-            // A sender that keeps one deflate stream for the connection is read the same.
-            let fromLongLived = try decodeLines(ByteBuffer(hex: longLived[encoding.rawValue] ?? ""), encoding: encoding)
-            #expect(fromLongLived == payloads(encoding), "\(encoding), one long-lived stream")
+            // The same for frames each compressed by a fresh stream primed with 4 KiB of history.
+            #expect(perFrame[encoding.rawValue] == swiftPerFrame[encoding.rawValue], "\(encoding), per frame")
+            #expect(decodedPerFrame[encoding.rawValue] == payloads(encoding).map { $0.readableBytesView.hex }, "\(encoding), per frame")
+            let fromPythonPerFrame = try decodeLines(ByteBuffer(hex: perFrame[encoding.rawValue] ?? ""), encoding: encoding)
+            #expect(fromPythonPerFrame == payloads(encoding), "\(encoding), per frame")
         }
         // Both refuse the same lines with the codes protocol.md names.
         let refused = try #require(result["refused"] as? [String])
