@@ -1,39 +1,45 @@
-import CompressNIO
 import NIOCore
 
 /// Turns lines back into payloads, one direction of one connection; the inverse of ``FrameEncoder``.
 ///
-/// With a deflate encoding it owns one long-lived raw inflate stream. Inflating writes straight
-/// into the payload's buffer, which starts at four times the compressed size and doubles, and stops
-/// as soon as the payload would exceed the maximum frame size, so a decompression bomb costs at most
-/// about that much memory. Nothing is kept between frames but zlib's own 32 KiB window (a fixed
-/// 64 KiB output window per connection cost an owner with 1,000 participants 64 MB; measured with
-/// heaptrack, `sharesync-bench suite --only fan-out`). Not `Sendable`: one per connection.
-/// After it has thrown, the deflate context may be out of step: close the connection.
+/// With a deflate encoding it reads one long-lived raw inflate stream: a frame may refer back into
+/// the last 32 KiB of the payloads before it. The inflate stream itself is borrowed for each frame
+/// from a pool shared by all connections (``InflaterPool``): the connection's own last stream if no
+/// other connection has used it since, else another, reset and given the last 32 KiB of payloads
+/// (often much less) as its window. The decoder keeps only those bytes. A zlib inflate stream holds
+/// 39 KB (its 32 KiB window and its state); an owner with 1,000 participants, who each send a few
+/// requests, spent 39 MB on them. Inflating writes straight into the payload's buffer, which starts
+/// at four times the compressed size and doubles, and stops as soon as the payload would exceed the
+/// maximum frame size, so a decompression bomb costs at most about that much memory. Not
+/// `Sendable`: one per connection. After it has thrown, the deflate context may be out of step:
+/// close the connection.
 public final class FrameDecoder {
     /// The encoding this decoder reads.
     public let encoding: FrameEncoding
     private let limits: FrameLimits
-    private let decompressor: ZlibDecompressor?
+    private let inflaters: InflaterPool?
     private let allocator = ByteBufferAllocator()
-    /// The smallest buffer a payload is inflated into.
-    private static let minimumCapacity = 1024
+    /// Who this decoder is to the pool's streams (``PooledStream/lastUser``).
+    private let user = newStreamUser()
+    /// The stream this decoder used last, while the pool keeps it.
+    private weak var lastInflater: Inflater?
+    /// The last bytes of the payloads received (at most ``windowSize``): the sender's stream may
+    /// refer back into them.
+    private var history = RecentBytes(limit: FrameDecoder.windowSize)
+    /// How far back a frame may refer: deflate's 32 KiB window.
+    static let windowSize = 32 * 1024
 
-    /// Creates a decoder for one direction of one connection.
-    /// - Throws: ``FrameError`` if zlib cannot be initialised.
-    public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
+    /// Creates a decoder for one direction of one connection. It throws nothing today: zlib is set up
+    /// when a frame is decoded.
+    public convenience init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
+        try self.init(encoding: encoding, limits: limits, inflaters: InflaterPool.shared)
+    }
+
+    /// A decoder that borrows its inflate streams from `inflaters` (tests).
+    init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), inflaters: InflaterPool) throws(FrameError) {
         self.encoding = encoding
         self.limits = limits
-        switch encoding {
-        case .plain:
-            self.decompressor = nil
-        case .deflate, .deflateBase64:
-            do {
-                self.decompressor = try ZlibDecompressor(algorithm: .deflate, windowSize: 15)
-            } catch {
-                throw FrameError(.inflateFailed, "cannot initialise inflate: \(error)")
-            }
-        }
+        self.inflaters = encoding == .plain ? nil : inflaters
     }
 
     /// Decodes one line (without its `\n`) into its payload.
@@ -67,41 +73,25 @@ public final class FrameDecoder {
 
     /// Re-appends `00 00 FF FF` and inflates, stopping at the maximum frame size.
     private func inflate(_ compressed: inout ByteBuffer) throws(FrameError) -> ByteBuffer {
-        guard let decompressor = self.decompressor else { return compressed }
+        guard let inflaters = self.inflaters else { return compressed }
         compressed.writeInteger(UInt32(0x0000_FFFF))
-        let limit = self.limits.maximumFrameSize
-        var payload = self.allocator.buffer(capacity: min(limit + 1, max(Self.minimumCapacity, compressed.readableBytes * 4)))
-        while true {
-            let consumedBefore = compressed.readerIndex
-            let producedBefore = payload.writerIndex
-            var finished = false
-            do {
-                try decompressor.inflate(from: &compressed, to: &payload)
-                finished = true
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                // The buffer is full: grow it and go round again.
-            } catch let error as CompressNIOError where error == .inputBufferOverflow {
-                finished = true
-            } catch let error as CompressNIOError where error == .corruptData {
-                throw FrameError(.inflateFailed, "corrupt deflate data")
-            } catch {
-                throw FrameError(.inflateFailed, "inflate failed: \(error)")
-            }
-            guard payload.readableBytes <= limit else {
-                throw .frameTooLarge(payload.readableBytes, limit: limit)
-            }
-            if finished {
-                guard compressed.readableBytes == 0 else {
-                    throw FrameError(.inflateFailed, "data after the end of the deflate stream")
-                }
-                return payload
-            }
-            if payload.writerIndex == producedBefore && compressed.readerIndex == consumedBefore {
-                throw FrameError(.inflateFailed, "inflate made no progress")
-            }
-            // One byte past the limit is enough to know the payload is too large.
-            if payload.writableBytes == 0 { payload.reserveCapacity(min(limit + 1, payload.capacity * 2)) }
+        let (user, limit, allocator) = (self.user, self.limits.maximumFrameSize, self.allocator)
+        let input = compressed
+        var payload: ByteBuffer?
+        self.lastInflater = try inflaters.withStream(preferring: self.lastInflater) { inflater throws(FrameError) in
+            let continues = inflater.lastUser == user && inflaters.keepsAffinity
+            inflater.lastUser = 0  // until the frame is whole
+            payload = try inflater.inflate(input, after: continues ? nil : self.history, limit: limit, allocator: allocator)
+            inflater.lastUser = user
+            return inflater
         }
+        self.remember(payload!)
+        return payload!
+    }
+
+    /// Keeps the last ``windowSize`` bytes of what the sender's stream has now produced.
+    private func remember(_ payload: ByteBuffer) {
+        self.history.append(payload)
     }
 }
 

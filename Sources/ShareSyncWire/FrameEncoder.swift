@@ -1,5 +1,4 @@
 import NIOCore
-import Synchronization
 
 /// Turns payloads into lines, one direction of one connection.
 ///
@@ -14,14 +13,13 @@ public final class FrameEncoder {
     public let encoding: FrameEncoding
     private let limits: FrameLimits
     private let deflaters: DeflaterPool?
-    /// Who this encoder is to the pool's streams (``Deflater/lastUser``): unique for the process.
-    private let user = FrameEncoder.users.add(1, ordering: .relaxed).newValue
-    private static let users = Atomic<UInt64>(0)
+    /// Who this encoder is to the pool's streams (``PooledStream/lastUser``).
+    private let user = newStreamUser()
     /// The stream this encoder used last, while the pool keeps it.
     private weak var lastDeflater: Deflater?
     /// The last bytes of the payloads sent (at most ``historySize``): the receiver's inflate window
     /// ends with them, so the next frame may refer back into them.
-    private var history: [UInt8] = []
+    private var history = RecentBytes(limit: FrameEncoder.historySize)
 
     /// How far back into earlier payloads a frame may refer: 4 KiB of the 32 KiB deflate allows.
     /// Pushes of one record (about 800 bytes of JSON) compress to 0.084 of their size with 1 to
@@ -107,12 +105,11 @@ public final class FrameEncoder {
     private func deflate(_ payload: ByteBuffer, into out: inout ByteBuffer, start: Int) throws(FrameError) {
         guard let deflaters = self.deflaters, payload.readableBytes > 0 else { return }
         let user = self.user
-        let history = self.history
         let base64 = self.encoding == .deflateBase64
-        self.lastDeflater = try deflaters.withDeflater(preferring: self.lastDeflater) { deflater throws(FrameError) in
+        self.lastDeflater = try deflaters.withStream(preferring: self.lastDeflater) { deflater throws(FrameError) in
             let continues = deflater.lastUser == user && deflaters.keepsAffinity
             deflater.lastUser = 0  // until the frame is whole
-            let compressed = try deflater.compress(payload, after: continues ? nil : history)
+            let compressed = try deflater.compress(payload, after: continues ? nil : self.history)
             if base64 {
                 Base64.encode(compressed, into: &out)
             } else {
@@ -126,15 +123,7 @@ public final class FrameEncoder {
 
     /// Keeps the last ``historySize`` bytes of what the receiver has now inflated.
     private func remember(_ payload: ByteBuffer) {
-        let count = payload.readableBytes
-        let keep = Self.historySize
-        if count >= keep {
-            self.history = Array(payload.readableBytesView.suffix(keep))
-            return
-        }
-        let excess = self.history.count + count - keep
-        if excess > 0 { self.history.removeFirst(excess) }
-        self.history.append(contentsOf: payload.readableBytesView)
+        self.history.append(payload)
     }
 }
 

@@ -4,9 +4,10 @@ import Synchronization
 import Testing
 @testable import ShareSyncWire
 
-/// The deflate streams are lent per frame from a pool shared by every connection (`DeflaterPool`),
-/// and each connection's frames refer back only into its own last `historySize` bytes. These tests
-/// hold each connection's lines to what its own long-lived inflate stream (the receiver's) reads.
+/// The deflate and inflate streams are lent per frame from pools shared by every connection
+/// (`StreamPool`): a connection goes on with its own last stream if no one used it since, else it
+/// gets another, reset, primed with the connection's last bytes. These tests hold each connection's
+/// lines to what the receiver reads, on both paths.
 @Suite struct PooledDeflateTests {
     /// Payloads of many sizes around the history's: empty, small, exactly `historySize`, larger,
     /// and several times larger, with text that repeats across frames and random bytes that do not.
@@ -38,7 +39,8 @@ import Testing
     func interleavedConnectionsEachReadTheirOwnPayloads(encoding: FrameEncoding, connections: Int, keepsAffinity: Bool) throws {
         let pool = DeflaterPool(level: FrameEncoder.defaultCompressionLevel, keepsAffinity: keepsAffinity)
         let encoders = try (0..<connections).map { _ in try FrameEncoder(encoding: encoding, deflaters: pool) }
-        let decoders = try (0..<connections).map { _ in try FrameDecoder(encoding: encoding) }
+        let inflaters = InflaterPool(keepsAffinity: keepsAffinity)
+        let decoders = try (0..<connections).map { _ in try FrameDecoder(encoding: encoding, inflaters: inflaters) }
         let frames = 2400 / connections
         let payloads = (0..<connections).map { Self.mixedPayloads(count: frames, seed: UInt64($0) + 7) }
         var next = [Int](repeating: 0, count: connections)
@@ -52,6 +54,47 @@ import Testing
             #expect(try decoders[c].decode(line: line) == payloads[c][next[c]], "connection \(c), frame \(next[c])")
             next[c] += 1
             sent += 1
+        }
+    }
+
+    @Test(arguments: [true, false])
+    func aDecoderWithoutItsOwnStreamFollowsReferences32KiBBack(keepsAffinity: Bool) throws {
+        // One long-lived deflate stream (a pool of its own, always given back) whose frames repeat
+        // pieces of a 24 KiB block sent earlier; the decoder's streams are reset and given the
+        // connection's last 32 KiB for every frame when there is no affinity.
+        let encoder = try FrameEncoder(encoding: .deflate, deflaters: DeflaterPool(level: 1))
+        let decoder = try FrameDecoder(encoding: .deflate, inflaters: InflaterPool(keepsAffinity: keepsAffinity))
+        var rng = SplitMix64(seed: 21)
+        let block = (0..<(24 * 1024)).map { _ in UInt8(ascii: "a") + UInt8(rng.next() % 16) }
+        var payloads = [ByteBuffer(bytes: block)]
+        for i in 0..<40 {
+            let from = Int(rng.next() % UInt64(block.count - 600))
+            payloads.append(ByteBuffer(bytes: Array(block[from..<(from + 300 + i * 7)])))
+        }
+        var wire = 0
+        for (i, payload) in payloads.enumerated() {
+            var line = try encoder.encode(payload)
+            wire += line.readableBytes
+            line.moveWriterIndex(to: line.writerIndex - 1)
+            #expect(try decoder.decode(line: line) == payload, "frame \(i)")
+        }
+        // The repeats cost a few bytes each: they were sent as references back, not again.
+        let repeated = payloads.dropFirst().reduce(0) { $0 + $1.readableBytes }
+        #expect(wire < payloads[0].readableBytes + repeated / 5, "\(wire) bytes on the wire")
+    }
+
+    @Test func recentBytesKeepExactlyTheLastBytes() {
+        var rng = SplitMix64(seed: 8)
+        for limit in [1, 7, 4096] {
+            var recent = RecentBytes(limit: limit)
+            var all: [UInt8] = []
+            for _ in 0..<300 {
+                let count = Int(rng.next() % UInt64(limit * 2 + 2))
+                let bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                recent.append(ByteBuffer(bytes: bytes))
+                all += bytes
+                #expect(recent.contents == Array(all.suffix(limit)), "limit \(limit)")
+            }
         }
     }
 
