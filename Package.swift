@@ -50,8 +50,9 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        // zlib's own API, for the one call compress-nio does not expose (deflateSetDictionary: see
-        // ShareSyncWire's DeflaterPool). The same system libz that compress-nio links.
+        // zlib's own API for the frame codec: compress-nio (still used by the bench) does not expose
+        // deflateSetDictionary and inflateSetDictionary, which let connections share pooled zlib
+        // streams (measured reason in ShareSyncWire's ZlibStreams.swift). The same system libz.
         .systemLibrary(name: "CZlib"),
         .target(
             name: "ShareSyncWire",
@@ -60,7 +61,6 @@ let package = Package(
                 "CZlib",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
-                .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
