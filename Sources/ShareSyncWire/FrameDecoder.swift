@@ -9,7 +9,7 @@ import NIOCore
 /// (often much less) as its window. The decoder keeps only those bytes. A zlib inflate stream holds
 /// 39 KB (its 32 KiB window and its state); an owner with 1,000 participants, who each send a few
 /// requests, spent 39 MB on them. Inflating writes straight into the payload's buffer, which starts
-/// at four times the compressed size and doubles, and stops as soon as the payload would exceed the
+/// at eight times the compressed size (JSON pages come to about 0.15) and doubles, and stops as soon as the payload would exceed the
 /// maximum frame size, so a decompression bomb costs at most about that much memory. Not
 /// `Sendable`: one per connection. After it has thrown, the deflate context may be out of step:
 /// close the connection.

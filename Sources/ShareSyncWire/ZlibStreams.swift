@@ -130,7 +130,7 @@ final class Deflater: PooledStream {
     private let stream: UnsafeMutablePointer<z_stream>
     private var output: ByteBuffer
     /// Output buffers larger than this are not kept between frames.
-    private static let keptOutputCapacity = 256 * 1024
+    private static let keptOutputCapacity = 1024 * 1024
 
     init(level: Int32) throws(FrameError) {
         stream = .allocate(capacity: 1)
@@ -163,7 +163,9 @@ final class Deflater: PooledStream {
             guard rc == Z_OK else { throw FrameError(.invalidEncoding, "deflate refused its dictionary (zlib error \(rc))") }
         }
         output.clear()
-        output.reserveCapacity(Int(deflateBound(stream, UInt(payload.readableBytes))) + 16)
+        // Room for JSON at a ratio of a half (pages come to about 0.15); the loop grows it if not.
+        // Reserving deflate's bound (more than the payload) made every page's buffer too big to keep.
+        output.reserveCapacity(payload.readableBytes / 2 + 64)
         let rc = payload.withUnsafeReadableBytes { input in self.deflateAll(input) }
         guard rc == Z_OK || rc == Z_BUF_ERROR, stream.pointee.avail_in == 0, output.readableBytes >= 4,
             output.getInteger(at: output.writerIndex - 4, as: UInt32.self) == 0x0000_FFFF
@@ -235,7 +237,7 @@ final class Inflater: PooledStream {
 
     /// Inflates all of `compressed` (a frame's deflate data, `00 00 FF FF` appended) into a new
     /// buffer: with a `history`, as a fresh stream whose window is those last bytes of the
-    /// connection; without, as the continuation of this stream. The buffer starts at four times the
+    /// connection; without, as the continuation of this stream. The buffer starts at eight times the
     /// compressed size and doubles; inflating stops as soon as the payload exceeds `limit`.
     func inflate(
         _ compressed: ByteBuffer, after history: RecentBytes?, limit: Int, allocator: ByteBufferAllocator
@@ -247,7 +249,7 @@ final class Inflater: PooledStream {
                 guard rc == Z_OK else { throw FrameError(.inflateFailed, "inflate refused its window (zlib error \(rc))") }
             }
         }
-        var payload = allocator.buffer(capacity: min(limit + 1, max(1024, compressed.readableBytes * 4)))
+        var payload = allocator.buffer(capacity: min(limit + 1, max(1024, compressed.readableBytes * 8)))
         try compressed.withUnsafeReadableBytes { (input) throws(FrameError) in
             try self.inflateAll(input, into: &payload, limit: limit)
         }
