@@ -163,4 +163,11 @@ public final class PrivateDatabase: Sendable {
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
         try withStoreErrors("read", path: writer.path) { try writer.storeRead(body) }
     }
+
+    /// Runs `body` with every read it makes of this database (on this thread) in one read
+    /// transaction: one snapshot, and one reader connection taken once. A push reads the caller's
+    /// database changes and then each changed zone's page; apart, they were two transactions.
+    package func readTogether<T>(_ body: () throws -> T) throws(ShareSyncError) -> T {
+        try withStoreErrors("read", path: writer.path) { try writer.storeReadTogether(body) }
+    }
 }

@@ -81,8 +81,26 @@ extension DatabaseWriter {
     /// compiled each of its cached statements again (`sqlite3Reprepare` on every step, counted with a
     /// uprobe in `sharesync-bench suite --only fan-out`, whose participants keep their replicas in
     /// memory).
+    ///
+    /// Inside ``storeReadTogether(_:)`` of the same store, it is part of that one read.
     func storeRead<T>(_ body: (Database) throws -> T) throws -> T {
+        if ReadingTogether.store == ObjectIdentifier(self) { return try unsafeReentrantRead(body) }
         if let queue = self as? DatabaseQueue { return try queue.unsafeRead(body) }
         return try read(body)
     }
+
+    /// Runs `body` inside one read of the store: every ``storeRead(_:)`` of this store that `body`
+    /// makes on this thread joins it, so they all see one snapshot and take a reader connection and
+    /// begin a transaction once, not once each.
+    func storeReadTogether<T>(_ body: () throws -> T) throws -> T {
+        let store = ObjectIdentifier(self)
+        if ReadingTogether.store == store { return try body() }
+        return try storeRead { _ in try ReadingTogether.$store.withValue(store) { try body() } }
+    }
+}
+
+/// The store whose reads join the read of ``DatabaseWriter/storeReadTogether(_:)`` running on this
+/// thread (a task-local value, which synchronous code outside tasks keeps per thread).
+private enum ReadingTogether {
+    @TaskLocal static var store: ObjectIdentifier?
 }

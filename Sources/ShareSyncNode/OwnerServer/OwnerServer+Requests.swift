@@ -143,12 +143,15 @@ struct RequestExecutor: Sendable {
     /// the wire (`PushEquivalenceTests`).
     func splicedChanges(since cursor: ServerChangeToken) throws(ShareSyncError) -> SplicedChangesPush? {
         let view = self.view
+        // The database changes and the zones' pages in one read: one snapshot, one transaction.
         guard
-            let (databaseChanges, zones, cut) = try collectChanges(
-                since: cursor,
-                page: { zone, token, budget, allowEmpty throws(ShareSyncError) in
-                    try view.fetchZoneChangesPageJSON(zone, since: token, byteBudget: budget, allowEmpty: allowEmpty).map { ($0, $0.bytes) }
-                })
+            let (databaseChanges, zones, cut) = try database.readTogether({
+                try collectChanges(
+                    since: cursor,
+                    page: { zone, token, budget, allowEmpty throws(ShareSyncError) in
+                        try view.fetchZoneChangesPageJSON(zone, since: token, byteBudget: budget, allowEmpty: allowEmpty).map { ($0, $0.bytes) }
+                    })
+            })
         else { return nil }
         let result = DatabaseChangesResult(databaseChanges)
         return SplicedChangesPush(
