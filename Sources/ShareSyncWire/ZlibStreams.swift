@@ -2,6 +2,20 @@ import CZlib
 import NIOCore
 import Synchronization
 
+/// A zlib stream a ``StreamPool`` lends.
+protocol PooledStream: AnyObject {
+    /// The encoder or decoder whose frame this stream handled last, whole; 0 if none, or if the
+    /// frame failed after the stream moved. Only that one may go on with the stream as it is.
+    /// Changed only by the borrower; read by the next borrower (the pool's lock orders the two).
+    var lastUser: UInt64 { get set }
+    /// Lets go of what should not be kept while idle.
+    func trim()
+}
+
+/// A new identity for ``PooledStream/lastUser``, unique for the process.
+func newStreamUser() -> UInt64 { streamUsers.add(1, ordering: .relaxed).newValue }
+private let streamUsers = Atomic<UInt64>(0)
+
 /// zlib streams lent to encoders and decoders for one frame at a time, so that a connection does not
 /// hold a deflate or inflate stream of its own between frames.
 ///
@@ -26,24 +40,11 @@ import Synchronization
 /// Measured reason (calling zlib directly, since compress-nio does not expose
 /// `deflateSetDictionary`): a deflate stream (window 2^15, memLevel 5) holds about 148 KB; with
 /// one per connection an owner serving 1,000 participants spent 148 MB of its 323 MB on them
-/// (heaptrack, `sharesync-bench suite --only fan-out`); pooled, its peak RSS is 165 MB. What a
+/// (heaptrack, `sharesync-bench suite --only fan-out`); with deflate streams pooled its peak RSS
+/// was 165 MB, and 147 MB with inflate streams pooled too (39 KB each). What a
 /// frame that does not find its own stream costs: the reset and hashing the 4 KiB dictionary, about
 /// 5 µs (`sharesync-bench wire`, single records: 95 → 41 MB/s when every frame paid it), and
 /// references back 4 KiB rather than 32 (0.192 → 0.197 of the payload for single records).
-/// A zlib stream a ``StreamPool`` lends.
-protocol PooledStream: AnyObject {
-    /// The encoder or decoder whose frame this stream handled last, whole; 0 if none, or if the
-    /// frame failed after the stream moved. Only that one may go on with the stream as it is.
-    /// Changed only by the borrower; read by the next borrower (the pool's lock orders the two).
-    var lastUser: UInt64 { get set }
-    /// Lets go of what should not be kept while idle.
-    func trim()
-}
-
-/// A new identity for ``PooledStream/lastUser``, unique for the process.
-func newStreamUser() -> UInt64 { streamUsers.add(1, ordering: .relaxed).newValue }
-private let streamUsers = Atomic<UInt64>(0)
-
 final class StreamPool<Stream: PooledStream>: Sendable {
     /// The most idle streams kept (a deflate stream holds about 148 KB, an inflate stream 39 KB);
     /// more are freed when given back.
@@ -58,8 +59,8 @@ final class StreamPool<Stream: PooledStream>: Sendable {
         let stream: Stream
     }
 
-    /// A pool of its own (the nodes share ``deflaters(level:)`` and ``inflaters``); tests use one to
-    /// know which streams their encoders get.
+    /// A pool of its own (the nodes share `DeflaterPool.shared(level:)` and `InflaterPool.shared`);
+    /// tests use one to know which streams their encoders and decoders get.
     init(keepsAffinity: Bool = true, make: @escaping @Sendable () throws(FrameError) -> Stream) {
         self.keepsAffinity = keepsAffinity
         self.make = make
