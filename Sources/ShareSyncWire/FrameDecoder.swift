@@ -9,10 +9,10 @@ import NIOCore
 /// (often much less) as its window. The decoder keeps only those bytes. A zlib inflate stream holds
 /// 39 KB (its 32 KiB window and its state); an owner with 1,000 participants, who each send a few
 /// requests, spent 39 MB on them. Inflating writes straight into the payload's buffer, which starts
-/// at eight times the compressed size (JSON pages come to about 0.15) and doubles, and stops as soon as the payload would exceed the
-/// maximum frame size, so a decompression bomb costs at most about that much memory. Not
-/// `Sendable`: one per connection. After it has thrown, the deflate context may be out of step:
-/// close the connection.
+/// at eight times the compressed size (JSON pages come to about 0.15) and doubles, and stops as soon
+/// as the payload would exceed the maximum frame size, so a decompression bomb costs at most about
+/// that much memory. Not `Sendable`: one per connection. After it has thrown, the deflate context may
+/// be out of step: close the connection.
 public final class FrameDecoder {
     /// The encoding this decoder reads.
     public let encoding: FrameEncoding
@@ -75,23 +75,13 @@ public final class FrameDecoder {
     private func inflate(_ compressed: inout ByteBuffer) throws(FrameError) -> ByteBuffer {
         guard let inflaters = self.inflaters else { return compressed }
         compressed.writeInteger(UInt32(0x0000_FFFF))
-        let (user, limit, allocator) = (self.user, self.limits.maximumFrameSize, self.allocator)
+        let (limit, allocator) = (self.limits.maximumFrameSize, self.allocator)
         let input = compressed
-        var payload: ByteBuffer?
-        self.lastInflater = try inflaters.withStream(preferring: self.lastInflater) { inflater throws(FrameError) in
-            let continues = inflater.lastUser == user && inflaters.keepsAffinity
-            inflater.lastUser = 0  // until the frame is whole
-            payload = try inflater.inflate(input, after: continues ? nil : self.history, limit: limit, allocator: allocator)
-            inflater.lastUser = user
-            return inflater
+        let payload = try inflaters.withStream(for: self.user, last: &self.lastInflater) { inflater, continues throws(FrameError) in
+            try inflater.inflate(input, after: continues ? nil : self.history, limit: limit, allocator: allocator)
         }
-        self.remember(payload!)
-        return payload!
-    }
-
-    /// Keeps the last ``windowSize`` bytes of what the sender's stream has now produced.
-    private func remember(_ payload: ByteBuffer) {
         self.history.append(payload)
+        return payload
     }
 }
 

@@ -24,8 +24,8 @@ public final class FrameEncoder {
     /// How far back into earlier payloads a frame may refer: 4 KiB of the 32 KiB deflate allows.
     /// Pushes of one record (about 800 bytes of JSON) compress to 0.084 of their size with 1 to
     /// 4 KiB of history, to 0.078 with the full 32 KiB and to 0.45 with none; pages of 400 records
-    /// gain nothing from history (0.053 either way). Each frame hashes the history again, about a
-    /// nanosecond a byte.
+    /// gain nothing from history (0.053 either way). A frame that does not find its own stream
+    /// hashes the history again, about a nanosecond a byte.
     public static let historySize = 4096
 
     /// zlib's `memLevel` of the deflate streams: 5, not zlib's default 8. A deflate stream holds
@@ -78,7 +78,7 @@ public final class FrameEncoder {
         }
         try self.checkLength(of: &out, from: start)
         out.writeInteger(ByteStuffing.newline)
-        if self.deflaters != nil { self.remember(payload) }
+        if self.deflaters != nil { self.history.append(payload) }
     }
 
     /// Refuses (and takes back) a line over the maximum length.
@@ -104,11 +104,8 @@ public final class FrameEncoder {
     /// so that a stream that went ahead of the receiver is not continued.
     private func deflate(_ payload: ByteBuffer, into out: inout ByteBuffer, start: Int) throws(FrameError) {
         guard let deflaters = self.deflaters, payload.readableBytes > 0 else { return }
-        let user = self.user
         let base64 = self.encoding == .deflateBase64
-        self.lastDeflater = try deflaters.withStream(preferring: self.lastDeflater) { deflater throws(FrameError) in
-            let continues = deflater.lastUser == user && deflaters.keepsAffinity
-            deflater.lastUser = 0  // until the frame is whole
+        try deflaters.withStream(for: self.user, last: &self.lastDeflater) { deflater, continues throws(FrameError) in
             let compressed = try deflater.compress(payload, after: continues ? nil : self.history)
             if base64 {
                 Base64.encode(compressed, into: &out)
@@ -116,14 +113,7 @@ public final class FrameEncoder {
                 ByteStuffing.escape(compressed, into: &out)
             }
             try self.checkLength(of: &out, from: start)
-            deflater.lastUser = user
-            return deflater
         }
-    }
-
-    /// Keeps the last ``historySize`` bytes of what the receiver has now inflated.
-    private func remember(_ payload: ByteBuffer) {
-        self.history.append(payload)
     }
 }
 

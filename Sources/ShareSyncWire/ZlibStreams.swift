@@ -32,7 +32,7 @@ private let streamUsers = Atomic<UInt64>(0)
 /// what a participant sends an owner is a few requests) can inflate each frame with any stream.
 ///
 /// Streams go back to the pool after each frame, and a connection gets its own last stream back if
-/// no other connection has used it since (``PooledStream/lastUser``): then the stream just goes on, with
+/// no other connection has used it since (``PooledStream/lastUser``, kept by ``withStream(for:last:_:)``): then the stream just goes on, with
 /// no reset and the whole 32 KiB of context, exactly as a stream kept per connection. That is the
 /// case whenever at most ``maximumIdle`` connections send at once. Beyond that, a frame pays the
 /// reset and the dictionary.
@@ -66,28 +66,44 @@ final class StreamPool<Stream: PooledStream>: Sendable {
         self.make = make
     }
 
-    /// Runs `body` with a stream that no one else uses meanwhile: `preferred` if it is idle (the
-    /// caller's own last stream), else the one idle longest, else a new one.
-    func withStream<R>(preferring preferred: Stream?, _ body: (Stream) throws(FrameError) -> R) throws(FrameError) -> R {
+    /// Runs `body` for the encoder or decoder `user` with a stream that no one else uses meanwhile:
+    /// `last` (the caller's own last stream) if it is idle, else the one idle longest, else a new
+    /// one. `body` learns whether the stream is as the caller's last frame left it (it may go on
+    /// with it) or must be reset. Once `body` returns, the stream is the caller's `last`; if it
+    /// throws, the stream is no one's, so nobody goes on with a stream a failed frame moved.
+    func withStream<R>(
+        for user: UInt64, last: inout Stream?, _ body: (Stream, _ continues: Bool) throws(FrameError) -> R
+    ) throws(FrameError) -> R {
+        let stream = try take(preferring: last)
+        defer { giveBack(stream) }
+        let continues = keepsAffinity && stream.lastUser == user
+        stream.lastUser = 0  // until the frame is whole
+        let result = try body(stream, continues)
+        stream.lastUser = user
+        last = stream
+        return result
+    }
+
+    private func take(preferring preferred: Stream?) throws(FrameError) -> Stream {
         let taken = idle.withLock { idle -> Stream? in
             if keepsAffinity, let preferred, let i = idle.firstIndex(where: { $0.stream === preferred }) {
                 return idle.remove(at: i).stream
             }
             return idle.isEmpty ? nil : idle.removeFirst().stream
         }
-        let stream: Stream
-        if let taken { stream = taken } else { stream = try make() }
-        defer {
-            stream.trim()
-            let returned = Box(stream: stream)
-            // The least recently returned go first, so that a busy connection finds its own again.
-            let dropped = idle.withLock { idle -> Box? in
-                idle.append(returned)
-                return idle.count > Self.maximumIdle ? idle.removeFirst() : nil
-            }
-            _ = dropped  // freed here, outside the lock
+        if let taken { return taken }
+        return try make()
+    }
+
+    private func giveBack(_ stream: Stream) {
+        stream.trim()
+        let returned = Box(stream: stream)
+        // The least recently returned go first, so that a busy connection finds its own again.
+        let dropped = idle.withLock { idle -> Box? in
+            idle.append(returned)
+            return idle.count > Self.maximumIdle ? idle.removeFirst() : nil
         }
-        return try body(stream)
+        _ = dropped  // freed here, outside the lock
     }
 }
 
