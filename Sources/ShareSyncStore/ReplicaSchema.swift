@@ -157,6 +157,16 @@ enum ReplicaSchema {
             for name in journalTriggerNames { try db.execute(sql: "DROP TRIGGER IF EXISTS replicaFeedDirty_\(name)") }
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM replicaFeedState") == true { try installJournalTriggers(db) }
         }
+        migrator.registerMigration("replica-v9-journal-deletion-index") { db in
+            // The change journal keeps at most `journalCapacity` deletions, the oldest trimmed first; this
+            // index holds only them, so counting and trimming them never walks the live records' entries
+            // (one per record of the replica).
+            try db.execute(
+                sql: """
+                    CREATE INDEX replicaFeedEntry_deletion ON replicaFeedEntry(seq)
+                    WHERE kind IN ('deleted', 'zoneDeleted')
+                    """)
+        }
         return migrator
     }
 

@@ -4,9 +4,10 @@ import Testing
 import ShareSyncCore
 @testable import ShareSyncStore
 
-/// The shared database's change journal past its capacity: the oldest deletions go first, every live
-/// record keeps its entry (the journal from 0 is still the whole content), and tokens from before
-/// the dropped deletions are marked expired.
+/// The shared database's change journal past its capacity of deletions: the oldest deletions go first,
+/// every live record keeps its entry (the journal from 0 is still the whole content), and tokens from
+/// before the dropped deletions are marked expired. Live records never count against the capacity: a
+/// replica larger than it keeps its deletions, and its tokens, like a small one.
 @Suite("Trimming the replica's change journal")
 struct JournalTrimTests {
     func tagged(_ name: String, _ tag: String) throws -> Record {
@@ -15,36 +16,86 @@ struct JournalTrimTests {
         return record
     }
 
-    @Test("past its capacity the journal drops the oldest deletions, keeps the live records, and expires older tokens", arguments: Storage.allCases)
+    @Test("past its capacity of deletions the journal drops the oldest, keeps the live records, and expires older tokens", arguments: Storage.allCases)
     func trimsOldestDeletionsFirst(storage: Storage) throws {
         try withReplica(storage) { replica in
             let owner = alice.ownerName
             let first = try (0..<8).map { try tagged("n\($0)", "1") }
             try replica.apply(page(saving: first, token: token(1)), owner: owner)
-            let start = try replica.journalChanges(capacity: 10).position
+            let start = try replica.journalChanges(capacity: 4).position
             #expect(start.sequence == 9)  // the zone and 8 records
             #expect(start.expiredBelow == 0)
 
-            try replica.apply(page(deleting: (0..<6).map { "n\($0)" }, token: token(2)), owner: owner)
-            let afterDeletes = try replica.journalChanges(capacity: 10).position
+            try replica.apply(page(deleting: (0..<3).map { "n\($0)" }, token: token(2)), owner: owner)
+            let afterDeletes = try replica.journalChanges(capacity: 4).position
             let deletions = try replica.journalEntries(after: start.sequence, through: afterDeletes.sequence)
-            #expect(deletions.map(\.kind) == Array(repeating: .deleted, count: 6))
-            #expect(afterDeletes.expiredBelow == 0)  // 9 entries: within capacity
+            #expect(deletions.map(\.kind) == Array(repeating: .deleted, count: 3))
+            #expect(afterDeletes.expiredBelow == 0)  // 3 deletions: within capacity
 
+            try replica.apply(page(deleting: (3..<6).map { "n\($0)" }, token: token(3)), owner: owner)
             let second = try (0..<8).map { try tagged("m\($0)", "2") }
-            try replica.apply(page(saving: second, token: token(3)), owner: owner)
-            let end = try replica.journalChanges(capacity: 10).position
-            // 17 entries, 7 over: all 6 deletions go (live records are never dropped).
-            #expect(end.expiredBelow == deletions.last?.sequence)
+            try replica.apply(page(saving: second, token: token(4)), owner: owner)
+            let end = try replica.journalChanges(capacity: 4).position
+            // 6 deletions, 2 over: the 2 oldest go (n0, n1), the 4 others stay.
+            #expect(end.expiredBelow == deletions[1].sequence)
             #expect(start.sequence < end.expiredBelow)  // a token from before them is expired
             let all = try replica.journalEntries(after: 0, through: end.sequence)
-            #expect(!all.contains { $0.kind == .deleted })
+            #expect(Set(all.filter { $0.kind == .deleted }.compactMap(\.recordName)) == ["n2", "n3", "n4", "n5"])
             let live = Set(all.filter { $0.kind == .changed }.compactMap(\.recordName))
             #expect(live == Set(["n6", "n7"] + (0..<8).map { "m\($0)" }))
             #expect(all.filter { $0.kind == .zoneAdded }.count == 1)
             // A token at or after the trimmed deletions still reads what followed it.
             let since = try replica.journalEntries(after: end.expiredBelow, through: end.sequence)
-            #expect(Set(since.compactMap(\.recordName)) == Set((0..<8).map { "m\($0)" }))
+            #expect(Set(since.compactMap(\.recordName)) == Set((2..<6).map { "n\($0)" } + (0..<8).map { "m\($0)" }))
         }
+    }
+
+    @Test("a replica with more records than the capacity keeps its deletions, and its tokens stay valid", arguments: Storage.allCases)
+    func liveRecordsDoNotCountAgainstTheCapacity(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            let owner = alice.ownerName
+            try replica.apply(page(saving: try (0..<12).map { try tagged("n\($0)", "1") }, token: token(1)), owner: owner)
+            let start = try replica.journalChanges(capacity: 4).position
+            try replica.apply(page(deleting: ["n0", "n1"], token: token(2)), owner: owner)
+            let end = try replica.journalChanges(capacity: 4).position
+            #expect(end.expiredBelow == 0)  // nothing dropped: a token from before the deletions still works
+            let since = try replica.journalEntries(after: start.sequence, through: end.sequence)
+            #expect(since.map(\.kind) == [.deleted, .deleted])
+            #expect(Set(since.compactMap(\.recordName)) == ["n0", "n1"])
+            let all = try replica.journalEntries(after: 0, through: end.sequence)
+            #expect(all.filter { $0.kind == .changed }.count == 10)
+        }
+    }
+
+    @Test("migration v9: deletions journaled by an older version are counted and trimmed, oldest first")
+    func upgradedJournalTrimsItsDeletions() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        let o = alice.ownerName
+        // A journal in use (from before v8, which then installs its triggers) that saw the zone, three
+        // records deleted (entries 2, 3, 4) and one live record.
+        var live = try fetchedRecord("live", ["title": .string("live")])
+        live.recordChangeTag = "1"
+        let hex = try live.jsonData().map { String(format: "%02x", $0) }.joined()
+        try ReplicaSchema.createOlderFile(
+            path: path, upTo: "replica-v7-query-indexes",
+            sql: """
+                INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(o)', 'h', 1, '\(alice.fingerprint)');
+                INSERT INTO replicaZone (owner, zone) VALUES ('\(o)', 'Topics');
+                INSERT INTO replicaRecord (owner, zone, name, type, json) VALUES ('\(o)', 'Topics', 'live', 'Note', X'\(hex)');
+                INSERT INTO replicaFeedState (id, epoch, scanned) VALUES (1, 'old', 1);
+                INSERT INTO replicaFeedSeen (owner, zone, name, tag) VALUES ('\(o)', 'Topics', '', ''), ('\(o)', 'Topics', 'live', '1');
+                INSERT INTO replicaFeedEntry (owner, zone, name, kind) VALUES
+                    ('\(o)', 'Topics', '', 'zoneAdded'), ('\(o)', 'Topics', 'd1', 'deleted'),
+                    ('\(o)', 'Topics', 'd2', 'deleted'), ('\(o)', 'Topics', 'd3', 'deleted'), ('\(o)', 'Topics', 'live', 'changed');
+                """)
+        let replica = try SharedDatabaseReplica(path: path)
+        try replica.apply(page(deleting: ["live"], token: token(2)), owner: o)
+        let end = try replica.journalChanges(capacity: 2).position
+        // Four deletions now, two over: d1 and d2 go, so tokens before entry 3 expire.
+        #expect(end.expiredBelow == 3)
+        let entries = try replica.journalEntries(after: 0, through: end.sequence)
+        #expect(entries.filter { $0.kind == .deleted }.compactMap(\.recordName) == ["d3", "live"])
     }
 }
