@@ -30,6 +30,12 @@ public final class PrivateDatabase: Sendable {
     /// statement. Always true but in the equivalence test, which runs the row-by-row path (every
     /// lookup a statement of its own) beside it on the same operations.
     let setBasedWrites: Bool
+    /// From how many records to settle in one zone membership is recomputed over the whole zone in
+    /// two statements, when no record's share there depends on its parent. A zone-wide share created or
+    /// removed counts as all of them; any other count is below the default (`Int.max`): a batch of
+    /// 2,000 saves in a zone of a million records would scan the million. The equivalence test also
+    /// runs with 1, so that the zone path meets every random case.
+    let wholeZoneSettleThreshold: Int
     /// Checkpoints the WAL away from commits (a database in a file).
     let checkpointer: BackgroundCheckpointer?
     let clock: @Sendable () -> Date
@@ -95,11 +101,12 @@ public final class PrivateDatabase: Sendable {
 
     init(
         writer: any DatabaseWriter, ownerName: String, limits: Limits, clock: @escaping @Sendable () -> Date,
-        setBasedWrites: Bool = true, checkpointer: BackgroundCheckpointer? = nil
+        setBasedWrites: Bool = true, wholeZoneSettleThreshold: Int = .max, checkpointer: BackgroundCheckpointer? = nil
     ) throws {
         self.writer = writer
         self.checkpointer = checkpointer
         self.setBasedWrites = setBasedWrites
+        self.wholeZoneSettleThreshold = wholeZoneSettleThreshold
         self.ownerName = ownerName
         self.limits = limits
         self.clock = clock

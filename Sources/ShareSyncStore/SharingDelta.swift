@@ -29,6 +29,8 @@ struct SharingDelta {
         var shareBefore: [String: ShareBefore] = [:]
         /// Records whose share membership, and their descendants', must be recomputed.
         var membershipDirty: Set<String> = []
+        /// Every record of the zone must be recomputed (a zone-wide share was created or removed).
+        var wholeZoneDirty = false
         /// Shares saved or deleted.
         var sharesChanged: Set<String> = []
     }
@@ -60,6 +62,12 @@ struct SharingDelta {
     }
 
     mutating func markMembershipDirty(zone: String, _ name: String) { markMembershipDirty(zone: zone, CollectionOfOne(name)) }
+
+    /// Every record of the zone must be recomputed: a zone-wide share was created or removed.
+    mutating func markWholeZoneDirty(zone: String) {
+        zones[zone, default: Zone()].wholeZoneDirty = true
+        zonesToSettle.insert(zone)
+    }
 
     mutating func markShareChanged(zone: String, _ name: String) {
         zones[zone, default: Zone()].sharesChanged.insert(name)

@@ -212,10 +212,7 @@ extension WriteContext {
                 _ = try store(rootRecord)
                 delta.markMembershipDirty(zone: zone, root)
             } else if share.rootRecordID == nil {
-                for name in try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ? AND parent IS NULL"), arguments: [zone]) {
-                    delta.markMembershipDirty(zone: zone, name)
-                }
-                delta.markMembershipDirty(zone: zone, try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
+                delta.markWholeZoneDirty(zone: zone)
             }
         }
         delta.markShareChanged(zone: zone, id.recordName)
@@ -436,7 +433,7 @@ extension WriteContext {
         if let root {
             delta.markMembershipDirty(zone: zone, root)
         } else {
-            delta.markMembershipDirty(zone: zone, try String.fetchAll(db.cachedStatement(sql: "SELECT name FROM record WHERE zone = ?"), arguments: [zone]))
+            delta.markWholeZoneDirty(zone: zone)
         }
         delta.markShareChanged(zone: zone, name)
     }
