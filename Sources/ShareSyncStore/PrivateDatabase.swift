@@ -85,10 +85,11 @@ public final class PrivateDatabase: Sendable {
         try createPrivateFile(path, what: "the private database file")
         var config = Configuration()
         config.busyMode = .timeout(10)
-        BackgroundCheckpointer.configure(&config)
+        let checkpointer = BackgroundCheckpointer(path: path)
+        checkpointer.configure(&config)
         let pool = try DatabasePool(path: path, configuration: config)
         for suffix in ["", "-wal", "-shm"] { chmod(path + suffix, 0o600) }
-        try self.init(writer: pool, ownerName: ownerName, limits: limits, clock: clock, checkpointer: BackgroundCheckpointer(path: path))
+        try self.init(writer: pool, ownerName: ownerName, limits: limits, clock: clock, checkpointer: checkpointer)
     }
 
     /// Creates a database in memory, for tests and tools.

@@ -30,15 +30,16 @@ public final class SharedDatabaseReplica: Sendable {
     public convenience init(path: String) throws(ShareSyncError) {
         try createPrivateFile(path, what: "the replica file")
         let pool: DatabasePool
+        let checkpointer = BackgroundCheckpointer(path: path)
         do {
             var config = Configuration()
             config.busyMode = .timeout(10)
-            BackgroundCheckpointer.configure(&config)
+            checkpointer.configure(&config)
             pool = try DatabasePool(path: path, configuration: config)
         } catch {
             throw ShareSyncError(.internalError, "cannot open the replica \(path): \(error)")
         }
-        try self.init(writer: pool, checkpointer: BackgroundCheckpointer(path: path))
+        try self.init(writer: pool, checkpointer: checkpointer)
         for suffix in ["", "-wal", "-shm"] { chmod(path + suffix, 0o600) }
     }
 

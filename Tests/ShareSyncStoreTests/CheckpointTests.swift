@@ -18,8 +18,8 @@ struct CheckpointTests {
         defer { dir.remove() }
         let path = dir.path("private.sqlite")
         let db = try PrivateDatabase(path: path, ownerName: ownerName)
-        // The writer checkpoints itself only past 1,000 pages (SQLite's default), as a backstop.
-        #expect(try db.write { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") } == BackgroundCheckpointer.backstopPages)
+        // SQLite's own automatic checkpoint is replaced by the checkpointer's WAL hook.
+        #expect(try db.write { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") } == 0)
         try db.saveZones([RecordZone(zoneID: topics)])
         let before = fileSize(path)
         // About 2 MB of records: under the 1,000 pages that would make SQLite checkpoint in a commit.
@@ -53,7 +53,7 @@ struct CheckpointTests {
         defer { dir.remove() }
         let path = dir.path("shared.sqlite")
         let replica = try SharedDatabaseReplica(path: path)
-        #expect(try replica.write { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") } == BackgroundCheckpointer.backstopPages)
+        #expect(try replica.write { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") } == 0)
         try replica.write { db in try db.execute(sql: "CREATE TABLE filler (x BLOB)") }
         let before = fileSize(path)
         for _ in 0..<4 { try replica.write { db in try db.execute(sql: "INSERT INTO filler VALUES (zeroblob(500000))") } }
@@ -63,5 +63,34 @@ struct CheckpointTests {
             grown = fileSize(path)
         }
         #expect(grown >= before + 2_000_000, "the replica file is \(grown) bytes, \(before) before")
+    }
+
+    @Test("a bulk commit that leaves the WAL past soonPages asks for a checkpoint at once; small commits do not")
+    func bulkCommitsAskForACheckpointAtOnce() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        let replica = try SharedDatabaseReplica(path: path)
+        let checkpointer = try #require(replica.checkpointer)
+        try replica.write { db in try db.execute(sql: "CREATE TABLE filler (x BLOB)") }
+        // Small commits, even past soonPages: about 300 pages in all, a couple each.
+        for _ in 0..<150 { try replica.write { db in try db.execute(sql: "INSERT INTO filler VALUES (zeroblob(5000))") } }
+        #expect(checkpointer.soonRequests.load(ordering: .relaxed) == 0)
+        // About 300 pages in one commit: past soonPages (256), under the backstop.
+        try replica.write { db in try db.execute(sql: "INSERT INTO filler VALUES (zeroblob(1200000))") }
+        #expect(checkpointer.soonRequests.load(ordering: .relaxed) >= 1)
+    }
+
+    @Test("a commit past the backstop is in the database file when it returns (the writer checkpoints it)")
+    func backstopCheckpointsInTheCommit() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite")
+        let db = try PrivateDatabase(path: path, ownerName: ownerName)
+        try db.write { db in try db.execute(sql: "CREATE TABLE filler (x BLOB)") }
+        let before = fileSize(path)
+        // About 1,500 pages in one commit.
+        try db.write { db in try db.execute(sql: "INSERT INTO filler VALUES (zeroblob(6000000))") }
+        #expect(fileSize(path) >= before + 6_000_000, "the database file is \(fileSize(path)) bytes, \(before) before")
     }
 }
