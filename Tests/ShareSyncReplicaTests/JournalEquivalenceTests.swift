@@ -107,14 +107,11 @@ struct JournalEquivalenceTests {
         let path = dir.path("shared.sqlite")
         var record = try fetchedRecord("a", ["title": .string("new")])
         record.recordChangeTag = "2"
-        let hex = try record.jsonData().map { String(format: "%02x", $0) }.joined()
         // The journal saw the zone and the record at tag 1; the record is at tag 2 now.
         try ReplicaSchema.createOlderFile(
             path: path, upTo: "replica-v5-owner-announced-address",
             sql: """
-                INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(alice.ownerName)', 'h', 1, '\(alice.fingerprint)');
-                INSERT INTO replicaZone (owner, zone) VALUES ('\(alice.ownerName)', 'Topics');
-                INSERT INTO replicaRecord (owner, zone, name, type, json) VALUES ('\(alice.ownerName)', 'Topics', 'a', 'Note', X'\(hex)');
+                \(try olderFileRows(holding: record))
                 INSERT INTO replicaFeedState (id, epoch) VALUES (1, 'old');
                 INSERT INTO replicaFeedSeen (owner, zone, name, tag) VALUES ('\(alice.ownerName)', 'Topics', '', ''), ('\(alice.ownerName)', 'Topics', 'a', '1');
                 INSERT INTO replicaFeedEntry (owner, zone, name, kind) VALUES ('\(alice.ownerName)', 'Topics', '', 'zoneAdded'), ('\(alice.ownerName)', 'Topics', 'a', 'changed');

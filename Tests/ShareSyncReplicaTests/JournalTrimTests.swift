@@ -77,13 +77,10 @@ struct JournalTrimTests {
         // records deleted (entries 2, 3, 4) and one live record.
         var live = try fetchedRecord("live", ["title": .string("live")])
         live.recordChangeTag = "1"
-        let hex = try live.jsonData().map { String(format: "%02x", $0) }.joined()
         try ReplicaSchema.createOlderFile(
             path: path, upTo: "replica-v7-query-indexes",
             sql: """
-                INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(o)', 'h', 1, '\(alice.fingerprint)');
-                INSERT INTO replicaZone (owner, zone) VALUES ('\(o)', 'Topics');
-                INSERT INTO replicaRecord (owner, zone, name, type, json) VALUES ('\(o)', 'Topics', 'live', 'Note', X'\(hex)');
+                \(try olderFileRows(holding: live))
                 INSERT INTO replicaFeedState (id, epoch, scanned) VALUES (1, 'old', 1);
                 INSERT INTO replicaFeedSeen (owner, zone, name, tag) VALUES ('\(o)', 'Topics', '', ''), ('\(o)', 'Topics', 'live', '1');
                 INSERT INTO replicaFeedEntry (owner, zone, name, kind) VALUES

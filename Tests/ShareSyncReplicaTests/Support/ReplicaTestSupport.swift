@@ -34,6 +34,19 @@ func token(_ n: Int64, of owner: OwnerInfo = alice) -> ServerChangeToken {
     ServerChangeToken(stringValue: "1.\(owner.fingerprint.prefix(8)).\(n)")
 }
 
+/// The first rows of an older replica file (``ReplicaSchema/createOlderFile(path:upTo:sql:)``): ``alice``
+/// as an owner, her zone Topics, and `record` stored in it.
+func olderFileRows(holding record: Record) throws -> String {
+    let hex = try record.jsonData().map { String(format: "%02x", $0) }.joined()
+    let o = alice.ownerName
+    return """
+        INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(o)', 'h', 1, '\(alice.fingerprint)');
+        INSERT INTO replicaZone (owner, zone) VALUES ('\(o)', 'Topics');
+        INSERT INTO replicaRecord (owner, zone, name, type, json)
+            VALUES ('\(o)', 'Topics', '\(record.recordID.recordName)', '\(record.recordType)', X'\(hex)');
+        """
+}
+
 /// A complete page of a zone's changes.
 func page(
     _ zoneID: RecordZone.ID = zone(), saving: [Record] = [], deleting: [String] = [], token: ServerChangeToken,
