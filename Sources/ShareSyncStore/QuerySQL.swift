@@ -198,7 +198,8 @@ extension SharedDatabaseReplica {
         _ = arguments.append(contentsOf: [limit, offset])
         return (
             """
-            SELECT json FROM replicaRecord INDEXED BY replicaRecord_type WHERE owner = ? AND zone = ? AND type = ?\(sql.conditions)
+            SELECT json FROM replicaRecord INDEXED BY replicaRecord_type
+            WHERE zoneKey = (SELECT id FROM replicaZone WHERE owner = ? AND zone = ?) AND type = ?\(sql.conditions)
             ORDER BY \(sql.order) LIMIT ? OFFSET ?
             """,
             arguments

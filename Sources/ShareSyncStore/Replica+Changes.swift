@@ -69,7 +69,7 @@ extension SharedDatabaseReplica {
         try checkOwner(zoneID, owner)
         if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { return }  // left locally: stays out
         try db.executeCached("INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", [owner, zoneID.zoneName])
-        try applyRecordChanges(db, changes, table: "replicaRecord", owner: owner)
+        try applyRecordChanges(db, changes, table: .live, owner: owner)
         try db.executeCached(
             "UPDATE replicaZone SET token = ? WHERE owner = ? AND zone = ?", [changes.changeToken.stringValue, owner, zoneID.zoneName])
     }
@@ -90,16 +90,33 @@ extension SharedDatabaseReplica {
 
     /// Saves and deletes the records of a page in `table` (the live records or the staging area),
     /// checking each one as it goes: a bad item throws, and the caller's transaction rolls back.
-    func applyRecordChanges(_ db: Database, _ changes: EncodedZoneChanges, table: String, owner: String) throws {
+    func applyRecordChanges(_ db: Database, _ changes: EncodedZoneChanges, table: RecordTable, owner: String) throws {
         let zoneID = changes.zoneID
+        // The live records name their zone by its row's id (the zone row exists: the caller made it).
+        let zone: ReplicaUpsert.Zone
+        let zoneColumns: String
+        switch table {
+        case .live:
+            guard let key = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT id FROM replicaZone WHERE owner = ? AND zone = ?"), arguments: [owner, zoneID.zoneName])
+            else {
+                throw ShareSyncError(.internalError, "the replica has no zone \(zoneID.zoneName) of owner \(owner) to store records in")
+            }
+            zone = .key(key)
+            zoneColumns = "zoneKey"
+        case .staged:
+            zone = .names(owner: owner, zone: zoneID.zoneName)
+            zoneColumns = "owner, zone"
+        }
+        let placeholders = table == .live ? "?" : "?, ?"
         // Prepared once per connection (GRDB's statement cache), bound per record: a page of 400 saves
         // costs 400 steps, not 400 parses.
         let upsert = try ReplicaUpsert(
             db.cachedStatement(
                 sql: """
-                    INSERT INTO \(table) (owner, zone, name, type, json) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (owner, zone, name) DO UPDATE SET type = excluded.type, json = excluded.json
-                    """), owner: owner, zone: zoneID.zoneName, in: db)
+                    INSERT INTO \(table.rawValue) (\(zoneColumns), name, type, json) VALUES (\(placeholders), ?, ?, ?)
+                    ON CONFLICT (\(zoneColumns), name) DO UPDATE SET type = excluded.type, json = excluded.json
+                    """), zone: zone, in: db)
         var delete: Statement?
         for change in changes.changes {
             switch change {
@@ -108,12 +125,25 @@ extension SharedDatabaseReplica {
                 try upsert.run(name: record.recordID.recordName, type: record.recordType, json: record.json)
             case .deleted(let deleted):
                 try checkZone(deleted.recordID, zoneID)
-                if delete == nil {
-                    delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE owner = ? AND zone = ? AND name = ?")
+                switch zone {
+                case .key(let key):
+                    if delete == nil { delete = try db.cachedStatement(sql: "DELETE FROM replicaRecord WHERE zoneKey = ? AND name = ?") }
+                    try delete!.execute(arguments: [key, deleted.recordID.recordName])
+                case .names(let owner, let zoneName):
+                    if delete == nil {
+                        delete = try db.cachedStatement(sql: "DELETE FROM replicaStagedRecord WHERE owner = ? AND zone = ? AND name = ?")
+                    }
+                    try delete!.execute(arguments: [owner, zoneName, deleted.recordID.recordName])
                 }
-                try delete!.execute(arguments: [owner, zoneID.zoneName, deleted.recordID.recordName])
             }
         }
+    }
+
+    /// Where ``applyRecordChanges(_:_:table:owner:)`` stores a page: the live records, or the staging
+    /// area of a zone being fetched again.
+    enum RecordTable: String {
+        case live = "replicaRecord"
+        case staged = "replicaStagedRecord"
     }
 
     func applyDatabaseChanges(_ db: Database, _ changes: DatabaseChanges, owner: String) throws {

@@ -87,7 +87,7 @@ extension SharedDatabaseReplica {
                     for row in try Row.fetchAll(db, sql: "SELECT owner, zone FROM replicaZone") {
                         now[Key(owner: row[0], zone: row[1], name: "")] = ""
                     }
-                    for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, json FROM replicaRecord") {
+                    for row in try Row.fetchAll(db, sql: "SELECT z.owner, z.zone, r.name, r.json FROM replicaRecord r JOIN replicaZone z ON z.id = r.zoneKey") {
                         now[key(row)] = try ShareSyncCore.Record(jsonData: row[3]).recordChangeTag ?? ""
                     }
                 } else {
@@ -113,7 +113,8 @@ extension SharedDatabaseReplica {
                     for row in try Row.fetchAll(
                         db.cachedStatement(sql: """
                             SELECT d.owner, d.zone, d.name, r.json FROM (SELECT DISTINCT owner, zone, name FROM replicaFeedDirty) d
-                            CROSS JOIN replicaRecord r ON r.owner = d.owner AND r.zone = d.zone AND r.name = d.name
+                            CROSS JOIN replicaZone z ON z.owner = d.owner AND z.zone = d.zone
+                            CROSS JOIN replicaRecord r ON r.zoneKey = z.id AND r.name = d.name
                             WHERE d.name != ''
                             """))
                     {

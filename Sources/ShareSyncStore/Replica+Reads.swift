@@ -26,7 +26,7 @@ extension SharedDatabaseReplica {
     public func records(owner: String, zoneName: String) throws(ShareSyncError) -> [ShareSyncCore.Record] {
         try read { db in
             try Data.fetchAll(
-                db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE owner = ? AND zone = ? ORDER BY name"),
+                db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE zoneKey = (SELECT id FROM replicaZone WHERE owner = ? AND zone = ?) ORDER BY name"),
                 arguments: [owner, zoneName]
             ).map { try Record(jsonData: $0) }
         }
@@ -36,7 +36,7 @@ extension SharedDatabaseReplica {
     public func fetchRecord(_ id: ShareSyncCore.Record.ID) throws(ShareSyncError) -> ShareSyncCore.Record? {
         try read { db in
             try Data.fetchOne(
-                db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE owner = ? AND zone = ? AND name = ?"),
+                db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE zoneKey = (SELECT id FROM replicaZone WHERE owner = ? AND zone = ?) AND name = ?"),
                 arguments: [id.zoneID.ownerName, id.zoneID.zoneName, id.recordName]
             ).map { try Record(jsonData: $0) }
         }
@@ -46,7 +46,7 @@ extension SharedDatabaseReplica {
     public func recordCount(owner: String, zoneName: String) throws(ShareSyncError) -> Int {
         try read { db in
             try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT COUNT(*) FROM replicaRecord WHERE owner = ? AND zone = ?"), arguments: [owner, zoneName]) ?? 0
+                db.cachedStatement(sql: "SELECT COUNT(*) FROM replicaRecord WHERE zoneKey = (SELECT id FROM replicaZone WHERE owner = ? AND zone = ?)"), arguments: [owner, zoneName]) ?? 0
         }
     }
 }

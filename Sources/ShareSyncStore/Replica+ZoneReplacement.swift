@@ -56,7 +56,7 @@ extension SharedDatabaseReplica {
                     .invalidArguments, "no replacement of zone \(zoneID.zoneName) was begun", zoneID: zoneID,
                     rule: .replicaReplacementNotBegun)
             }
-            try applyRecordChanges(db, page, table: "replicaStagedRecord", owner: owner)
+            try applyRecordChanges(db, page, table: .staged, owner: owner)
             try db.execute(
                 sql: "UPDATE replicaStagedZone SET token = ?, complete = ? WHERE owner = ? AND zone = ?",
                 arguments: [page.changeToken.stringValue, !page.moreComing, owner, zoneID.zoneName])
@@ -85,8 +85,9 @@ extension SharedDatabaseReplica {
                 sql: "INSERT INTO replicaZone (owner, zone, token) VALUES (?, ?, ?)", arguments: [owner, zoneName, token])
             try db.execute(
                 sql: """
-                    INSERT INTO replicaRecord (owner, zone, name, type, json)
-                    SELECT owner, zone, name, type, json FROM replicaStagedRecord WHERE owner = ? AND zone = ?
+                    INSERT INTO replicaRecord (zoneKey, name, type, json)
+                    SELECT z.id, s.name, s.type, s.json FROM replicaStagedRecord s
+                    JOIN replicaZone z ON z.owner = s.owner AND z.zone = s.zone WHERE s.owner = ?1 AND s.zone = ?2
                     """,
                 arguments: [owner, zoneName])
             try db.execute(sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])

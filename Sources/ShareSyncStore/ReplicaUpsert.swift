@@ -20,31 +20,49 @@ struct ReplicaUpsert: ~Copyable {
     private let statement: SQLiteStatement
     private let connection: SQLiteConnection
 
-    /// Prepares `statement` (`INSERT … (owner, zone, name, type, json) VALUES (?, ?, ?, ?, ?)`) for the
-    /// records of `owner`'s zone `zone`.
-    init(_ statement: Statement, owner: String, zone: String, in db: Database) throws {
+    /// How the statement's leading parameters name the zone: the zone row's id (the live records), or
+    /// the owner and the zone name (the staging area).
+    enum Zone {
+        case key(Int64)
+        case names(owner: String, zone: String)
+    }
+
+    /// The index of the first parameter after the zone's: name, type, json follow.
+    private let first: Int32
+
+    /// Prepares `statement` (`INSERT … (zoneKey, name, type, json) VALUES (?, ?, ?, ?)`, or with owner
+    /// and zone in place of zoneKey) for the records of `zone`.
+    init(_ statement: Statement, zone: Zone, in db: Database) throws {
         self.statement = statement.sqliteStatement
         self.connection = db.sqliteConnection!
         sqlite3_reset(self.statement)
         sqlite3_clear_bindings(self.statement)
-        try bindText(1, owner)
-        try bindText(2, zone)
+        switch zone {
+        case .key(let key):
+            first = 2
+            try check(sqlite3_bind_int64(self.statement, 1, key))
+        case .names(let owner, let zone):
+            first = 3
+            try bindText(1, owner)
+            try bindText(2, zone)
+        }
     }
 
     /// Inserts or replaces one record.
     func run(name: String, type: String, json: Data) throws {
-        try bindText(3, name)
-        try bindText(4, type)
+        try bindText(first, name)
+        try bindText(first + 1, type)
+        let jsonIndex = first + 2
         let result = json.withUnsafeBytes { bytes -> Int32 in
             defer {
                 sqlite3_reset(statement)
-                sqlite3_bind_null(statement, 5)  // the bytes are not ours to keep pointing at
+                sqlite3_bind_null(statement, jsonIndex)  // the bytes are not ours to keep pointing at
             }
             // An empty blob binds through its own call: a nil pointer would bind NULL.
             let bound =
                 bytes.isEmpty
-                ? sqlite3_bind_zeroblob(statement, 5, 0)
-                : sqlite3_bind_blob(statement, 5, bytes.baseAddress, Int32(bytes.count), nil)
+                ? sqlite3_bind_zeroblob(statement, jsonIndex, 0)
+                : sqlite3_bind_blob(statement, jsonIndex, bytes.baseAddress, Int32(bytes.count), nil)
             guard bound == SQLITE_OK else { return bound }
             return sqlite3_step(statement)
         }

@@ -16,7 +16,13 @@ struct EncodedPageTests {
     /// The rows of a replica's records, in name order.
     static func rows(_ replica: SharedDatabaseReplica) throws -> [[String]] {
         try replica.read { db in
-            try Row.fetchAll(db, sql: "SELECT owner, zone, name, type, json FROM replicaRecord ORDER BY owner, zone, name").map { row in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT z.owner, z.zone, r.name, r.type, r.json FROM replicaRecord r JOIN replicaZone z ON z.id = r.zoneKey
+                    ORDER BY z.owner, z.zone, r.name
+                    """
+            ).map { row in
                 [row["owner"], row["zone"], row["name"], row["type"], String(decoding: row["json"] as Data, as: UTF8.self)]
             }
         }

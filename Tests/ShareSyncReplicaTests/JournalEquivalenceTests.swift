@@ -166,7 +166,7 @@ struct JournalEquivalenceTests {
                 """)
         let replica = try SharedDatabaseReplica(path: path)
         let triggers = try Self.triggers(replica)
-        #expect(triggers.count == (journalInUse ? 6 : 0))
+        #expect(triggers.count == (journalInUse ? ReplicaSchema.journalTriggerNames.count : 0))
         #expect(!triggers.values.contains { $0.contains("WHEN") })
         try replica.apply(page(saving: [try fetchedRecord("a")], token: token(1)), owner: alice.ownerName)
         let noted = try replica.read { db in try String.fetchSet(db, sql: "SELECT DISTINCT name FROM replicaFeedDirty") }

@@ -61,13 +61,13 @@ struct QueryIndexTests {
         try withReplica(storage) { replica in
             try Self.fill(replica)
             let byType = try Self.plan(replica, Query(recordType: "Note", predicate: [.field("rank", .lessThan, 7)]))
-            #expect(byType.contains { $0.hasPrefix("SEARCH replicaRecord USING INDEX replicaRecord_type (owner=? AND zone=? AND type=?)") }, "\(byType)")
+            #expect(byType.contains { $0.hasPrefix("SEARCH replicaRecord USING INDEX replicaRecord_type (zoneKey=? AND type=?)") }, "\(byType)")
             // The index is in name order: no sort for the default order.
             #expect(!byType.contains { $0.contains("TEMP B-TREE") }, "\(byType)")
 
             let byParent = try Self.plan(
                 replica, Query(recordType: "Note", predicate: [.parent(is: Record.ID(recordName: "t1", zoneID: zone()))]))
-            #expect(byParent.contains { $0.hasPrefix("SEARCH replicaRecord USING INDEX replicaRecord_type (owner=? AND zone=? AND type=?)") }, "\(byParent)")
+            #expect(byParent.contains { $0.hasPrefix("SEARCH replicaRecord USING INDEX replicaRecord_type (zoneKey=? AND type=?)") }, "\(byParent)")
             for plan in [byType, byParent] { #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)") }
         }
     }
