@@ -94,7 +94,7 @@ extension SharedDatabaseReplica {
         let zoneID = changes.zoneID
         // The live records name their zone by its row's id (the zone row exists: the caller made it).
         let zone: ReplicaUpsert.Zone
-        let zoneColumns: String
+        let (zoneColumns, placeholders): (String, String)
         switch table {
         case .live:
             guard let key = try Int64.fetchOne(
@@ -103,12 +103,11 @@ extension SharedDatabaseReplica {
                 throw ShareSyncError(.internalError, "the replica has no zone \(zoneID.zoneName) of owner \(owner) to store records in")
             }
             zone = .key(key)
-            zoneColumns = "zoneKey"
+            (zoneColumns, placeholders) = ("zoneKey", "?")
         case .staged:
             zone = .names(owner: owner, zone: zoneID.zoneName)
-            zoneColumns = "owner, zone"
+            (zoneColumns, placeholders) = ("owner, zone", "?, ?")
         }
-        let placeholders = table == .live ? "?" : "?, ?"
         // Prepared once per connection (GRDB's statement cache), bound per record: a page of 400 saves
         // costs 400 steps, not 400 parses.
         let upsert = try ReplicaUpsert(
