@@ -10,17 +10,11 @@ import ShareSyncCore
 /// replica larger than it keeps its deletions, and its tokens, like a small one.
 @Suite("Trimming the replica's change journal")
 struct JournalTrimTests {
-    func tagged(_ name: String, _ tag: String) throws -> Record {
-        var record = try fetchedRecord(name, ["title": .string(name)])
-        record.recordChangeTag = tag
-        return record
-    }
-
     @Test("past its capacity of deletions the journal drops the oldest, keeps the live records, and expires older tokens", arguments: Storage.allCases)
     func trimsOldestDeletionsFirst(storage: Storage) throws {
         try withReplica(storage) { replica in
             let owner = alice.ownerName
-            let first = try (0..<8).map { try tagged("n\($0)", "1") }
+            let first = try (0..<8).map { try fetchedRecord("n\($0)", ["title": .string("n\($0)")], tag: "1") }
             try replica.apply(page(saving: first, token: token(1)), owner: owner)
             let start = try replica.journalChanges(capacity: 4).position
             #expect(start.sequence == 9)  // the zone and 8 records
@@ -33,7 +27,7 @@ struct JournalTrimTests {
             #expect(afterDeletes.expiredBelow == 0)  // 3 deletions: within capacity
 
             try replica.apply(page(deleting: (3..<6).map { "n\($0)" }, token: token(3)), owner: owner)
-            let second = try (0..<8).map { try tagged("m\($0)", "2") }
+            let second = try (0..<8).map { try fetchedRecord("m\($0)", ["title": .string("m\($0)")], tag: "2") }
             try replica.apply(page(saving: second, token: token(4)), owner: owner)
             let end = try replica.journalChanges(capacity: 4).position
             // 6 deletions, 2 over: the 2 oldest go (n0, n1), the 4 others stay.
@@ -54,7 +48,8 @@ struct JournalTrimTests {
     func liveRecordsDoNotCountAgainstTheCapacity(storage: Storage) throws {
         try withReplica(storage) { replica in
             let owner = alice.ownerName
-            try replica.apply(page(saving: try (0..<12).map { try tagged("n\($0)", "1") }, token: token(1)), owner: owner)
+            let records = try (0..<12).map { try fetchedRecord("n\($0)", ["title": .string("n\($0)")], tag: "1") }
+            try replica.apply(page(saving: records, token: token(1)), owner: owner)
             let start = try replica.journalChanges(capacity: 4).position
             try replica.apply(page(deleting: ["n0", "n1"], token: token(2)), owner: owner)
             let end = try replica.journalChanges(capacity: 4).position
@@ -75,8 +70,7 @@ struct JournalTrimTests {
         let o = alice.ownerName
         // A journal in use (from before v8, which then installs its triggers) that saw the zone, three
         // records deleted (entries 2, 3, 4) and one live record.
-        var live = try fetchedRecord("live", ["title": .string("live")])
-        live.recordChangeTag = "1"
+        let live = try fetchedRecord("live", ["title": .string("live")], tag: "1")
         try ReplicaSchema.createOlderFile(
             path: path, upTo: "replica-v7-query-indexes",
             sql: """

@@ -9,12 +9,6 @@ import ShareSyncCore
 /// record where it was, and everything that reads or writes records by zone works on it afterwards.
 @Suite("Records keyed by their zone row (migration v10)")
 struct ZoneKeyMigrationTests {
-    func tagged(_ name: String, in zoneID: RecordZone.ID, _ tag: String, title: String) throws -> Record {
-        var record = try fetchedRecord(name, in: zoneID, ["title": .string(title)])
-        record.recordChangeTag = tag
-        return record
-    }
-
     @Test("a v9 file keeps each owner's records apart; reads, queries, pages, purges and the journal work after")
     func upgradedFile() throws {
         let dir = try TemporaryDirectory()
@@ -22,11 +16,10 @@ struct ZoneKeyMigrationTests {
         let path = dir.path("shared.sqlite")
         let a = alice.ownerName
         let b = bob.ownerName
-        let aliceRecords = try (0..<3).map { try tagged("n\($0)", in: zone(of: alice), "1", title: "alice \($0)") }
-        let bobRecords = try (0..<2).map { try tagged("n\($0)", in: zone(of: bob), "1", title: "bob \($0)") }
+        let aliceRecords = try (0..<3).map { try fetchedRecord("n\($0)", in: zone(of: alice), ["title": .string("alice \($0)")], tag: "1") }
+        let bobRecords = try (0..<2).map { try fetchedRecord("n\($0)", in: zone(of: bob), ["title": .string("bob \($0)")], tag: "1") }
         func row(_ owner: String, _ record: Record) throws -> String {
-            let hex = try record.jsonData().map { String(format: "%02x", $0) }.joined()
-            return "('\(owner)', 'Topics', '\(record.recordID.recordName)', 'Note', X'\(hex)')"
+            "('\(owner)', 'Topics', '\(record.recordID.recordName)', 'Note', X'\(try hexJSON(record))')"
         }
         // The journal saw both zones and every record (scanned), so later calls compare noted keys only.
         let seen = (aliceRecords.map { "('\(a)', 'Topics', '\($0.recordID.recordName)', '1')" }
@@ -54,8 +47,8 @@ struct ZoneKeyMigrationTests {
 
         // A page edits one of alice's records and adds one: the journal notes exactly those two.
         let start = try replica.journalChanges().position
-        let edited = try tagged("n1", in: zone(of: alice), "2", title: "alice edited")
-        let added = try tagged("n9", in: zone(of: alice), "1", title: "alice new")
+        let edited = try fetchedRecord("n1", in: zone(of: alice), ["title": .string("alice edited")], tag: "2")
+        let added = try fetchedRecord("n9", in: zone(of: alice), ["title": .string("alice new")], tag: "1")
         try replica.apply(page(zone(of: alice), saving: [edited, added], token: token(5)), owner: a)
         let afterPage = try replica.journalChanges()
         #expect(afterPage.added == 2)

@@ -22,11 +22,19 @@ func zone(_ name: String = "Topics", of owner: OwnerInfo = alice) -> RecordZone.
     RecordZone.ID(zoneName: name, ownerName: owner.ownerName)
 }
 
-/// A record as fetched from an owner (no changed keys), in `zoneID`.
-func fetchedRecord(_ name: String, in zoneID: RecordZone.ID = zone(), _ fields: [String: FieldValue] = [:]) throws -> Record {
+/// A record as fetched from an owner (no changed keys), in `zoneID`, with change tag `tag`.
+func fetchedRecord(
+    _ name: String, in zoneID: RecordZone.ID = zone(), _ fields: [String: FieldValue] = [:], tag: String? = nil
+) throws -> Record {
     var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: zoneID))
     for (key, value) in fields.sorted(by: { $0.key < $1.key }) { record[key] = value }
+    record.recordChangeTag = tag
     return try Record(jsonData: record.jsonData())
+}
+
+/// A record's JSON as an SQL blob literal's hex digits, for the rows of an older replica file.
+func hexJSON(_ record: Record) throws -> String {
+    try record.jsonData().map { String(format: "%02x", $0) }.joined()
 }
 
 /// A change token of the owner's database.
@@ -37,7 +45,7 @@ func token(_ n: Int64, of owner: OwnerInfo = alice) -> ServerChangeToken {
 /// The first rows of an older replica file (``ReplicaSchema/createOlderFile(path:upTo:sql:)``): ``alice``
 /// as an owner, her zone Topics, and `record` stored in it.
 func olderFileRows(holding record: Record) throws -> String {
-    let hex = try record.jsonData().map { String(format: "%02x", $0) }.joined()
+    let hex = try hexJSON(record)
     let o = alice.ownerName
     return """
         INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(o)', 'h', 1, '\(alice.fingerprint)');
