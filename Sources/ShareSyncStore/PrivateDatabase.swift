@@ -87,7 +87,7 @@ public final class PrivateDatabase: Sendable {
         config.busyMode = .timeout(10)
         let checkpointer = BackgroundCheckpointer(path: path)
         checkpointer.configure(&config)
-        let pool = try DatabasePool(path: path, configuration: config)
+        let pool = try openDurablePool(path: path, configuration: config)
         for suffix in ["", "-wal", "-shm"] { chmod(path + suffix, 0o600) }
         try self.init(writer: pool, ownerName: ownerName, limits: limits, clock: clock, checkpointer: checkpointer)
     }

@@ -21,7 +21,7 @@ extension SharedDatabaseReplica {
     /// ``apply(_:owner:)-(ZoneChanges,_)`` with each record as the bytes it came in: what the sync
     /// engine applies, storing the bytes without decoding and encoding them again.
     package func apply(_ changes: EncodedZoneChanges, owner: String) throws(ShareSyncError) {
-        try write { db in
+        try write(.refetchable) { db in
             try requireOwner(db, owner)
             try applyZoneChanges(db, changes, owner: owner)
         }
@@ -32,7 +32,7 @@ extension SharedDatabaseReplica {
     /// records and token, changed zones become known (with no token until they are fetched), and the
     /// page's token is stored as the owner's ``databaseChangeToken(owner:)``.
     public func apply(databaseChanges: DatabaseChanges, owner: String) throws(ShareSyncError) {
-        try write { db in
+        try write(.refetchable) { db in
             try requireOwner(db, owner)
             try applyDatabaseChanges(db, databaseChanges, owner: owner)
         }
@@ -44,7 +44,7 @@ extension SharedDatabaseReplica {
     public func apply(
         databaseChanges: DatabaseChanges, zoneChanges: [ZoneChanges], token: ServerChangeToken, owner: String
     ) throws(ShareSyncError) {
-        try write { db in
+        try write(.refetchable) { db in
             try requireOwner(db, owner)
             try applyDatabaseChanges(db, databaseChanges, owner: owner)
             for changes in zoneChanges { try applyZoneChanges(db, try encoded(changes, owner: owner), owner: owner) }

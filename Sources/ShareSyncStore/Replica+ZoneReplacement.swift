@@ -48,7 +48,7 @@ extension SharedDatabaseReplica {
     package func stageZoneReplacement(_ page: EncodedZoneChanges, owner: String) throws(ShareSyncError) {
         let zoneID = page.zoneID
         try checkOwner(zoneID, owner)
-        try write { db in
+        try write(.refetchable) { db in
             guard try Bool.fetchOne(
                 db, sql: "SELECT 1 FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [owner, zoneID.zoneName]
             ) == true else {

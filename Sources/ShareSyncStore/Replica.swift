@@ -25,6 +25,10 @@ public final class SharedDatabaseReplica: Sendable {
     let observers = CommitObservers()
     /// Checkpoints the WAL away from commits (a replica in a file).
     let checkpointer: BackgroundCheckpointer?
+    /// How many times ``syncToDisk()`` synced the WAL (tests read it).
+    package let diskSyncs = Atomic<Int>(0)
+    /// Called at the start of every write transaction (tests read the connection's settings there).
+    let writeProbe = Mutex<(@Sendable (Database) throws -> Void)?>(nil)
 
     /// Opens (or creates) a replica in a file, in WAL mode. The file is readable by its user only.
     public convenience init(path: String) throws(ShareSyncError) {
@@ -35,7 +39,8 @@ public final class SharedDatabaseReplica: Sendable {
             var config = Configuration()
             config.busyMode = .timeout(10)
             checkpointer.configure(&config)
-            pool = try DatabasePool(path: path, configuration: config)
+            // A write is on the disk when it returns, unless it says otherwise (``Durability``).
+            pool = try openDurablePool(path: path, configuration: config)
         } catch {
             throw ShareSyncError(.internalError, "cannot open the replica \(path): \(error)")
         }
@@ -77,13 +82,70 @@ public final class SharedDatabaseReplica: Sendable {
 
     // MARK: Transactions
 
+    /// How a write of the replica reaches the disk.
+    enum Durability {
+        /// On the disk when the write returns (SQLite's `synchronous = FULL`, the replica's
+        /// setting): what only this node knows, such as the outbox, pending leaves, the owners and
+        /// their addresses, the identities, and the journal whose positions readers keep.
+        case synced
+        /// Committed when the write returns, so kept if the process dies, and on the disk after the
+        /// next synced write, the next checkpoint (within ``BackgroundCheckpointer/interval`` of the
+        /// commit) or ``syncToDisk()`` (`synchronous = NORMAL`). For what the owner's node holds and
+        /// sends again: pages and pushes, each stored in the transaction that stores its token. A
+        /// power loss before the sync takes back the changes and their token together, and the next
+        /// fetch from the token brings them again. A push or page pays no fsync of its own: this
+        /// is how every replica write ran before (GRDB's default in WAL mode), so the change latency
+        /// keeps it.
+        case refetchable
+    }
+
     /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
     /// If `body` throws, the transaction is rolled back: nothing it wrote stays.
-    func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        let result = try withStoreErrors("replica write", path: writer.path) { try writer.write(body) }
+    func write<T>(_ durability: Durability = .synced, _ body: (Database) throws -> T) throws(ShareSyncError) -> T {
+        let probe = writeProbe.withLock { $0 }
+        let result = try withStoreErrors("replica write", path: writer.path) {
+            // A replica in memory has no disk to sync: its writes skip the two pragmas.
+            guard durability == .refetchable, checkpointer != nil else {
+                return try writer.write { db in
+                    try probe?(db)
+                    return try body(db)
+                }
+            }
+            return try writer.writeWithoutTransaction { db in
+                // The level is set when SQLite prepares the pragma, which it does again at each step.
+                try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
+                defer { try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute() }
+                var result: T?
+                try db.inTransaction {
+                    try probe?(db)
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
+        }
         checkpointer?.committed()
         observers.notify()
         return result
+    }
+
+    /// Syncs the replica's committed writes to the disk now, ``Durability/refetchable`` ones
+    /// included (an fdatasync of the WAL file). The sync engine calls it at the end of each
+    /// catch-up: an accept, or ``ParticipantSync/waitUntilSynced(owner:timeout:)``, returns once
+    /// what it waited for is on the disk. Nothing to do for a replica in memory.
+    public func syncToDisk() throws(ShareSyncError) {
+        guard checkpointer != nil else { return }
+        let wal = writer.path + "-wal"
+        let fd = open(wal, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return }  // no WAL: every commit is in the database file, synced by its checkpoint
+            throw ShareSyncError(.internalError, "cannot open the replica's WAL \(wal) to sync it: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        guard fdatasync(fd) == 0 else {
+            throw ShareSyncError(.internalError, "cannot sync the replica's WAL \(wal) to the disk: \(String(cString: strerror(errno)))")
+        }
+        diskSyncs.add(1, ordering: .relaxed)
     }
 
     /// Runs a read, turning database failures into ``ShareSyncError``.

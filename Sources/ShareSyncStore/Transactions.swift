@@ -51,6 +51,20 @@ extension ShareSyncError {
     }
 }
 
+/// Opens a database file in WAL mode whose writes are on the disk when they commit (SQLite's
+/// `synchronous = FULL`: the WAL is synced before each commit returns and before readers see it).
+/// GRDB's `DatabasePool` sets `synchronous = NORMAL` when it turns WAL on, which syncs only at
+/// checkpoints: a power loss or a crash of the host could then take back commits that were already
+/// acknowledged, answered or pushed. For the owner's database that would lose saves and reuse
+/// sequence numbers that participants already hold tokens past (they would skip what came next).
+/// Set after the pool opens, on its one writing connection: `prepareDatabase` runs before GRDB's
+/// WAL set-up, which would override it.
+func openDurablePool(path: String, configuration: Configuration) throws -> DatabasePool {
+    let pool = try DatabasePool(path: path, configuration: configuration)
+    try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
+    return pool
+}
+
 /// Creates `path` (if it does not exist) with mode 0600 before SQLite opens it, so the database is
 /// never readable by others, not even briefly; SQLite gives the -wal and -shm files the mode of the
 /// database file. An existing file is set to 0600.

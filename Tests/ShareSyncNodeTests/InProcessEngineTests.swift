@@ -3,6 +3,7 @@ import ShareSyncCore
 import ShareSyncNode
 import ShareSyncStore
 import ShareSyncWire
+import Synchronization
 import Testing
 
 // The participant sync engine over the in-process seam (issue 15, "A seam for the sync engine"): an
@@ -97,6 +98,26 @@ struct InProcessEngineTests {
         try fixture.saveNotes("later", count: 3)
         try await expectConverged(sync, fixture)
         #expect(fixture.owner.requestCount(.subscribe) >= 1)
+        await sync.stop()
+    }
+
+    @Test func anAcceptAndAWaitUntilSyncedReturnOnceWhatTheyAppliedIsOnTheDisk() async throws {
+        // Pages and pushes commit without an fsync each (they are fetched again after a power
+        // loss); the end of a catch-up syncs the replica's WAL.
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try fixture.saveNotes("n", count: 35)
+        let syncsAtCommits = Box<[Int]>([])
+        let replica = sync.replica
+        _ = replica.addChangeObserver { syncsAtCommits.value.withLock { $0.append(replica.diskSyncs.load(ordering: .relaxed)) } }
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        let afterAccept = replica.diskSyncs.load(ordering: .relaxed)
+        let lastCommit = try #require(syncsAtCommits.value.withLock { $0.last })
+        #expect(afterAccept > lastCommit, "the accept's last commit was not followed by a sync to the disk")
+        try await sync.waitUntilSynced(owner: fixture.identity.userRecordName)
+        #expect(replica.diskSyncs.load(ordering: .relaxed) > afterAccept)
         await sync.stop()
     }
 

@@ -140,9 +140,3 @@ private final class Flag: Sendable {
     func setOnce() -> Bool { !value.exchange(true, ordering: .relaxed) }
     var isSet: Bool { value.load(ordering: .relaxed) }
 }
-
-/// A value behind a lock, shareable by closures.
-private final class Box<T: Sendable>: Sendable {
-    let value: Mutex<T>
-    init(_ initial: T) { value = Mutex(initial) }
-}

@@ -286,3 +286,9 @@ func incompressibleText(_ count: Int, index: Int) -> String {
     let start = (index &* 40_009) % max(1, span)
     return String(decoding: randomText[start..<(start + count)], as: UTF8.self)
 }
+
+/// A value behind a lock, shareable by closures.
+final class Box<T: Sendable>: Sendable {
+    let value: Mutex<T>
+    init(_ initial: T) { value = Mutex(initial) }
+}

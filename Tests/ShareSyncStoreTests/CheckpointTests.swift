@@ -12,6 +12,19 @@ struct CheckpointTests {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
+    @Test("a save is on the disk when it returns: the writer syncs the WAL in each commit, reopened too")
+    func savesAreSynced() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite")
+        // GRDB turns WAL on with synchronous NORMAL (1), which syncs only at checkpoints; FULL is 2.
+        for _ in 0..<2 {
+            let db = try PrivateDatabase(path: path, ownerName: ownerName)
+            #expect(try db.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
+            try db.saveZones([RecordZone(zoneID: topics)])
+        }
+    }
+
     @Test("a commit does not checkpoint; within a moment the background checkpoint has the records in the database file")
     func backgroundCheckpointCopiesTheWAL() async throws {
         let dir = try TemporaryDirectory()

@@ -348,6 +348,9 @@ final class ParticipantOwnerLink: Sendable {
     private func catchUpAndMark(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         let covers = state.withLock { $0.syncRequested }
         try await catchUp(connection)
+        // Pages are applied without syncing each one (``SharedDatabaseReplica/Durability``): a sync
+        // that completes (an accept, a waitUntilSynced) is on the disk.
+        try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.syncToDisk() }
         let zones = (try? replica.fetchAllZones(owner: ownerName).map(\.zoneID.zoneName)) ?? []
         state.withLock { $0.syncCompleted = max($0.syncCompleted, covers) }
         hub.emit(.synced(owner: ownerName, zones: zones))
