@@ -3,12 +3,14 @@ import Foundation
 import GRDB
 import NIOCore
 import ShareSyncCore
+import ShareSyncStore
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-// This machine's limits on the same data: a bare SQLite upsert of the rows in one transaction,
+// This machine's limits on the same data: a bare SQLite upsert of the rows in one transaction, the
+// owner's own upsert into its record table (what its indexes cost),
 // zlib deflate and inflate of the same bytes, and a loopback TCP round trip of 100 bytes.
 
 enum MachineLimits {
@@ -25,6 +27,43 @@ enum MachineLimits {
                 sql: "INSERT INTO r (zone, name, seq, json) VALUES ('Topics', ?, ?, ?) "
                     + "ON CONFLICT DO UPDATE SET seq = excluded.seq, json = excluded.json")
             for (i, row) in rows.enumerated() { try statement.execute(arguments: [row.0, i, row.1]) }
+        }
+        return Double(rows.count) / (now() - t0)
+    }
+
+    /// Rows per second of the owner's own upsert statement into its `record` table, as
+    /// ``PrivateDatabase`` creates it (its schema, indexes and `synchronous = FULL`), in batches of
+    /// `batch` records, each one transaction that also moves the zone's sequence, as the owner's
+    /// saves do, and nothing else: no record decoding or encoding, no checks, no sharing, no change
+    /// feed. What owner writes could reach on this schema; against ``sqliteUpsert(_:directory:)``,
+    /// what its four secondary indexes (sequence, parent, share, type) cost.
+    static func ownerSchemaUpsert(_ records: [ShareSyncCore.Record], batch: Int = 400, directory: String) throws -> Double {
+        let path = directory + "/owner-schema.sqlite"
+        do { _ = try PrivateDatabase(path: path, ownerName: "_owner") }  // the schema, by the store's own migrations
+        let rows = try records.map {
+            ($0.recordID.recordName, $0.recordType, $0.parent?.recordID.recordName, try $0.jsonData())
+        }
+        let pool = try DatabasePool(path: path)
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "INSERT INTO zone (name, seq) VALUES ('Topics', 0)")
+        }
+        let t0 = now()
+        var seq: Int64 = 0
+        for start in stride(from: 0, to: rows.count, by: batch) {
+            try pool.write { db in
+                let upsert = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO record (zone, name, type, seq, parent, json, shareName) VALUES ('Topics', ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT (zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
+                            parent = excluded.parent, json = excluded.json
+                        """)
+                for row in rows[start..<min(start + batch, rows.count)] {
+                    seq += 1
+                    try upsert.execute(arguments: [row.0, row.1, seq, row.2, row.3, Share.zoneShareRecordName])
+                }
+                try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = 'Topics'").execute(arguments: [seq])
+            }
         }
         return Double(rows.count) / (now() - t0)
     }

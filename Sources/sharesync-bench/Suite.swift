@@ -269,6 +269,10 @@ func populate(
     }
     results.add(scenario, "batches of \(batch) via the daemon (zone shared)", Double(count) / busy, "records/s",
                 ratio: results.upsertRatio(atLeast: 0.5))
+    if batch == 400 {
+        results.add(scenario, "the same, next to SQLite's own upsert into the owner's record table", Double(count) / busy, "records/s",
+                    ratio: results.ownerSchemaRatio())
+    }
     return url
 }
 
@@ -504,6 +508,12 @@ func machineLimits(_ results: Results, options: SuiteOptions, root: String) thro
     let upsert = try MachineLimits.sqliteUpsert(records, directory: root)
     results.limits.upsert = upsert
     results.add(m, "SQLite bulk upsert, same rows, one transaction", upsert, "records/s")
+    if !options.onlyFanOut {
+        let ownerSchema = try MachineLimits.ownerSchemaUpsert(records, directory: root)
+        results.limits.ownerSchemaUpsert = ownerSchema
+        results.add(m, "SQLite upsert into the owner's record table (its schema and indexes), batches of 400, synced",
+                    ownerSchema, "records/s", ratio: results.upsertRatio())
+    }
     let rtt = try MachineLimits.tcpRoundTrips(options.roundTrips)
     results.limits.roundTripP50 = percentile(rtt, 50)  // ms
     results.limits.roundTripP99 = percentile(rtt, 99)

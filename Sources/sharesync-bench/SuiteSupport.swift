@@ -242,6 +242,9 @@ func tcpBytesReceived(fromPort port: Int) -> Int? {
 struct MachineLimitsOfRun: Codable, Sendable {
     /// Rows per second of a bare SQLite upsert of the suite's rows in one transaction.
     var upsert: Double?
+    /// Rows per second of the owner's own upsert into its record table, batches of 400, synced: what
+    /// owner writes could reach on the owner's schema (absent in results from before it was measured).
+    var ownerSchemaUpsert: Double?
     /// Loopback TCP round trip of 100 bytes, p50 and p99, in ms.
     var roundTripP50: Double?
     var roundTripP99: Double?
@@ -279,6 +282,11 @@ final class Results: @unchecked Sendable {
     /// The ratio to this run's bare SQLite upsert, with a target on it.
     func upsertRatio(atLeast: Double? = nil) -> Ratio? {
         limits.upsert.map { Ratio(limitName: "SQLite upsert", limit: $0, atLeast: atLeast) }
+    }
+
+    /// The ratio to this run's upsert into the owner's record table.
+    func ownerSchemaRatio() -> Ratio? {
+        limits.ownerSchemaUpsert.map { Ratio(limitName: "SQLite on the owner's schema", limit: $0) }
     }
 
     /// The ratio to this run's loopback TCP round trip (a latency in ms).
