@@ -68,7 +68,9 @@ public struct NodeIdentity: Sendable {
         return try NodeIdentity(rawPrivateKey: raw)
     }
 
-    /// Writes the key to `identity.key` in `home`, creating the folder with mode 0700; the file gets mode 0600.
+    /// Writes the key to `identity.key` in `home`, creating the folder with mode 0700; the file gets
+    /// mode 0600. The key replaces any earlier one at once, and is on the disk when this returns
+    /// (``DurableFile``): a crash or a power loss leaves the old key or the new one, never no key.
     public func save(home: String) throws(ShareSyncError) {
         let fm = FileManager.default
         do {
@@ -76,17 +78,14 @@ public struct NodeIdentity: Sendable {
                 try fm.createDirectory(atPath: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             }
             try fm.setAttributes([.posixPermissions: 0o700], ofItemAtPath: home)
-            let path = (home as NSString).appendingPathComponent(Self.keyFileName)
-            let tmp = path + ".tmp"
-            guard fm.createFile(atPath: tmp, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-                throw ShareSyncError(.internalError, "cannot create \(tmp)", rule: .identityKey)
-            }
-            try Data((rawPrivateKey.base64EncodedString() + "\n").utf8).write(to: URL(fileURLWithPath: tmp))
-            try fm.setAttributes([.posixPermissions: 0o600], ofItemAtPath: tmp)
-            if fm.fileExists(atPath: path) { try fm.removeItem(atPath: path) }
-            try fm.moveItem(atPath: tmp, toPath: path)
         } catch {
-            throw ShareSyncError(.internalError, "cannot write the key file in \(home): \(error)", rule: .identityKey)
+            throw ShareSyncError(.internalError, "cannot create the node home \(home): \(error)", rule: .identityKey)
+        }
+        let path = (home as NSString).appendingPathComponent(Self.keyFileName)
+        do {
+            try DurableFile.write(Data((rawPrivateKey.base64EncodedString() + "\n").utf8), to: path)
+        } catch {
+            throw ShareSyncError(.internalError, "cannot write the key file in \(home): \(error.message)", rule: .identityKey)
         }
     }
 }

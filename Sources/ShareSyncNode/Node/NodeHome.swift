@@ -142,21 +142,19 @@ public struct NodeHome: Sendable {
         }
     }
 
-    /// Writes `settings.json` (mode 0600).
+    /// Writes `settings.json` (mode 0600), replacing the old file whole and syncing it to the disk
+    /// (a crash while it is written leaves the old settings or the new, never a torn file).
     public func saveSettings() throws(ShareSyncError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data: Data
         do {
-            let data = try encoder.encode(settings)
-            let fm = FileManager.default
-            if !fm.fileExists(atPath: settingsPath) {
-                _ = fm.createFile(atPath: settingsPath, contents: nil, attributes: [.posixPermissions: 0o600])
-            }
-            try data.write(to: URL(fileURLWithPath: settingsPath))
-            chmod(settingsPath, 0o600)
+            data = try encoder.encode(settings)
         } catch {
-            throw ShareSyncError(.internalError, "cannot write \(settingsPath): \(error)")
+            throw ShareSyncError(.internalError, "cannot encode the settings for \(settingsPath): \(error)")
         }
+        // Replaced whole and synced: a crash while the settings change leaves the old ones or the new.
+        try DurableFile.write(data, to: settingsPath)
     }
 
     /// Opens the owner's private database.
