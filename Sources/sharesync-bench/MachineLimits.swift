@@ -11,7 +11,8 @@ import Glibc
 
 // This machine's limits on the same data: a bare SQLite upsert of the rows in one transaction, the
 // owner's own upsert into its record table (what its indexes cost),
-// zlib deflate and inflate of the same bytes, and a loopback TCP round trip of 100 bytes.
+// zlib deflate and inflate of the same bytes, a loopback TCP round trip of 100 bytes, and a 4 KiB
+// overwrite synced to the disk.
 
 enum MachineLimits {
     /// Rows per second of a prepared upsert of (zone, name, seq, json) in one transaction, WAL.
@@ -119,6 +120,32 @@ enum MachineLimits {
         }
         let megabytes = Double(total) / 1e6
         return (megabytes / best.deflate, megabytes / best.inflate, Double(compressedTotal) / Double(total))
+    }
+
+    /// Latencies (ms) of writing 4 KiB over a page of an existing file and `fdatasync`ing it, as a
+    /// committing SQLite writer does with the WAL at `synchronous = FULL`: what each acknowledged
+    /// write pays at least for being on the disk (the owner's commit of every change).
+    static func diskSyncs(_ count: Int, directory: String) throws -> [Double] {
+        let path = directory + "/sync-probe"
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { throw BenchError("cannot create \(path)") }
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let page = [UInt8](repeating: 0x5A, count: 4096)
+        let pages = 64
+        for i in 0..<pages { _ = page.withUnsafeBytes { pwrite(fd, $0.baseAddress, 4096, off_t(i * 4096)) } }
+        guard fsync(fd) == 0 else { throw BenchError("fsync failed") }
+        var samples: [Double] = []
+        samples.reserveCapacity(count)
+        for i in 0..<(count + 20) {
+            let t0 = now()
+            _ = page.withUnsafeBytes { pwrite(fd, $0.baseAddress, 4096, off_t((i % pages) * 4096)) }
+            guard fdatasync(fd) == 0 else { throw BenchError("fdatasync failed") }
+            if i >= 20 { samples.append((now() - t0) * 1000) }  // the first 20 warm up
+        }
+        return samples
     }
 
     /// Round trips of a 100-byte message over loopback TCP (TCP_NODELAY, blocking sockets, an echo

@@ -519,6 +519,9 @@ func machineLimits(_ results: Results, options: SuiteOptions, root: String) thro
     results.limits.roundTripP99 = percentile(rtt, 99)
     results.add(m, "loopback TCP round trip 100 B, p50", percentile(rtt, 50) * 1000, "µs")
     results.add(m, "loopback TCP round trip 100 B, p99", percentile(rtt, 99) * 1000, "µs")
+    let syncs = try MachineLimits.diskSyncs(500, directory: root)
+    results.add(m, "4 KiB overwrite and fdatasync (an owner commit's disk sync), p50", percentile(syncs, 50) * 1000, "µs")
+    results.add(m, "4 KiB overwrite and fdatasync, p99", percentile(syncs, 99) * 1000, "µs")
     guard !options.onlyInitialSync, !options.onlyFanOut else { return }
     let z = try MachineLimits.zlib(records)
     results.add(m, "zlib deflate, same bytes (pages of 400, sync flush, default level 6)", z.deflate, "MB/s")
