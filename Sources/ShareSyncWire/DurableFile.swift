@@ -49,18 +49,21 @@ package enum DurableFile {
     }
 
     /// Syncs the folder holding `path`, so a file created or renamed in it is found after a power loss.
+    /// Called once the new file has its name: a failure says so.
     private static func syncFolder(of path: String) throws(ShareSyncError) {
         let folder = (path as NSString).deletingLastPathComponent
         let fd = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw failure("cannot open the folder \(folder) to sync it", path) }
+        guard fd >= 0 else { throw failure("\(path) is written, but the folder \(folder) cannot be opened to sync it", path, replaced: true) }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw failure("cannot sync the folder \(folder) to the disk", path) }
+        guard fsync(fd) == 0 else { throw failure("\(path) is written, but the folder \(folder) cannot be synced to the disk", path, replaced: true) }
     }
 
-    private static func failure(_ what: String, _ path: String, removing tmp: String? = nil) -> ShareSyncError {
+    /// The error of a failed step, with the system's reason; removes the temporary file if given.
+    /// Before the rename, it says that the file at `path` (if there is one) is unchanged.
+    private static func failure(_ what: String, _ path: String, removing tmp: String? = nil, replaced: Bool = false) -> ShareSyncError {
         let reason = String(cString: strerror(errno))
         if let tmp { unlink(tmp) }
-        let kept = FileManager.default.fileExists(atPath: path) ? "; \(path) is unchanged" : ""
+        let kept = !replaced && FileManager.default.fileExists(atPath: path) ? "; \(path) is unchanged" : ""
         return ShareSyncError(.internalError, "\(what): \(reason)\(kept)")
     }
 }
