@@ -33,6 +33,7 @@ struct SuiteCommand: AsyncParsableCommand {
             Examples:
               sharesync-bench suite --quick
               sharesync-bench suite --only initial-sync --records 50000
+              sharesync-bench suite --only latency --records 10000 --changes 5000
               sharesync-bench suite --compare bench-results/before.json
             """)
 
@@ -46,12 +47,16 @@ struct SuiteCommand: AsyncParsableCommand {
     var scaleOnly = false
 
     @Option(help: ArgumentHelp(
-        "Only one group of scenarios: initial-sync (the owner's import and the two initial syncs) or fan-out (both fan-outs).",
+        "Only one group of scenarios: initial-sync (the owner's import and the two initial syncs), fan-out (both fan-outs) "
+            + "or latency (the owner's import, the in-process initial sync, change latency and participant writes).",
         valueName: "group"))
     var only: SuiteOptions.Group?
 
     @Option(help: "Records of the initial sync (default 100,000; 10,000 with --quick).")
     var records: Int?
+
+    @Option(help: "Changes timed for change latency, and writes for participant writes (default 1,000; 200 with --quick).")
+    var changes: Int?
 
     @Option(help: "Records of the --scale sync (default 1,000,000).")
     var scaleRecords: Int?
@@ -70,6 +75,7 @@ struct SuiteCommand: AsyncParsableCommand {
             if let value, value < 100 { throw ValidationError("\(name) \(value) is too small; at least 100") }
         }
         if let fanOutConnections, fanOutConnections < 0 { throw ValidationError("--fan-out-connections cannot be negative") }
+        if let changes, changes < 100 { throw ValidationError("--changes \(changes) is too small; at least 100") }
         if let compare, !FileManager.default.fileExists(atPath: compare) {
             throw ValidationError("--compare \(compare): no such file")
         }
@@ -81,7 +87,12 @@ struct SuiteCommand: AsyncParsableCommand {
         options.onlyScale = scaleOnly
         options.onlyInitialSync = only == .initialSync
         options.onlyFanOut = only == .fanOut
+        options.onlyLatency = only == .latency
         if let records { options.records = records }
+        if let changes {
+            options.changes = changes
+            options.writes = changes
+        }
         if let scaleRecords { options.scaleRecords = scaleRecords }
         if let fanOutConnections { options.largeFanOutConnections = fanOutConnections }
         options.out = out

@@ -34,6 +34,9 @@ struct SuiteOptions {
         case initialSync = "initial-sync"
         /// The two fan-outs (100 connections, and the large one), each against an owner of its own.
         case fanOut = "fan-out"
+        /// The owner's import and the in-process participant: its initial sync, change latency and
+        /// participant writes (`--changes` of each).
+        case latency = "latency"
     }
 
     var quick: Bool
@@ -55,6 +58,9 @@ struct SuiteOptions {
     var onlyInitialSync = false
     /// `--only fan-out`: only the two fan-outs.
     var onlyFanOut = false
+    /// `--only latency`: only the owner's import and the in-process participant (initial sync, change
+    /// latency, participant writes).
+    var onlyLatency = false
 
     init(quick: Bool) {
         self.quick = quick
@@ -160,22 +166,24 @@ func runSuite(_ options: SuiteOptions) async throws {
         owner.stop()
         if options.largeFanOutConnections > 0 { try await largeFanOut(results, options: options, root: root, daemons: &daemons) }
     } else if !options.onlyScale {
-        if !options.onlyInitialSync { try nodeStart(results, root: root) }
+        if !options.onlyInitialSync && !options.onlyLatency { try nodeStart(results, root: root) }
         let owner = try NodeDaemon(name: "owner", root: root)
         daemons.append(owner)
         try owner.start()
         let url = try await populate(results, owner: owner, count: options.records)
         let ownerName = try await owner.call(.status, as: NodeStatus.self).userRecordName
         try await inProcessParticipant(results, options: options, owner: owner, ownerName: ownerName, url: url, root: root)
-        if !options.onlyInitialSync {
-            try await fanOut(
-                results, scenario: "fan-out \(options.fanParticipants) connections", owner: owner, ownerName: ownerName,
-                connections: options.fanParticipants, changes: options.fanChanges, p99Target: 25)
+        if !options.onlyLatency {
+            if !options.onlyInitialSync {
+                try await fanOut(
+                    results, scenario: "fan-out \(options.fanParticipants) connections", owner: owner, ownerName: ownerName,
+                    connections: options.fanParticipants, changes: options.fanChanges, p99Target: 25)
+            }
+            try await daemonSync(results, label: "daemon sync \(options.records / 1000)k", owner: owner, url: url,
+                                 count: options.records, root: root, daemons: &daemons)
         }
-        try await daemonSync(results, label: "daemon sync \(options.records / 1000)k", owner: owner, url: url,
-                             count: options.records, root: root, daemons: &daemons)
         owner.stop()
-        if !options.onlyInitialSync {
+        if !options.onlyInitialSync && !options.onlyLatency {
             if options.largeFanOutConnections > 0 { try await largeFanOut(results, options: options, root: root, daemons: &daemons) }
             try storeOnly(results, count: options.records, root: root)
             try await transportCost(results, options: options)
@@ -522,7 +530,7 @@ func machineLimits(_ results: Results, options: SuiteOptions, root: String) thro
     let syncs = try MachineLimits.diskSyncs(500, directory: root)
     results.add(m, "4 KiB overwrite and fdatasync (an owner commit's disk sync), p50", percentile(syncs, 50) * 1000, "µs")
     results.add(m, "4 KiB overwrite and fdatasync, p99", percentile(syncs, 99) * 1000, "µs")
-    guard !options.onlyInitialSync, !options.onlyFanOut else { return }
+    guard !options.onlyInitialSync, !options.onlyFanOut, !options.onlyLatency else { return }
     let z = try MachineLimits.zlib(records)
     results.add(m, "zlib deflate, same bytes (pages of 400, sync flush, default level 6)", z.deflate, "MB/s")
     results.add(m, "zlib inflate, same bytes", z.inflate, "MB/s")
