@@ -19,21 +19,8 @@ enum StoreThreads {
     /// The executor that runs tasks on these threads.
     static let executor = ThreadPoolTaskExecutor(pool)
 
-    /// Marks the threads of ``pool`` once they have run a job of ``executor``.
-    fileprivate static let marker = ThreadSpecificVariable<Marker>()
-    fileprivate final class Marker: Sendable {
-        static let shared = Marker()
-    }
-
-    /// Whether the calling thread is one of ``pool``'s, running a task that prefers ``executor``.
-    static var isCurrent: Bool { marker.currentValue != nil }
-
     /// Runs `body` on a store thread and returns its result; its error comes through as it was thrown.
-    /// Called from a task already on a store thread (a link's, a control request's), `body` runs
-    /// right there: handing it to another store thread and the task's continuation back cost two
-    /// thread hops per push applied, about 20 µs of a change's latency, for nothing.
     static func run<T: Sendable>(_ body: @escaping @Sendable () throws(ShareSyncError) -> T) async throws(ShareSyncError) -> T {
-        if isCurrent { return try body() }
         do {
             return try await pool.runIfActive { try body() }
         } catch let error as ShareSyncError {
@@ -53,9 +40,6 @@ final class ThreadPoolTaskExecutor: TaskExecutor {
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         // Run whatever the pool's state: a job that never ran would leave its task waiting forever.
-        pool.submit { _ in
-            if StoreThreads.marker.currentValue == nil { StoreThreads.marker.currentValue = StoreThreads.Marker.shared }
-            job.runSynchronously(on: self.asUnownedTaskExecutor())
-        }
+        pool.submit { _ in job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
