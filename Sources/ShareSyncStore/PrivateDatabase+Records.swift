@@ -118,10 +118,15 @@ extension WriteContext {
         else { throw AccessPolicy.outsideView(id) }
     }
 
-    /// Whether a record was ever in the writer's view (their feed has a row for it).
+    /// Whether a record was ever in the writer's view (their feed has a row for it; for a viewer of the
+    /// whole zone, the zone's feed has its deletion since they entered).
     func hasSeen(zone: String, name: String) throws -> Bool {
         try Bool.fetchOne(
-            db.cachedStatement(sql: "SELECT 1 FROM viewLog WHERE viewer = ? AND zone = ? AND name = ?"), arguments: [actor, zone, name]) ?? false
+            db.cachedStatement(sql: """
+                SELECT 1 FROM viewLog WHERE viewer = ?1 AND zone = ?2 AND name = ?3
+                UNION ALL SELECT 1 FROM viewZone v JOIN recordTombstone t ON t.zone = v.zone AND t.name = ?3 AND t.seq > v.enteredSeq
+                WHERE v.viewer = ?1 AND v.zone = ?2 AND v.present = 1 AND v.direct = 1
+                """), arguments: [actor, zone, name]) ?? false
     }
 
     /// Saves one record under a save policy.

@@ -36,6 +36,11 @@ public final class PrivateDatabase: Sendable {
     /// 2,000 saves in a zone of a million records would scan the million. The equivalence test also
     /// runs with 1, so that the zone path meets every random case.
     let wholeZoneSettleThreshold: Int
+    /// Whether a participant who enters a zone through its zone-wide share reads the zone's own feed
+    /// (`viewZone.direct`): the zone's records and deletions after they entered, with no copy of
+    /// the zone into `viewLog` when they accept and no `viewLog` row per change afterwards. Always
+    /// true but in the equivalence test, which runs the copied feed beside it on the same operations.
+    let directZoneFeeds: Bool
     /// Checkpoints the WAL away from commits (a database in a file).
     let checkpointer: BackgroundCheckpointer?
     let clock: @Sendable () -> Date
@@ -102,9 +107,11 @@ public final class PrivateDatabase: Sendable {
 
     init(
         writer: any DatabaseWriter, ownerName: String, limits: Limits, clock: @escaping @Sendable () -> Date,
-        setBasedWrites: Bool = true, wholeZoneSettleThreshold: Int = .max, checkpointer: BackgroundCheckpointer? = nil
+        setBasedWrites: Bool = true, wholeZoneSettleThreshold: Int = .max, directZoneFeeds: Bool = true,
+        checkpointer: BackgroundCheckpointer? = nil
     ) throws {
         self.writer = writer
+        self.directZoneFeeds = directZoneFeeds
         self.checkpointer = checkpointer
         self.setBasedWrites = setBasedWrites
         self.wholeZoneSettleThreshold = wholeZoneSettleThreshold

@@ -74,6 +74,16 @@ enum Schema {
             // Queries (`records(matching:)`) find a zone's records of one type without walking the zone.
             try db.execute(sql: "CREATE INDEX record_type ON record(zone, type)")
         }
+        migrator.registerMigration("v5-direct-zone-feeds") { db in
+            // direct = 1: the viewer sees the zone through its zone-wide share, which holds every record
+            // of the zone, so their feed of it is the zone's own (`record` and `recordTombstone`, from
+            // `enteredSeq` on) and keeps no `viewLog` rows. Zones entered before this stay as they are.
+            try db.execute(
+                sql: """
+                    ALTER TABLE viewZone ADD COLUMN direct INTEGER NOT NULL DEFAULT 0;
+                    CREATE INDEX viewZone_direct ON viewZone(zone) WHERE direct = 1 AND present = 1;
+                    """)
+        }
         return migrator
     }
 }

@@ -76,11 +76,19 @@ public struct SharedDatabaseView: Sendable {
                     .zoneNotFound, "zone \(zoneName) is not shared with \(viewer)", zoneID: database.sharedZoneID(zoneName))
             }
             let since = try database.position(of: token, db)
+            let direct = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT direct FROM viewZone WHERE viewer = ? AND zone = ?"), arguments: [viewer, zoneName]) ?? false
             return try Int.fetchOne(
-                db.cachedStatement(sql: """
-                    SELECT count(*) FROM viewLog
-                    WHERE viewer = ?1 AND zone = ?2 AND seq > ?3 AND (present = 1 OR seq > ?4)
-                    """),
+                db.cachedStatement(
+                    sql: direct
+                        ? """
+                        SELECT (SELECT count(*) FROM record WHERE zone = ?2 AND seq > ?3)
+                            + (SELECT count(*) FROM recordTombstone WHERE zone = ?2 AND seq > ?4)
+                        """
+                        : """
+                        SELECT count(*) FROM viewLog
+                        WHERE viewer = ?1 AND zone = ?2 AND seq > ?3 AND (present = 1 OR seq > ?4)
+                        """),
                 arguments: [viewer, zoneName, since.sequence, since.deletionsAfter]) ?? 0
         }
     }
@@ -151,25 +159,35 @@ public struct SharedDatabaseView: Sendable {
         let shared = database.sharedZoneID(zoneID.zoneName)
         return try database.read { db in
             guard zoneID.ownerName == database.ownerName,
-                let entered = try Int64.fetchOne(
-                    db.cachedStatement(sql: "SELECT enteredSeq FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1"),
+                let viewZone = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT enteredSeq, direct FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1"),
                     arguments: [viewer, zoneID.zoneName])
             else {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) is not shared with you", zoneID: zoneID)
             }
+            let (entered, direct): (Int64, Bool) = (viewZone[0], viewZone[1])
             let since = try database.position(of: token, db)
             if token != nil, since.oldestNeeded < entered {
                 throw ShareSyncError(
                     .changeTokenExpired, "zone \(zoneID.zoneName) was shared with you again since this token; fetch it from nil",
                     zoneID: zoneID, rule: .changeTokenExpired)
             }
+            // A viewer of the whole zone reads the zone's own feed: every record and deletion after the
+            // token (which is never from before they entered: checked above).
             let (page, moreComing, bytes) = try database.feedPage(
-                db.cachedStatement(sql: """
-                    SELECT v.seq, r.json, length(r.json) AS size, v.name, v.type FROM viewLog v
-                    LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
-                    WHERE v.viewer = ?1 AND v.zone = ?2 AND v.seq > ?3 AND (v.present = 1 OR v.seq > ?4)
-                    ORDER BY v.seq LIMIT ?5
-                    """),
+                db.cachedStatement(
+                    sql: direct
+                        ? """
+                        SELECT seq, json, length(json) AS size, name, type FROM record WHERE zone = ?2 AND seq > ?3
+                        UNION ALL SELECT seq, NULL AS json, NULL AS size, name, type FROM recordTombstone WHERE zone = ?2 AND seq > ?4
+                        ORDER BY seq LIMIT ?5
+                        """
+                        : """
+                        SELECT v.seq, r.json, length(r.json) AS size, v.name, v.type FROM viewLog v
+                        LEFT JOIN record r ON r.zone = v.zone AND r.name = v.name AND v.present = 1
+                        WHERE v.viewer = ?1 AND v.zone = ?2 AND v.seq > ?3 AND (v.present = 1 OR v.seq > ?4)
+                        ORDER BY v.seq LIMIT ?5
+                        """),
                 arguments: [viewer, zoneID.zoneName, since.sequence, since.deletionsAfter, limit + 1], limit: limit,
                 byteBudget: budget, allowEmpty: allowEmpty)
             if page.isEmpty && moreComing { return nil }

@@ -6,6 +6,11 @@ import ShareSyncCore
 // it that they have accepted. `viewLog` holds, per viewer, the last change of every record that is or
 // was in their view (present or not); `viewZone` says which zones they see. Both take fresh sequence
 // numbers, so a participant's feeds are "rows above my token, in order", exactly like the owner's.
+//
+// A viewer who enters a zone through its zone-wide share sees every record of the zone, so their feed
+// of it is the zone's own: `viewZone.direct`, and no `viewLog` rows (``PrivateDatabase/directZoneFeeds``).
+// Their tokens are checked against `enteredSeq` as the others' are: a fetch from nil carries the
+// sequence number it began at (`1s` tokens), which is never below it.
 
 extension WriteContext {
     /// Recomputes share membership for what this transaction touched, syncs the member lists of
@@ -143,6 +148,12 @@ extension WriteContext {
                 try leaveZone(viewer: viewer, zone: zone)
                 continue
             }
+            // A zone-wide share is the only share of its zone: a viewer reading the zone's own feed
+            // who still has a share in it has that one, and their feed needs nothing.
+            if try directViewers(zone).contains(viewer) || enterZoneDirectlyIfWhole(viewer: viewer, zone: zone, accepted: accepted) {
+                viewersTouched.insert(viewer)
+                continue
+            }
             try enterZoneIfNeeded(viewer: viewer, zone: zone)
             for share in change.added.sorted() {
                 try enterView(viewer: viewer, zone: zone, share: share)
@@ -163,6 +174,9 @@ extension WriteContext {
         }
         // Records that changed, were deleted, or moved between shares: each viewer who sees one now
         // gets it, each who saw it before and no longer does loses it; viewer by viewer, by name.
+        // Viewers reading the zone's own feed find it there.
+        let direct = try directViewers(zone)
+        if !records.isEmpty { viewersTouched.formUnion(direct) }
         var entries: [String: [ViewEntry]] = [:]
         for name in records.sorted() {
             let row: RecordShare? = try rows[name] ?? rowState(zone: zone, name: name).map { RecordShare(type: $0.type, shareName: $0.shareName) }
@@ -172,11 +186,11 @@ extension WriteContext {
             if row == nil {
                 type = try String.fetchOne(db.cachedStatement(sql: "SELECT type FROM recordTombstone WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? ""
             }
-            let seeing = Set(try members(zone: zone, share: now))
+            let seeing = Set(try members(zone: zone, share: now)).subtracting(direct)
             if row != nil {
                 for viewer in seeing { entries[viewer, default: []].append(ViewEntry(name: name, type: type, present: true)) }
             }
-            for viewer in Set(try members(zone: zone, share: before)).subtracting(seeing) {
+            for viewer in Set(try members(zone: zone, share: before)).subtracting(seeing).subtracting(direct) {
                 entries[viewer, default: []].append(ViewEntry(name: name, type: type, present: false))
             }
         }
@@ -289,25 +303,58 @@ extension WriteContext {
     }
 
     private mutating func enterZoneIfNeeded(viewer: String, zone: String) throws {
-        guard !cache.viewerZones.contains([viewer, zone]) else { return }
+        guard try !isInZone(viewer: viewer, zone: zone) else { return }
+        try enterZone(viewer: viewer, zone: zone, direct: false)
+    }
+
+    /// Whether the viewer sees the zone now (as far as this transaction has gone); from here on in
+    /// the transaction they do, entered by the caller if not.
+    private mutating func isInZone(viewer: String, zone: String) throws -> Bool {
+        guard !cache.viewerZones.contains([viewer, zone]) else { return true }
         let present = try Bool.fetchOne(db.cachedStatement(sql: "SELECT present FROM viewZone WHERE viewer = ? AND zone = ?"), arguments: [viewer, zone]) ?? false
         cache.viewerZones.insert([viewer, zone])
-        guard !present else { return }
+        return present
+    }
+
+    private mutating func enterZone(viewer: String, zone: String, direct: Bool) throws {
         let seq = nextSeq()
-        try db.execute(
+        try db.cachedStatement(
             sql: """
-                INSERT INTO viewZone (viewer, zone, seq, present, enteredSeq) VALUES (?, ?, ?, 1, ?)
-                ON CONFLICT (viewer, zone) DO UPDATE SET seq = excluded.seq, present = 1, enteredSeq = excluded.enteredSeq
-                """,
-            arguments: [viewer, zone, seq, seq])
+                INSERT INTO viewZone (viewer, zone, seq, present, enteredSeq, direct) VALUES (?1, ?2, ?3, 1, ?3, ?4)
+                ON CONFLICT (viewer, zone) DO UPDATE SET seq = excluded.seq, present = 1, enteredSeq = excluded.enteredSeq, direct = excluded.direct
+                """
+        ).execute(arguments: [viewer, zone, seq, direct])
+        if direct { cache.directViewers[zone, default: []].insert(viewer) }
+    }
+
+    /// A viewer who enters a zone through its zone-wide share (and no other: there is none) reads the
+    /// zone's own feed. Returns whether they entered so; a viewer who already sees the zone (they
+    /// left its other shares in this transaction) keeps their copied feed.
+    private mutating func enterZoneDirectlyIfWhole(viewer: String, zone: String, accepted: Set<String>) throws -> Bool {
+        guard database.directZoneFeeds, let zoneShare = try zoneShareName(zone), accepted == [zoneShare],
+            try !isInZone(viewer: viewer, zone: zone)
+        else { return false }
+        try enterZone(viewer: viewer, zone: zone, direct: true)
+        return true
+    }
+
+    /// The viewers who read a zone's own feed (``PrivateDatabase/directZoneFeeds``).
+    private func directViewers(_ zone: String) throws -> Set<String> {
+        if let cached = cache.directViewers[zone] { return cached }
+        let viewers = Set(
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT viewer FROM viewZone WHERE zone = ? AND direct = 1 AND present = 1"), arguments: [zone]))
+        cache.directViewers[zone] = viewers
+        return viewers
     }
 
     /// The zone leaves a viewer's shared database: their feed of it is dropped.
     mutating func leaveZone(viewer: String, zone: String) throws {
         cache.viewerZones.remove([viewer, zone])
+        cache.directViewers[zone]?.remove(viewer)
         try db.cachedStatement(sql: "DELETE FROM viewLog WHERE viewer = ? AND zone = ?").execute(arguments: [viewer, zone])
         try db.execute(
-            sql: "UPDATE viewZone SET seq = ?, present = 0 WHERE viewer = ? AND zone = ? AND present = 1",
+            sql: "UPDATE viewZone SET seq = ?, present = 0, direct = 0 WHERE viewer = ? AND zone = ? AND present = 1",
             arguments: [nextSeq(), viewer, zone])
     }
 
@@ -322,6 +369,7 @@ extension WriteContext {
         cache.shares[zone] = nil
         cache.shareValues[zone] = nil
         cache.zones.remove(zone)
+        cache.directViewers[zone] = nil
         cache.forgetRows(zone: zone)
     }
 }

@@ -336,6 +336,8 @@ final class WriteCache {
     var shareValues: [String: [String: Share]] = [:]
     var members: [String: [String: [String]]] = [:]
     var viewerZones: Set<[String]> = []
+    /// The viewers who read a zone's own feed (`viewZone.direct`), by zone.
+    var directViewers: [String: Set<String>] = [:]
     /// Whether record rows are cached (``rows``, ``prefetched``, ``noTombstone``): with
     /// ``PrivateDatabase/setBasedWrites``. Every write of a record row goes through ``WriteContext``,
     /// which updates or forgets the row's entries.
@@ -357,6 +359,7 @@ final class WriteCache {
         shareValues = [:]
         members = [:]
         viewerZones = []
+        directViewers = [:]
         forgetRows()
     }
 

@@ -222,4 +222,20 @@ struct RulesPublicPermissionTests {
         // A record _b never saw: the answer for a record outside the view, exists or not.
         #expect(try w.view("_b").modifyRecords(deleting: [w.sid("ghost")]).error("ghost")?.code == .permissionFailure)
     }
+
+    @Test("the same in a zone shared as a whole, whose participants read the zone's own feed")
+    func deletingMissingRecordsInASharedZone() throws {
+        let w = try topicWorld()
+        try w.save(w.record("Note", "early"))
+        #expect(try w.db.modifyRecords(deleting: [w.id("early")]).errors.isEmpty)
+        let share = try w.shareZone(invite: [("_b", .readWrite)])
+        try w.accept(share, "_b")
+        // _b saw the note; the owner deletes it; _b's deletion then is unknownItem.
+        #expect(try w.visible("_b", ["note"]) == ["note"])
+        #expect(try w.db.modifyRecords(deleting: [w.id("note")]).errors.isEmpty)
+        #expect(try w.view("_b").modifyRecords(deleting: [w.sid("note")]).error("note")?.code == .unknownItem)
+        // Deleted before _b accepted, or never there: the answer for a record outside the view.
+        #expect(try w.view("_b").modifyRecords(deleting: [w.sid("early")]).error("early")?.code == .permissionFailure)
+        #expect(try w.view("_b").modifyRecords(deleting: [w.sid("ghost")]).error("ghost")?.code == .permissionFailure)
+    }
 }

@@ -18,25 +18,39 @@ struct SetBasedWritesTests {
     static let zones = ["Alpha", "Beta"]
     static let pool = 60
 
-    /// One database of each kind, and the share URLs each handed out (they differ: tokens are random).
+    /// Two databases that take the same operations, and the share URLs each handed out (they differ:
+    /// tokens are random).
     struct Pair {
-        let setBased: PrivateDatabase
-        let rowByRow: PrivateDatabase
-        var urls: [(setBased: String, rowByRow: String)] = []
+        /// The set-based database here; the one reading zone feeds directly in ``DirectZoneFeedsTests``.
+        let first: PrivateDatabase
+        /// The row-by-row database here; the one copying every feed in ``DirectZoneFeedsTests``.
+        let second: PrivateDatabase
+        var urls: [(first: String, second: String)] = []
 
         /// `wholeZoneSettleThreshold` 1: the set-based database recomputes membership over the whole
-        /// zone whenever no record's share depends on its parent, however few records changed.
+        /// zone whenever no record's share depends on its parent, however few records changed. Both
+        /// copy every viewer's feed into `viewLog` (no direct zone feeds), so that the tables compare
+        /// the set-based and row-by-row writes of every feed.
         init(wholeZoneSettleThreshold: Int = .max) throws {
-            let clock: @Sendable () -> Date = { Date(timeIntervalSince1970: 1_700_000_000) }
-            setBased = try PrivateDatabase(
-                writer: DatabaseQueue(), ownerName: SetBasedWritesTests.owner, limits: Limits(), clock: clock, setBasedWrites: true,
-                wholeZoneSettleThreshold: wholeZoneSettleThreshold)
-            rowByRow = try PrivateDatabase(
-                writer: DatabaseQueue(), ownerName: SetBasedWritesTests.owner, limits: Limits(), clock: clock, setBasedWrites: false)
+            try self.init(
+                first: SetBasedWritesTests.database(setBasedWrites: true, wholeZoneSettleThreshold: wholeZoneSettleThreshold),
+                second: SetBasedWritesTests.database(setBasedWrites: false))
+        }
+
+        init(first: PrivateDatabase, second: PrivateDatabase) throws {
+            self.first = first
+            self.second = second
             for z in SetBasedWritesTests.zones {
-                for db in [setBased, rowByRow] { try db.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: z))) }
+                for db in [first, second] { try db.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: z))) }
             }
         }
+    }
+
+    /// A database in memory whose clock stands still.
+    static func database(setBasedWrites: Bool, wholeZoneSettleThreshold: Int = .max, directZoneFeeds: Bool = false) throws -> PrivateDatabase {
+        try PrivateDatabase(
+            writer: DatabaseQueue(), ownerName: owner, limits: Limits(), clock: { Date(timeIntervalSince1970: 1_700_000_000) },
+            setBasedWrites: setBasedWrites, wholeZoneSettleThreshold: wholeZoneSettleThreshold, directZoneFeeds: directZoneFeeds)
     }
 
     /// What a request answered, without what differs between two databases by design (share URLs,
@@ -101,14 +115,14 @@ struct SetBasedWritesTests {
             // The owner saves a batch (names may repeat: the second is refused as a duplicate).
             let records = names.map { record(&rng, zone: zone, name: $0, step: step) }
             let atomically = rng.chance(0.6)
-            let a = Result { () throws(ShareSyncError) in try pair.setBased.modifyRecords(saving: records, savePolicy: .allKeys, atomically: atomically) }
-            let b = Result { () throws(ShareSyncError) in try pair.rowByRow.modifyRecords(saving: records, savePolicy: .allKeys, atomically: atomically) }
+            let a = Result { () throws(ShareSyncError) in try pair.first.modifyRecords(saving: records, savePolicy: .allKeys, atomically: atomically) }
+            let b = Result { () throws(ShareSyncError) in try pair.second.modifyRecords(saving: records, savePolicy: .allKeys, atomically: atomically) }
             return ("owner saves \(names.count) in \(z), atomically \(atomically)", outcome(a), outcome(b))
         }
         if roll < 55 {
             let ids = Array(Set(names)).sorted().prefix(8).map { Record.ID(recordName: $0, zoneID: zone) }
-            let a = Result { () throws(ShareSyncError) in try pair.setBased.modifyRecords(deleting: ids, atomically: false) }
-            let b = Result { () throws(ShareSyncError) in try pair.rowByRow.modifyRecords(deleting: ids, atomically: false) }
+            let a = Result { () throws(ShareSyncError) in try pair.first.modifyRecords(deleting: ids, atomically: false) }
+            let b = Result { () throws(ShareSyncError) in try pair.second.modifyRecords(deleting: ids, atomically: false) }
             return ("owner deletes \(ids.count) in \(z)", outcome(a), outcome(b))
         }
         if roll < 68 {
@@ -116,7 +130,7 @@ struct SetBasedWritesTests {
             let root: String? = rng.chance(0.3) ? nil : "r\(rng.int(10))"
             var answers: [String] = []
             var urls: [String] = []
-            for db in [pair.setBased, pair.rowByRow] {
+            for db in [pair.first, pair.second] {
                 var share: Share
                 if let root {
                     guard let rootRecord = try? db.fetchRecord(Record.ID(recordName: root, zoneID: zone)) else {
@@ -137,8 +151,8 @@ struct SetBasedWritesTests {
             if urls.count == 2 {
                 pair.urls.append((urls[0], urls[1]))
                 for user in users where rng.chance(0.8) {
-                    let a = Result { () throws(ShareSyncError) in try pair.setBased.acceptShare(url: urls[0], as: Caller(userRecordName: user)) }
-                    let b = Result { () throws(ShareSyncError) in try pair.rowByRow.acceptShare(url: urls[1], as: Caller(userRecordName: user)) }
+                    let a = Result { () throws(ShareSyncError) in try pair.first.acceptShare(url: urls[0], as: Caller(userRecordName: user)) }
+                    let b = Result { () throws(ShareSyncError) in try pair.second.acceptShare(url: urls[1], as: Caller(userRecordName: user)) }
                     answers[0] += "; accept \(user): " + { if case .failure(let e) = a { "\(e.code)" } else { "ok" } }()
                     answers[1] += "; accept \(user): " + { if case .failure(let e) = b { "\(e.code)" } else { "ok" } }()
                 }
@@ -147,13 +161,13 @@ struct SetBasedWritesTests {
         }
         if roll < 73 {
             // Stop sharing: delete a share record (the same one in both, by name).
-            let shareNames = try pair.setBased.writer.read { db in
+            let shareNames = try pair.first.writer.read { db in
                 try String.fetchAll(db, sql: "SELECT name FROM share WHERE zone = ? ORDER BY name", arguments: [z])
             }
             guard let name = rng.pick(shareNames) else { return ("no share to stop", "", "") }
             let id = Record.ID(recordName: name, zoneID: zone)
-            let a = Result { () throws(ShareSyncError) in try pair.setBased.modifyRecords(deleting: [id]) }
-            let b = Result { () throws(ShareSyncError) in try pair.rowByRow.modifyRecords(deleting: [id]) }
+            let a = Result { () throws(ShareSyncError) in try pair.first.modifyRecords(deleting: [id]) }
+            let b = Result { () throws(ShareSyncError) in try pair.second.modifyRecords(deleting: [id]) }
             return ("stop share \(name)", outcome(a), outcome(b))
         }
         // A participant saves a batch through their shared database, or deletes.
@@ -163,11 +177,11 @@ struct SetBasedWritesTests {
         let records = names.map { record(&rng, zone: shared, name: $0, step: step) }
         let deleting = rng.chance(0.2) ? [Record.ID(recordName: "r\(rng.int(pool))", zoneID: shared)] : []
         let a = Result { () throws(ShareSyncError) in
-            try pair.setBased.sharedDatabase(for: Caller(userRecordName: user)).modifyRecords(
+            try pair.first.sharedDatabase(for: Caller(userRecordName: user)).modifyRecords(
                 saving: records, deleting: deleting, savePolicy: .allKeys, atomically: atomically)
         }
         let b = Result { () throws(ShareSyncError) in
-            try pair.rowByRow.sharedDatabase(for: Caller(userRecordName: user)).modifyRecords(
+            try pair.second.sharedDatabase(for: Caller(userRecordName: user)).modifyRecords(
                 saving: records, deleting: deleting, savePolicy: .allKeys, atomically: atomically)
         }
         return ("\(user) saves \(records.count), deletes \(deleting.count) in \(z)", outcome(a), outcome(b))
@@ -192,7 +206,7 @@ struct SetBasedWritesTests {
             let (what, a, b) = try Self.step(&pair, &rng, step: n)
             try #require(a == b, "seed \(seed) step \(n): \(what): set-based answered\n\(a)\nrow by row answered\n\(b)")
             if what.hasPrefix("owner saves") || what.contains(" saves ") { batchesWritten += 1 }
-            let (x, y) = (try Self.dump(pair.setBased), try Self.dump(pair.rowByRow))
+            let (x, y) = (try Self.dump(pair.first), try Self.dump(pair.second))
             if x != y {
                 let diff = zip(x, y).first { $0 != $1 }.map { "first difference:\n  set-based:  \($0.0)\n  row by row: \($0.1)" }
                     ?? "row counts \(x.count) and \(y.count)"
