@@ -308,4 +308,70 @@ struct DirectZoneFeedsTests {
         }
         #expect(copied == 0)
     }
+
+    @Test("a participant who entered a whole zone before direct feeds keeps the copied feed and their token; shared again, they read the zone's own")
+    func viewersFromBeforeKeepTheirFeed() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("direct-feeds-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("owner.sqlite").path
+        func open(direct: Bool) throws -> PrivateDatabase {
+            try PrivateDatabase(
+                writer: DatabaseQueue(path: path), ownerName: SetBasedWritesTests.owner, limits: Limits(), clock: Date.init,
+                directZoneFeeds: direct)
+        }
+        let zone = RecordZone.ID(zoneName: "Alpha")
+        func note(_ name: String) -> Record {
+            var r = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: zone))
+            r["title"] = .string(name)
+            return r
+        }
+        var follower = ZoneFollower()
+        do {
+            // A database as it was before: the zone-wide participant's feed is copied into viewLog.
+            let old = try open(direct: false)
+            try old.saveZone(RecordZone(zoneID: zone))
+            _ = try old.modifyRecords(saving: [note("a"), note("b")]).get()
+            var share = Share(recordZoneID: zone)
+            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_u1"), permission: .readWrite))
+            let saved = try old.modifyRecords(saving: [share.record]).get()
+            let urls = saved.compactMap { Share($0)?.url }
+            let url = try #require(urls.first)
+            _ = try old.acceptShare(url: url, as: Caller(userRecordName: "_u1"))
+            let first = try Self.follow(&follower, old.sharedDatabase(for: Caller(userRecordName: "_u1")), zone: "Alpha", pages: 100)
+            #expect(first == .caughtUp)
+        }
+        let database = try open(direct: true)
+        let view = database.sharedDatabase(for: Caller(userRecordName: "_u1"))
+        func direct() throws -> Bool? {
+            try database.writer.read { db in try Bool.fetchOne(db, sql: "SELECT direct FROM viewZone WHERE viewer = '_u1' AND zone = 'Alpha'") }
+        }
+        #expect(try direct() == false)
+        // Their token still works, and a change and a deletion reach them through the copied feed.
+        _ = try database.modifyRecords(saving: [note("c")], deleting: [Record.ID(recordName: "a", zoneID: zone)]).get()
+        let second = try Self.follow(&follower, view, zone: "Alpha", pages: 100)
+        #expect(second == .caughtUp)
+        #expect(Set(follower.replica.keys) == ["b", "c", Share.zoneShareRecordName])
+        // The owner stops sharing the zone and shares it again; they accept: the zone's own feed, from
+        // nil; their old token has expired.
+        _ = try database.modifyRecords(deleting: [Record.ID(recordName: Share.zoneShareRecordName, zoneID: zone)]).get()
+        var share = Share(recordZoneID: zone)
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_u1"), permission: .readWrite))
+        let urls = try database.modifyRecords(saving: [share.record]).get().compactMap { Share($0)?.url }
+        _ = try database.acceptShare(url: try #require(urls.first), as: Caller(userRecordName: "_u1"))
+        #expect(try direct() == true)
+        var again = follower
+        let fromOldToken = try Self.follow(&again, view, zone: "Alpha", pages: 100)
+        #expect(fromOldToken == .expired)
+        again = ZoneFollower()
+        let fromNil = try Self.follow(&again, view, zone: "Alpha", pages: 100)
+        #expect(fromNil == .caughtUp)
+        #expect(Set(again.replica.keys) == ["b", "c", Share.zoneShareRecordName])
+        _ = try database.modifyRecords(saving: [note("d")], deleting: [Record.ID(recordName: "b", zoneID: zone)]).get()
+        let afterChanges = try Self.follow(&again, view, zone: "Alpha", pages: 100)
+        #expect(afterChanges == .caughtUp)
+        #expect(Set(again.replica.keys) == ["c", "d", Share.zoneShareRecordName])
+        let copied = try database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM viewLog WHERE viewer = '_u1'") }
+        #expect(copied == 0)
+    }
 }
