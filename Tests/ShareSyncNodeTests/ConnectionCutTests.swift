@@ -19,8 +19,17 @@ private func environment(_ name: String, default value: Int) -> Int {
 struct ConnectionCutTests {
     static let seeds: [UInt64] = (1...UInt64(environment("SHARESYNC_CUT_SEEDS", default: 2))).map { $0 }
 
-    @Test("after cuts during the initial sync, pushes and outbox flushes, the replica and the owner converge", arguments: seeds)
-    func convergesAfterCuts(seed: UInt64) async throws {
+    /// What the participant is invited to: the topic's hierarchy (a feed copied per viewer), or the
+    /// whole zone (the zone's own feed).
+    enum Shared: CaseIterable, CustomTestStringConvertible {
+        case hierarchy, wholeZone
+        var testDescription: String { self == .hierarchy ? "a hierarchy" : "the whole zone" }
+    }
+
+    @Test(
+        "after cuts during the initial sync, pushes and outbox flushes, the replica and the owner converge",
+        arguments: seeds, Shared.allCases)
+    func convergesAfterCuts(seed: UInt64, shared: Shared) async throws {
         let cuts = environment("SHARESYNC_CUTS", default: 6)
         let owner = try await TestOwner.start()
         try owner.saveNotes("initial", count: 300)
@@ -29,7 +38,8 @@ struct ConnectionCutTests {
         let proxy = try await FaultyProxy.start(to: owner.server.port, cuts: cuts, cutAfter: 200...6_000, seed: seed)
         // The share's URL names the proxy: the participant reaches the owner only through it.
         owner.db.setShareURLBase(ShareURLBase(host: "127.0.0.1", port: proxy.port, ownerFingerprint: owner.identity.fingerprint))
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let invite = [(b.identity, Participant.Permission.readWrite)]
+        let (url, _) = try shared == .hierarchy ? owner.shareTopic(invite: invite) : owner.shareZone(invite: invite)
         let sync = try b.makeSync(pageSize: 25)
         try sync.start()
         // Accepting may itself be cut: it is safe to repeat.
@@ -74,7 +84,7 @@ struct ConnectionCutTests {
         let onOwner = try owner.db.fetchRecords(written.map { owner.id($0) })
         #expect(onOwner.values.allSatisfy { (try? $0.get()) != nil }, "every queued write reached the owner")
         #expect(try owner.sharedView(for: b.identity)["Topics"]?.count == 1 + 300 + rounds * 25 + 1)
-        print("connection cuts: seed \(seed), \(proxy.cutsDone) cuts over \(proxy.connections) connections")
+        print("connection cuts: seed \(seed), \(shared.testDescription), \(proxy.cutsDone) cuts over \(proxy.connections) connections")
         await sync.stop()
         await proxy.stop()
         try await owner.stop()

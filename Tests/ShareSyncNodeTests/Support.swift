@@ -67,6 +67,18 @@ struct TestOwner {
         return (Share(record)!.url!, record.recordID.recordName)
     }
 
+    /// Shares the whole zone with the given identities (its participants read the zone's own feed);
+    /// returns the share's URL and record name.
+    func shareZone(invite: [(NodeIdentity, Participant.Permission)]) throws -> (url: String, shareName: String) {
+        var share = Share(recordZoneID: zone)
+        for (who, permission) in invite {
+            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: who.userRecordName), permission: permission))
+        }
+        let saved = try db.modifyRecords(saving: [share.record]).get()
+        let record = saved.first { $0.recordType == Record.shareRecordType }!
+        return (Share(record)!.url!, record.recordID.recordName)
+    }
+
     /// Saves a note under the topic, as the owner.
     func saveNote(_ name: String, title: String) throws {
         var note = Record(recordType: "Note", recordID: id(name))
