@@ -84,7 +84,7 @@ struct ConnectionCutTests {
         let onOwner = try owner.db.fetchRecords(written.map { owner.id($0) })
         #expect(onOwner.values.allSatisfy { (try? $0.get()) != nil }, "every queued write reached the owner")
         #expect(try owner.sharedView(for: b.identity)["Topics"]?.count == 1 + 300 + rounds * 25 + 1)
-        print("connection cuts: seed \(seed), \(shared.testDescription), \(proxy.cutsDone) cuts over \(proxy.connections) connections")
+        print("connection cuts: seed \(seed), \(proxy.cutsDone) cuts over \(proxy.connections) connections, \(shared.testDescription) shared")
         await sync.stop()
         await proxy.stop()
         try await owner.stop()
