@@ -68,16 +68,11 @@ public struct SharedDatabaseView: Sendable {
         let viewer = self.viewer
         let database = self.database
         return try database.read { db in
-            guard try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT 1 FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1"),
-                arguments: [viewer, zoneName]) ?? false
-            else {
+            guard let (_, direct) = try viewedZone(zoneName, db) else {
                 throw ShareSyncError(
                     .zoneNotFound, "zone \(zoneName) is not shared with \(viewer)", zoneID: database.sharedZoneID(zoneName))
             }
             let since = try database.position(of: token, db)
-            let direct = try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT direct FROM viewZone WHERE viewer = ? AND zone = ?"), arguments: [viewer, zoneName]) ?? false
             return try Int.fetchOne(
                 db.cachedStatement(
                     sql: direct
@@ -158,14 +153,9 @@ public struct SharedDatabaseView: Sendable {
         let budget = min(byteBudget ?? .max, database.limits.maximumResponseSize)
         let shared = database.sharedZoneID(zoneID.zoneName)
         return try database.read { db in
-            guard zoneID.ownerName == database.ownerName,
-                let viewZone = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT enteredSeq, direct FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1"),
-                    arguments: [viewer, zoneID.zoneName])
-            else {
+            guard zoneID.ownerName == database.ownerName, let (entered, direct) = try viewedZone(zoneID.zoneName, db) else {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneID.zoneName) is not shared with you", zoneID: zoneID)
             }
-            let (entered, direct): (Int64, Bool) = (viewZone[0], viewZone[1])
             let since = try database.position(of: token, db)
             if token != nil, since.oldestNeeded < entered {
                 throw ShareSyncError(
@@ -201,6 +191,15 @@ public struct SharedDatabaseView: Sendable {
                 changeToken: try database.token(afterSeq: page.last?.seq, moreComing: moreComing, from: since, db), moreComing: moreComing,
                 bytes: bytes)
         }
+    }
+
+    /// A zone in the caller's view: when they entered it, and whether they read the zone's own feed
+    /// (a zone-wide share) rather than their copy in `viewLog`. Nil for a zone not shared with them.
+    private func viewedZone(_ zoneName: String, _ db: Database) throws -> (enteredSeq: Int64, direct: Bool)? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT enteredSeq, direct FROM viewZone WHERE viewer = ? AND zone = ? AND present = 1"),
+            arguments: [viewer, zoneName]
+        ).map { ($0[0], $0[1]) }
     }
 
     /// Fetches records in the caller's view. A record outside it fails with
