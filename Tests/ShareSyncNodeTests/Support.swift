@@ -57,23 +57,28 @@ struct TestOwner {
     func shareTopic(
         invite: [(NodeIdentity, Participant.Permission)] = [], publicPermission: Participant.Permission = .none
     ) throws -> (url: String, shareName: String) {
-        var share = Share(rootRecord: try db.fetchRecord(id("topic")))
-        for (who, permission) in invite {
-            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: who.userRecordName), permission: permission))
-        }
+        var share = try invited(Share(rootRecord: try db.fetchRecord(id("topic"))), invite)
         share.publicPermission = publicPermission
-        let saved = try db.modifyRecords(saving: [share.record]).get()
-        let record = saved.first { $0.recordType == Record.shareRecordType }!
-        return (Share(record)!.url!, record.recordID.recordName)
+        return try save(share)
     }
 
     /// Shares the whole zone with the given identities (its participants read the zone's own feed);
     /// returns the share's URL and record name.
     func shareZone(invite: [(NodeIdentity, Participant.Permission)]) throws -> (url: String, shareName: String) {
-        var share = Share(recordZoneID: zone)
+        try save(invited(Share(recordZoneID: zone), invite))
+    }
+
+    /// A share with the given identities added as participants.
+    private func invited(_ share: Share, _ invite: [(NodeIdentity, Participant.Permission)]) throws -> Share {
+        var share = share
         for (who, permission) in invite {
             try share.addParticipant(Participant(lookupInfo: .init(userRecordName: who.userRecordName), permission: permission))
         }
+        return share
+    }
+
+    /// Saves a new share as the owner; returns its URL and record name.
+    private func save(_ share: Share) throws -> (url: String, shareName: String) {
         let saved = try db.modifyRecords(saving: [share.record]).get()
         let record = saved.first { $0.recordType == Record.shareRecordType }!
         return (Share(record)!.url!, record.recordID.recordName)

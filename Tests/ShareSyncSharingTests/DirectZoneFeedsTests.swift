@@ -163,6 +163,13 @@ struct DirectZoneFeedsTests {
         }
     }
 
+    /// A new share of the whole zone with `users` invited read-write.
+    static func wholeZoneShare(_ zone: RecordZone.ID, inviting users: [String]) throws -> Share {
+        var share = Share(recordZoneID: zone)
+        for user in users { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: user), permission: .readWrite)) }
+        return share
+    }
+
     /// "ok", or the code of the error `body` threw.
     static func answer(_ body: () throws(ShareSyncError) -> Void) -> String {
         do {
@@ -210,8 +217,7 @@ struct DirectZoneFeedsTests {
                 let shares = try db.writer.read { db in
                     try String.fetchAll(db, sql: "SELECT name FROM share WHERE zone = ? ORDER BY name", arguments: [zone.zoneName])
                 }
-                var share = Share(recordZoneID: zone)
-                for user in users { try share.addParticipant(Participant(lookupInfo: .init(userRecordName: user), permission: .readWrite)) }
+                let share = try wholeZoneShare(zone, inviting: users)
                 var saved: [Record] = []
                 answers.append(
                     answer { () throws(ShareSyncError) in
@@ -332,9 +338,7 @@ struct DirectZoneFeedsTests {
             let old = try open(direct: false)
             try old.saveZone(RecordZone(zoneID: zone))
             _ = try old.modifyRecords(saving: [note("a"), note("b")]).get()
-            var share = Share(recordZoneID: zone)
-            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_u1"), permission: .readWrite))
-            let saved = try old.modifyRecords(saving: [share.record]).get()
+            let saved = try old.modifyRecords(saving: [Self.wholeZoneShare(zone, inviting: ["_u1"]).record]).get()
             let urls = saved.compactMap { Share($0)?.url }
             let url = try #require(urls.first)
             _ = try old.acceptShare(url: url, as: Caller(userRecordName: "_u1"))
@@ -355,9 +359,7 @@ struct DirectZoneFeedsTests {
         // The owner stops sharing the zone and shares it again; they accept: the zone's own feed, from
         // nil; their old token has expired.
         _ = try database.modifyRecords(deleting: [Record.ID(recordName: Share.zoneShareRecordName, zoneID: zone)]).get()
-        var share = Share(recordZoneID: zone)
-        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_u1"), permission: .readWrite))
-        let urls = try database.modifyRecords(saving: [share.record]).get().compactMap { Share($0)?.url }
+        let urls = try database.modifyRecords(saving: [Self.wholeZoneShare(zone, inviting: ["_u1"]).record]).get().compactMap { Share($0)?.url }
         _ = try database.acceptShare(url: try #require(urls.first), as: Caller(userRecordName: "_u1"))
         #expect(try direct() == true)
         var again = follower
