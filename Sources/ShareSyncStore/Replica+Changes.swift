@@ -46,7 +46,10 @@ extension SharedDatabaseReplica {
     ) throws(ShareSyncError) {
         try write(.refetchable) { db in
             try requireOwner(db, owner)
-            try applyDatabaseChanges(db, databaseChanges, owner: owner)
+            // A zone with changes in the push is made known by its page below, and the push's token
+            // replaces the database changes' own: neither is written twice.
+            let paged = Set(zoneChanges.map(\.zoneID))
+            try applyDatabaseChanges(db, databaseChanges, owner: owner, skippingZones: paged, storingToken: false)
             for changes in zoneChanges { try applyZoneChanges(db, try encoded(changes, owner: owner), owner: owner) }
             try db.executeCached("UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", [token.stringValue, owner])
         }
@@ -68,10 +71,20 @@ extension SharedDatabaseReplica {
         let zoneID = changes.zoneID
         try checkOwner(zoneID, owner)
         if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { return }  // left locally: stays out
-        try db.executeCached("INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", [owner, zoneID.zoneName])
-        try applyRecordChanges(db, changes, table: .live, owner: owner)
-        try db.executeCached(
-            "UPDATE replicaZone SET token = ? WHERE owner = ? AND zone = ?", [changes.changeToken.stringValue, owner, zoneID.zoneName])
+        // One statement makes the zone known, stores the page's token and names the zone's row (the
+        // transaction stores the records with it, or nothing). The journal's zone triggers fire as
+        // they did for an insert and a separate token update: on the insert, and not on a token.
+        let key = try Int64.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    INSERT INTO replicaZone (owner, zone, token) VALUES (?, ?, ?)
+                    ON CONFLICT (owner, zone) DO UPDATE SET token = excluded.token RETURNING id
+                    """),
+            arguments: [owner, zoneID.zoneName, changes.changeToken.stringValue])
+        guard let key else {
+            throw ShareSyncError(.internalError, "the replica could not store zone \(zoneID.zoneName) of owner \(owner)")
+        }
+        try applyRecordChanges(db, changes, table: .live(zoneKey: key), owner: owner)
     }
 
     /// A page of records encoded for ``applyRecordChanges(_:_:table:owner:)``, after checking that the
@@ -96,12 +109,7 @@ extension SharedDatabaseReplica {
         let zone: ReplicaUpsert.Zone
         let (zoneColumns, placeholders): (String, String)
         switch table {
-        case .live:
-            guard let key = try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT id FROM replicaZone WHERE owner = ? AND zone = ?"), arguments: [owner, zoneID.zoneName])
-            else {
-                throw ShareSyncError(.internalError, "the replica has no zone \(zoneID.zoneName) of owner \(owner) to store records in")
-            }
+        case .live(let key):
             zone = .key(key)
             (zoneColumns, placeholders) = ("zoneKey", "?")
         case .staged:
@@ -113,7 +121,7 @@ extension SharedDatabaseReplica {
         let upsert = try ReplicaUpsert(
             db.cachedStatement(
                 sql: """
-                    INSERT INTO \(table.rawValue) (\(zoneColumns), name, type, json) VALUES (\(placeholders), ?, ?, ?)
+                    INSERT INTO \(table.name) (\(zoneColumns), name, type, json) VALUES (\(placeholders), ?, ?, ?)
                     ON CONFLICT (\(zoneColumns), name) DO UPDATE SET type = excluded.type, json = excluded.json
                     """), zone: zone, in: db)
         var delete: Statement?
@@ -138,14 +146,26 @@ extension SharedDatabaseReplica {
         }
     }
 
-    /// Where ``applyRecordChanges(_:_:table:owner:)`` stores a page: the live records, or the staging
-    /// area of a zone being fetched again.
-    enum RecordTable: String {
-        case live = "replicaRecord"
-        case staged = "replicaStagedRecord"
+    /// Where ``applyRecordChanges(_:_:table:owner:)`` stores a page: the live records of the zone whose
+    /// row has this id, or the staging area of a zone being fetched again.
+    enum RecordTable {
+        case live(zoneKey: Int64)
+        case staged
+
+        var name: String {
+            switch self {
+            case .live: "replicaRecord"
+            case .staged: "replicaStagedRecord"
+            }
+        }
     }
 
-    func applyDatabaseChanges(_ db: Database, _ changes: DatabaseChanges, owner: String) throws {
+    /// Applies database changes; `skippingZones` are changed zones the caller stores a page of in the
+    /// same transaction (``applyZoneChanges(_:_:owner:)`` makes them known), and `storingToken` false
+    /// leaves the owner's database token to the caller.
+    func applyDatabaseChanges(
+        _ db: Database, _ changes: DatabaseChanges, owner: String, skippingZones: Set<RecordZone.ID> = [], storingToken: Bool = true
+    ) throws {
         // Deletions first: a zone deleted and created again is purged, then known afresh with no token.
         for zoneID in changes.deletedZoneIDs {
             try checkOwner(zoneID, owner)
@@ -154,10 +174,13 @@ extension SharedDatabaseReplica {
         }
         for zoneID in changes.changedZoneIDs {
             try checkOwner(zoneID, owner)
+            if skippingZones.contains(zoneID) { continue }
             if try isLeaving(db, owner: owner, zoneName: zoneID.zoneName) { continue }
             try db.executeCached("INSERT OR IGNORE INTO replicaZone (owner, zone) VALUES (?, ?)", [owner, zoneID.zoneName])
         }
-        try db.executeCached("UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", [changes.changeToken.stringValue, owner])
+        if storingToken {
+            try db.executeCached("UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", [changes.changeToken.stringValue, owner])
+        }
     }
 
     func checkOwner(_ zoneID: RecordZone.ID, _ owner: String) throws(ShareSyncError) {
