@@ -69,7 +69,7 @@ private final class PagedOwner: OwnerDatabase {
     func modifyRecords(zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool)
         async throws(ShareSyncError) -> ModifyRecordsResult
     { throw unused() }
-    func subscribe(since token: ServerChangeToken?) async throws(ShareSyncError) -> AsyncStream<OwnerConnection.Push> { throw unused() }
+    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) { throw unused() }
     func close() async {}
 }
 

@@ -121,7 +121,7 @@ public final class InProcessOwner: OwnerDatabaseConnector, Sendable {
 final class InProcessConnection: OwnerDatabase {
     private struct State {
         var active = true
-        var pushes: AsyncStream<OwnerConnection.Push>.Continuation?
+        var pushes: PushReceiver?
         var observer: UInt64?
         var cursor: ServerChangeToken?
     }
@@ -222,23 +222,21 @@ final class InProcessConnection: OwnerDatabase {
             atomically: atomically)
     }
 
-    func subscribe(since token: ServerChangeToken?) async throws(ShareSyncError) -> AsyncStream<OwnerConnection.Push> {
+    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
         try request(.subscribe)
         let start = try executor.subscriptionStart(token)
-        let (stream, continuation) = AsyncStream<OwnerConnection.Push>.makeStream()
         let observer = executor.database.addCommitObserver { [weak self] in self?.schedulePushPass() }
         let previous = state.withLock { s in
             defer {
-                s.pushes = continuation
+                s.pushes = receiver
                 s.observer = observer
                 s.cursor = start
             }
             return (s.pushes, s.observer)
         }
-        previous.0?.finish()
+        previous.0?.end()
         if let id = previous.1 { executor.database.removeCommitObserver(id) }
         schedulePushPass()
-        return stream
     }
 
     private func schedulePushPass() {
@@ -247,12 +245,12 @@ final class InProcessConnection: OwnerDatabase {
 
     /// Pushes what changed since the cursor, as the owner server does (``RequestExecutor/changes(since:)``).
     private func pushPass() {
-        guard let (cursor, continuation) = state.withLock({ s in s.active ? s.cursor.flatMap { c in s.pushes.map { (c, $0) } } : nil })
+        guard let (cursor, receiver) = state.withLock({ s in s.active ? s.cursor.flatMap { c in s.pushes.map { (c, $0) } } : nil })
         else { return }
         do throws(ShareSyncError) {
             guard let push = try executor.changes(since: cursor) else { return }
             let zones = try push.zoneChanges.map { z throws(ShareSyncError) in try z.zoneChanges(ownerName: ownerName) }
-            continuation.yield(
+            receiver.receive(
                 OwnerConnection.Push(
                     databaseChanges: push.databaseChanges.databaseChanges(ownerName: ownerName), zoneChanges: zones,
                     changeToken: push.token, moreComing: push.moreComing ?? false))
@@ -264,7 +262,7 @@ final class InProcessConnection: OwnerDatabase {
     }
 
     private func endPushes() {
-        let (continuation, observer) = state.withLock { s in
+        let (receiver, observer) = state.withLock { s in
             defer {
                 s.pushes = nil
                 s.observer = nil
@@ -272,7 +270,7 @@ final class InProcessConnection: OwnerDatabase {
             return (s.pushes, s.observer)
         }
         if let observer { executor.database.removeCommitObserver(observer) }
-        continuation?.finish()
+        receiver?.end()
     }
 
     /// Closes the connection from the owner's side.

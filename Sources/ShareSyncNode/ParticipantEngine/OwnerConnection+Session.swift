@@ -45,7 +45,7 @@ final class ClientSession: Sendable {
 
     private struct State {
         var waiting: [Int: EventLoopPromise<ByteBuffer>] = [:]
-        var pushes: AsyncStream<OwnerConnection.Push>.Continuation?
+        var pushes: PushReceiver?
         /// Set once the connection closed: what requests made from now on fail with.
         var failure: ShareSyncError?
         /// The first error about the connection itself (from the owner, or found here).
@@ -252,7 +252,7 @@ final class ClientSession: Sendable {
                 let reason = (error as? ShareSyncError)?.message ?? "\(error)"
                 throw ShareSyncError(.networkFailure, "the owner sent a push that cannot be read: \(reason)")
             }
-            _ = state.withLock { $0.pushes }?.yield(push)
+            state.withLock { $0.pushes }?.receive(push)
         default:
             if let id = head.id {
                 state.withLock { $0.waiting.removeValue(forKey: id) }?.succeed(frame)
@@ -260,7 +260,7 @@ final class ClientSession: Sendable {
                 // An error about the connection itself (no request id): remember it for what follows.
                 let failure = error.shareSyncError(ownerName: ownerName)
                 record(failure)
-                if failure.code == .changeTokenExpired { state.withLock { s in defer { s.pushes = nil }; return s.pushes }?.finish() }
+                if failure.code == .changeTokenExpired { state.withLock { s in defer { s.pushes = nil }; return s.pushes }?.end() }
             }
         }
     }
@@ -280,7 +280,7 @@ final class ClientSession: Sendable {
             return (failure, s.waiting, s.pushes)
         }
         for promise in waiting.values { promise.fail(failure) }
-        pushes?.finish()
+        pushes?.end()
         return failure
     }
 
@@ -336,14 +336,14 @@ final class ClientSession: Sendable {
             .fail(ShareSyncError(.operationCancelled, "the request was cancelled before its answer came"))
     }
 
-    /// Where `changes` pushes go from now on (the previous stream ends); ended at once if the connection closed.
-    func setPushes(_ continuation: AsyncStream<OwnerConnection.Push>.Continuation) {
+    /// Where `changes` pushes go from now on (the previous receiver ends); ended at once if the connection closed.
+    func setPushes(_ receiver: PushReceiver) {
         let (previous, closed) = state.withLock { s in
-            defer { if s.failure == nil { s.pushes = continuation } }
+            defer { if s.failure == nil { s.pushes = receiver } }
             return (s.pushes, s.failure != nil)
         }
-        previous?.finish()
-        if closed { continuation.finish() }
+        previous?.end()
+        if closed { receiver.end() }
     }
 }
 

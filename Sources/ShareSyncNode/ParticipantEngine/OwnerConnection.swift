@@ -368,18 +368,16 @@ public final class OwnerConnection: Sendable {
         _ = try await send(.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName), expecting: EmptyResult.self)
     }
 
-    /// Subscribes to this identity's view: the stream yields a push after every change since `token`
-    /// (or since now, without one). The stream ends when the connection closes or the token expires.
-    public func subscribe(since token: ServerChangeToken? = nil) async throws(ShareSyncError) -> AsyncStream<Push> {
-        let (pushes, continuation) = AsyncStream<Push>.makeStream()
-        session.setPushes(continuation)
+    /// Subscribes to this identity's view, handing each push to `receiver` on the connection's reading
+    /// task (``OwnerDatabase/subscribe(since:)`` gives them as an `AsyncStream`).
+    public func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
+        session.setPushes(receiver)
         do {
             _ = try await send(.subscribe(token: token), expecting: SubscribeResult.self)
         } catch {
-            continuation.finish()
+            receiver.end()
             throw error
         }
-        return pushes
     }
 }
 

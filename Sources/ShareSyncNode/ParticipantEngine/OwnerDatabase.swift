@@ -45,14 +45,24 @@ public protocol OwnerDatabase: AnyObject, Sendable {
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
     ) async throws(ShareSyncError) -> ModifyRecordsResult
-    /// Subscribes to this identity's view: a push after every change since `token` (or since now). The
-    /// stream ends when the connection closes or the token expires.
-    func subscribe(since token: ServerChangeToken?) async throws(ShareSyncError) -> AsyncStream<OwnerConnection.Push>
+    /// Subscribes to this identity's view: a push after every change since `token` (or since now), each
+    /// handed to `receiver` as it is read, in order. The subscription ends (``PushReceiver/end``) when
+    /// the connection closes, the token expires or another subscription replaces it.
+    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError)
     /// Closes the connection; requests in flight fail with `networkFailure`.
     func close() async
 }
 
 extension OwnerDatabase {
+    /// Subscribes to this identity's view: the stream yields a push after every change since `token`
+    /// (or since now, without one). The stream ends when the connection closes, the token expires or
+    /// another subscription replaces this one.
+    public func subscribe(since token: ServerChangeToken? = nil) async throws(ShareSyncError) -> AsyncStream<OwnerConnection.Push> {
+        let (pushes, continuation) = AsyncStream<OwnerConnection.Push>.makeStream()
+        try await subscribe(since: token, receiver: .stream(continuation))
+        return pushes
+    }
+
     /// A shared zone's changes since a token, in commit order.
     public func fetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int? = nil)
         async throws(ShareSyncError) -> ZoneChanges
@@ -163,3 +173,27 @@ public struct NetworkOwnerConnector: OwnerDatabaseConnector {
 }
 
 extension OwnerConnection: OwnerDatabase {}
+
+/// Where a subscription's pushes go (``OwnerDatabase/subscribe(since:receiver:)``).
+///
+/// `receive` is called for each push, in order, on the connection's own task or queue: keep it short
+/// (queue the push and wake whoever applies it). `end` is called once, after the last push. The sync
+/// engine queues pushes straight into its link's state this way; taking them from an `AsyncStream`
+/// instead costs a task of its own and one more task switch per push.
+public struct PushReceiver: Sendable {
+    /// Called with each push, in order.
+    public let receive: @Sendable (OwnerConnection.Push) -> Void
+    /// Called once when the subscription ends.
+    public let end: @Sendable () -> Void
+
+    /// A receiver calling `receive` for each push and `end` when the subscription ends.
+    public init(receive: @escaping @Sendable (OwnerConnection.Push) -> Void, end: @escaping @Sendable () -> Void) {
+        self.receive = receive
+        self.end = end
+    }
+
+    /// A receiver that feeds an `AsyncStream`.
+    public static func stream(_ continuation: AsyncStream<OwnerConnection.Push>.Continuation) -> PushReceiver {
+        PushReceiver(receive: { continuation.yield($0) }, end: { continuation.finish() })
+    }
+}

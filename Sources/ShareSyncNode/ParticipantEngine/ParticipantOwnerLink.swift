@@ -209,30 +209,23 @@ final class ParticipantOwnerLink: Sendable {
         try await flushOutbox(connection)
         while !Task.isCancelled {
             try await catchUpAndMark(connection)
-            let pushes: AsyncStream<OwnerConnection.Push>
+            // The subscription's pushes are queued as the connection reads them (``receiver(_:)``) and
+            // applied in order by ``follow(_:)``, here.
+            let subscription = state.withLock { s in
+                s.pushes = []
+                s.pushesEnded = false
+                s.subscription += 1
+                return s.subscription
+            }
             do {
-                pushes = try await connection.subscribe(since: try replica.databaseChangeToken(owner: ownerName))
+                try await connection.subscribe(
+                    since: try replica.databaseChangeToken(owner: ownerName), receiver: receiver(subscription))
             } catch where error.code == .changeTokenExpired {
                 continue  // the history moved past the token since the catch-up: catch up again
             }
             setStatus(.following)
             reachedFollowing()
-            let subscription = state.withLock { s in
-                s.pushesEnded = false
-                s.subscription += 1
-                return s.subscription
-            }
-            // Two child tasks: one queues the pushes as they come, the other applies them in order.
-            let followed = await withTaskGroup(of: Void.self) { group -> Result<Void, ShareSyncError> in
-                group.addTask { await self.forward(pushes, subscription: subscription) }
-                defer { group.cancelAll() }
-                do throws(ShareSyncError) {
-                    return .success(try await follow(connection))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            try followed.get()
+            try await follow(connection)
             guard connection.isActive else {
                 throw ShareSyncError(.networkFailure, "the connection to the owner closed")
             }
@@ -253,18 +246,25 @@ final class ParticipantOwnerLink: Sendable {
         }
     }
 
-    /// Queues the subscription's pushes for ``follow(_:)``, then notes that the subscription ended.
-    private func forward(_ pushes: AsyncStream<OwnerConnection.Push>, subscription: Int) async {
-        for await push in pushes {
-            state.withLock { s in
-                if s.subscription == subscription { s.pushes.append(push) }
-            }
-            wakeup.signal()
-        }
-        state.withLock { s in
-            if s.subscription == subscription { s.pushesEnded = true }
-        }
-        wakeup.signal()
+    /// Queues subscription `subscription`'s pushes for ``follow(_:)`` as they arrive, then notes that it
+    /// ended. Pushes of an earlier subscription, still on their way, are dropped: the catch-up before
+    /// the current one read past them.
+    private func receiver(_ subscription: Int) -> PushReceiver {
+        PushReceiver(
+            receive: { [self] push in
+                let current = state.withLock { s in
+                    guard s.subscription == subscription else { return false }
+                    s.pushes.append(push)
+                    return true
+                }
+                if current { wakeup.signal() }
+            },
+            end: { [self] in
+                state.withLock { s in
+                    if s.subscription == subscription { s.pushesEnded = true }
+                }
+                wakeup.signal()
+            })
     }
 
     /// Tells the owner of the shares left locally (`leave --local`) while it was unreachable. A share
