@@ -182,7 +182,9 @@ struct OwnerCommandTests {
             let bobFolder = try TemporaryFolder()
             defer { bobFolder.remove() }
             let bobHome = bobFolder.path + "/home"
-            #expect(try cli(["init", "--home", bobHome, "--name", "Bob"]).status == 0)
+            // Bob's node listens on a free loopback port: not on the default 7420, which another node
+            // on the machine may hold (`request-access` runs his node while it asks).
+            #expect(try cli(["init", "--home", bobHome, "--name", "Bob", "--listen", "127.0.0.1:0"]).status == 0)
             let asked = try cli(["request-access", url, "--home", bobHome, "--json"])
             #expect(asked.status == 0, "\(asked.stderr)")
             let bob = try #require((try json(asked.stdout) as? [String: Any])?["userRecordName"] as? String)
