@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // The JSON form of a record follows the CloudKit Web Services record dictionary:
 //
@@ -139,7 +140,12 @@ extension Record {
             self = record
             return
         }
+        if let record = FoundationReadRecords.shared.record(for: jsonData) {
+            self = record
+            return
+        }
         try self.init(foundationJSONData: jsonData)
+        FoundationReadRecords.shared.keep(self, for: jsonData)
     }
 
     /// ``init(jsonData:)`` through `JSONDecoder` (what the hand-written decoder leaves to it; and the
@@ -185,5 +191,40 @@ package enum JSONCoding {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .millisecondsSince1970
         return decoder
+    }
+}
+
+/// The records that only `JSONDecoder` reads (share records, above all: the hand-written reader
+/// leaves them to it), by their exact bytes, so that the same bytes are decoded once. The owner reads
+/// a zone's share record in every write a participant makes to the zone, to check what it may do:
+/// through `JSONDecoder` that was about 7 % of the owner's CPU in `sharesync-bench suite --only
+/// latency`'s participant writes. Decoding is a function of the bytes alone, so a record kept here is
+/// exactly what decoding them again would give. At most ``capacity`` bytes of JSON are kept; past it
+/// the cache starts again empty.
+package final class FoundationReadRecords: Sendable {
+    package static let shared = FoundationReadRecords()
+    /// The most bytes of JSON kept (the records decoded from them come on top, of similar size).
+    package static let capacity = 1 << 20
+
+    private let state = Mutex<(records: [Data: Record], bytes: Int)>(([:], 0))
+    /// Reads served from the cache, for tests.
+    package let hits = Atomic<Int>(0)
+
+    package init() {}
+
+    package func record(for json: Data) -> Record? {
+        guard let record = state.withLock({ $0.records[json] }) else { return nil }
+        hits.add(1, ordering: .relaxed)
+        return record
+    }
+
+    package func keep(_ record: Record, for json: Data) {
+        guard json.count <= Self.capacity else { return }
+        state.withLock { state in
+            guard state.records[json] == nil else { return }
+            if state.bytes + json.count > Self.capacity { state = ([:], 0) }
+            state.records[json] = record
+            state.bytes += json.count
+        }
     }
 }
