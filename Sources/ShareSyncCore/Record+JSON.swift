@@ -200,11 +200,13 @@ package enum JSONCoding {
 /// through `JSONDecoder` that was about 7 % of the owner's CPU in `sharesync-bench suite --only
 /// latency`'s participant writes. Decoding is a function of the bytes alone, so a record kept here is
 /// exactly what decoding them again would give. At most ``capacity`` bytes of JSON are kept; past it
-/// the cache starts again empty.
+/// the cache starts again empty. A share with 100 participants is a few tens of kilobytes of JSON:
+/// the capacity holds several versions of it, and bounds what the cache adds to the owner's memory in
+/// the 1,000-connection fan-out (where every accept writes a new version of the share).
 package final class FoundationReadRecords: Sendable {
     package static let shared = FoundationReadRecords()
     /// The most bytes of JSON kept (the records decoded from them come on top, of similar size).
-    package static let capacity = 1 << 20
+    package static let capacity = 256 * 1024
 
     private let state = Mutex<(records: [Data: Record], bytes: Int)>(([:], 0))
     /// Reads served from the cache, for tests.
