@@ -222,11 +222,13 @@ package final class FoundationReadRecords: Sendable {
 
     package func keep(_ record: Record, for json: Data) {
         guard json.count <= Self.capacity else { return }
+        // A copy of the bytes: `json` may be a slice of a larger buffer (a page), which a key would keep alive.
+        let key = json.withUnsafeBytes { Data($0) }
         state.withLock { state in
-            guard state.records[json] == nil else { return }
-            if state.bytes + json.count > Self.capacity { state = ([:], 0) }
-            state.records[json] = record
-            state.bytes += json.count
+            guard state.records[key] == nil else { return }
+            if state.bytes + key.count > Self.capacity { state = ([:], 0) }
+            state.records[key] = record
+            state.bytes += key.count
         }
     }
 }
