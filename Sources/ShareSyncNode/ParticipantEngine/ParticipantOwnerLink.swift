@@ -179,11 +179,8 @@ final class ParticipantOwnerLink: Sendable {
 
     /// One connection's life: outbox, catch-up, then pushes until the connection ends.
     private func session(_ connection: any OwnerDatabase, reachedFollowing: () -> Void) async throws(ShareSyncError) {
-        state.withLock { s in
-            s.connection = connection
-            s.pushes = []
-            s.pushesEnded = false
-        }
+        // The pushes start empty with each subscription (``runSession(_:reachedFollowing:)``).
+        state.withLock { $0.connection = connection }
         defer { state.withLock { $0.connection = nil } }
         do {
             try await runSession(connection, reachedFollowing: reachedFollowing)
