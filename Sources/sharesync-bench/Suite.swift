@@ -425,7 +425,9 @@ func fanOut(
     let client = try await ControlClient.connect(path: owner.controlPath)
     defer { Task { await client.close() } }
     let warmUp = min(10, changes / 10)
+    var cpu0 = (owner: 0.0, participants: 0.0)
     for i in 0..<(changes + warmUp) {
+        if i == warmUp { cpu0 = (cpuSeconds(pid: owner.pid), cpuSeconds(pid: getpid())) }
         let revision = Int64(i + 1)
         let record = DataSet.note(1, topic: 0, zone: zone, revision: revision)
         arrivals.expect(revision)
@@ -445,6 +447,11 @@ func fanOut(
                 ratio: results.roundTripRatio(.p99))
     results.add(s, "each delivery, p50", percentile(deliveries, 50), "ms")
     results.add(s, "each delivery, p99", percentile(deliveries, 99), "ms")
+    // CPU per change, steadier than the latencies from run to run: on two cores, the owner and the
+    // participants together are most of what a change waits for.
+    let timed = Double(max(perChange.count, 1))
+    results.add(s, "CPU per change, owner daemon", (cpuSeconds(pid: owner.pid) - cpu0.owner) / timed * 1000, "ms")
+    results.add(s, "CPU per change, the participants (this process)", (cpuSeconds(pid: getpid()) - cpu0.participants) / timed * 1000, "ms")
     if missing > 0 { results.notes.append("\(s): \(missing) changes did not reach every participant within 30 s") }
     for engine in engines { await engine.stop() }
 }

@@ -41,6 +41,30 @@ struct PushCacheTests {
         #expect(cache.counts.withLock { $0.shared } == 2)
     }
 
+    @Test("a finished read is handed out without reading only to the same caller and cursor, and only until the next write")
+    func finishedPushesAreTheSameRulesWithoutWaiting() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let cache = PushCache()
+        let b = Caller(userRecordName: "_b")
+        let push = SplicedChangesPush(
+            databaseChanges: DatabaseChangesResult(
+                DatabaseChanges(changedZoneIDs: [], deletedZoneIDs: [], changeToken: Self.token, moreComing: false)),
+            zoneChanges: [], token: Self.token, moreComing: false)
+        let payload = try MessageCoding.encode(push)
+        #expect(cache.finished(for: b, since: Self.token, database: database) == nil, "nothing was read yet")
+        _ = try cache.push(for: b, since: Self.token, database: database) { (push, payload) }
+        let shared = try #require(cache.finished(for: b, since: Self.token, database: database))
+        #expect(shared?.payload == payload)
+        #expect(cache.finished(for: Caller(userRecordName: "_c"), since: Self.token, database: database) == nil, "another caller")
+        #expect(cache.finished(for: b, since: ServerChangeToken(stringValue: "t0"), database: database) == nil, "another cursor")
+        // "No changes" is a finished read too, and is handed out as such.
+        _ = try cache.push(for: b, since: ServerChangeToken(stringValue: "t2"), database: database) { nil }
+        let none = try #require(cache.finished(for: b, since: ServerChangeToken(stringValue: "t2"), database: database))
+        #expect(none == nil)
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Later")))
+        #expect(cache.finished(for: b, since: Self.token, database: database) == nil, "a push read before a write was handed out after it")
+    }
+
     @Test("a failed read is not shared: the next connection reads for itself")
     func failuresAreNotShared() throws {
         let database = try PrivateDatabase(inMemoryOwnerName: "_owner")

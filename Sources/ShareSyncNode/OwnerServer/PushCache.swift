@@ -39,6 +39,13 @@ final class PushCache: Sendable {
             condition.unlock()
         }
 
+        /// The outcome if the read is done, without waiting for it.
+        var finished: (push: Push?, reusable: Bool)? {
+            condition.lock()
+            defer { condition.unlock() }
+            return outcome
+        }
+
         func wait() -> (push: Push?, reusable: Bool) {
             condition.lock()
             defer { condition.unlock() }
@@ -101,6 +108,20 @@ final class PushCache: Sendable {
         }
         if !keep { forget(key, flight) }
         return push
+    }
+
+    /// The push for `caller` from `cursor` if another of its connections has read it since the last
+    /// write and the read is done: what ``push(for:since:database:read:)`` would hand back without
+    /// reading or waiting, so a connection can take it without leaving its event loop. `nil` when
+    /// there is none (the push itself is `nil` when there were no changes to push).
+    func finished(for caller: Caller, since cursor: ServerChangeToken, database: PrivateDatabase) -> Push?? {
+        let generation = database.changeGeneration
+        let key = Key(caller: caller, cursor: cursor.stringValue)
+        guard let flight = state.withLock({ $0.generation == generation ? $0.flights[key] : nil }),
+            let outcome = flight.finished, outcome.reusable
+        else { return nil }
+        counts.withLock { $0.shared += 1 }
+        return .some(outcome.push)
     }
 
     private func readAlone(_ read: () throws -> Push?) throws -> Push? {
