@@ -25,7 +25,7 @@ public final class FrameDecoder {
     private weak var lastInflater: Inflater?
     /// The last bytes of the payloads received (at most ``windowSize``): the sender's stream may
     /// refer back into them.
-    private var history = RecentBytes(limit: FrameDecoder.windowSize)
+    private var history = RecentBytes(limit: FrameDecoder.windowSize, layout: .contiguous)
     /// How far back a frame may refer: deflate's 32 KiB window.
     static let windowSize = 32 * 1024
 

@@ -83,10 +83,11 @@ import Testing
         #expect(wire < payloads[0].readableBytes + repeated / 5, "\(wire) bytes on the wire")
     }
 
-    @Test func recentBytesKeepExactlyTheLastBytes() {
+    @Test(arguments: [RecentBytes.Layout.ring, .contiguous])
+    func recentBytesKeepExactlyTheLastBytes(layout: RecentBytes.Layout) {
         var rng = SplitMix64(seed: 8)
         for limit in [1, 7, 4096] {
-            var recent = RecentBytes(limit: limit)
+            var recent = RecentBytes(limit: limit, layout: layout)
             var all: [UInt8] = []
             for _ in 0..<300 {
                 let count = Int(rng.next() % UInt64(limit * 2 + 2))
