@@ -66,6 +66,22 @@ struct ParticipantWakeupTests {
         #expect(waited < .seconds(10), "the short wait waited for the long waits' deadline")
     }
 
+    @Test("waits for one deadline (a condition checked again after each signal) share one timer; a sooner deadline gets its own")
+    func waitsForOneDeadlineShareATimer() async {
+        let wakeup = ParticipantWakeup(eventLoop: loop)
+        let deadline = loop.now + .seconds(60)
+        for _ in 0..<10 {
+            let signaller = signal(wakeup, after: .zero)
+            _ = await elapsed { await wakeup.wait(until: deadline) }
+            await signaller.value
+        }
+        let shared = wakeup.timersScheduled.load(ordering: .relaxed)
+        #expect(shared <= 1, "a timer per wait")
+        let waited = await elapsed { await wakeup.wait(upTo: .milliseconds(100)) }
+        #expect(waited >= .milliseconds(100))
+        #expect(wakeup.timersScheduled.load(ordering: .relaxed) == shared + 1)
+    }
+
     @Test("a wait that begins after a shorter one ended gets its whole duration")
     func aLaterLongerWaitIsNotCutShort() async {
         let wakeup = ParticipantWakeup(eventLoop: loop)

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import ShareSyncCore
 import ShareSyncStore
 import Synchronization
@@ -71,7 +72,8 @@ public final class NodeChangeFeeds: Sendable {
                 .invalidArguments, "in the private database a limit goes with one zone or the database view",
                 rule: .limitNeedsView)
         }
-        let deadline = ContinuousClock.now + (wait ?? .zero)
+        // One deadline for every wait, so that they share one timer (``ParticipantWakeup/wait(until:)``).
+        let deadline = NIODeadline.now() + TimeAmount(wait ?? .zero)
         let wakeup = ParticipantWakeup()
         let waiterID = journal.withLock { j in
             j.nextWaiter += 1
@@ -84,9 +86,8 @@ public final class NodeChangeFeeds: Sendable {
                 shared
                 ? try sharedChanges(since: token, owner: owner, zone: zone, limit: limit)
                 : try privateChanges(since: token, zone: zone, limit: limit)
-            let remaining = deadline - ContinuousClock.now
-            if !page.changes.isEmpty || token == nil || remaining <= .zero || Task.isCancelled { return page }
-            await wakeup.wait(upTo: remaining)
+            if !page.changes.isEmpty || token == nil || NIODeadline.now() >= deadline || Task.isCancelled { return page }
+            await wakeup.wait(until: deadline)
         }
     }
 

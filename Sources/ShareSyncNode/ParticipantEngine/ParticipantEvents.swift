@@ -1,3 +1,4 @@
+import NIOCore
 import ShareSyncCore
 import ShareSyncStore
 import Synchronization
@@ -110,12 +111,12 @@ final class ParticipantEventHub: Sendable {
             return s.nextID
         }
         defer { _ = state.withLock { $0.watchers.removeValue(forKey: id) } }
-        let deadline = ContinuousClock.now + timeout
+        // One deadline for every wait, so that they share one timer (``ParticipantWakeup/wait(until:)``).
+        let deadline = NIODeadline.now() + TimeAmount(timeout)
         while true {
             if try condition() { return true }
-            let remaining = deadline - ContinuousClock.now
-            if remaining <= .zero || Task.isCancelled { return false }
-            await wakeup.wait(upTo: remaining)
+            if NIODeadline.now() >= deadline || Task.isCancelled { return false }
+            await wakeup.wait(until: deadline)
         }
     }
 

@@ -36,6 +36,8 @@ final class ParticipantWakeup: Sendable {
 
     private let state = Mutex(State())
     private let eventLoop: any EventLoop
+    /// Timers scheduled so far (tests).
+    let timersScheduled = Atomic<Int>(0)
 
     /// A wake-up whose deadlines are timers of `eventLoop`.
     init(eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
@@ -57,7 +59,13 @@ final class ParticipantWakeup: Sendable {
 
     /// Returns after a ``signal()``, after `duration`, or when the task is cancelled, whichever comes first.
     func wait(upTo duration: Duration) async {
-        let deadline = eventLoop.now + TimeAmount(duration)
+        await wait(until: eventLoop.now + TimeAmount(duration))
+    }
+
+    /// Returns after a ``signal()``, at `deadline`, or when the task is cancelled, whichever comes first.
+    /// A caller that waits several times for one deadline passes the same `deadline` each time, so
+    /// the timer scheduled for its first wait serves them all.
+    func wait(until deadline: NIODeadline) async {
         let id = state.withLock { s -> UInt64? in
             if s.pending {
                 s.pending = false
@@ -92,6 +100,7 @@ final class ParticipantWakeup: Sendable {
     }
 
     private func scheduleTimer(at fires: NIODeadline) {
+        timersScheduled.add(1, ordering: .relaxed)
         eventLoop.scheduleTask(deadline: fires) { [weak self] in self?.timerFired(fires) }
     }
 
