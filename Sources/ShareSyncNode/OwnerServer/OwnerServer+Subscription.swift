@@ -125,14 +125,14 @@ enum SubscriptionPusher {
 ///
 /// One timer per subscription rather than one per push: scheduling and cancelling a timer for every
 /// push, from the subscription's task, cost two hops onto the event loop and a scan of its timer heap
-/// per push and connection (3-4 % of an owner's CPU with 1,000 subscribers, perf). Measured with the
-/// bench's 1,000-connection fan-out, 2 interleaved pairs, together with ``PushCache/finished(for:since:database:)``:
-/// the owner's CPU per change 96.8/102.0 → 90.4/93.0 ms, the last participant at p50 131/137 →
-/// 119/124 ms; no difference at 100 connections (6 pairs). Here a push only notes
-/// when it began and ended; the timer is armed when a push begins and none is armed, and when it fires
-/// it expires the push in flight only if that push began `timeout` ago, else it is armed again for
-/// that push's own deadline (or not at all if no push is in flight). So each push gets exactly its
-/// `timeout`, as before, and a subscriber that keeps reading costs one timer per `timeout`.
+/// per push and connection (3-4 % of an owner's CPU with 1,000 subscribers, perf). Here a push only
+/// notes when it began and ended; the timer is armed when a push begins and none is armed, and when
+/// it fires it expires the push in flight only if that push began `timeout` ago, else it is armed
+/// again for that push's own deadline (or not at all if no push is in flight). So each push gets
+/// exactly its `timeout`, as before, and a subscriber that keeps reading costs one timer per
+/// `timeout`. Measured with the bench's 1,000-connection fan-out, 2 interleaved pairs, together with
+/// ``PushCache/finished(for:since:database:)``: the owner's CPU per change 96.8/102.0 → 90.4/93.0 ms,
+/// the last participant at p50 131/137 → 119/124 ms; no difference at 100 connections (6 pairs).
 final class PushDeadline: Sendable {
     private struct State {
         /// When the push in flight began; nil between pushes.
