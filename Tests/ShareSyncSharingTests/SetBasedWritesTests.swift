@@ -8,7 +8,8 @@ import Testing
 @testable import ShareSyncStore
 
 /// The set-based write path (a batch's records read ahead, record rows cached within a transaction,
-/// each viewer's feed rows written in one statement) against the row-by-row path it replaced: the same
+/// each viewer's feed rows written in one statement, an edited row updated in place with only the
+/// columns that change) against the row-by-row path it replaced: the same
 /// random operations on two databases give the same answers and the same rows in every table that
 /// sharing and the feeds depend on, sequence numbers included.
 @Suite("Set-based writes give what row-by-row writes give")
