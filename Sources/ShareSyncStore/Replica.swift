@@ -27,6 +27,13 @@ public final class SharedDatabaseReplica: Sendable {
     let checkpointer: BackgroundCheckpointer?
     /// How many times ``syncToDisk()`` synced the WAL (tests read it).
     package let diskSyncs = Atomic<Int>(0)
+    /// Moves once before and once after every ``Durability/synced`` write: odd while one runs. Only
+    /// those writes add or remove owners and outbox operations (pages and pushes are
+    /// ``Durability/refetchable`` and touch neither), so an answer of ``writeReadiness(owner:)`` read
+    /// while it stayed even and unchanged is still the answer until it moves.
+    let syncedWrites = Atomic<UInt64>(0)
+    /// ``writeReadiness(owner:)``'s last answer for each owner, with the ``syncedWrites`` it holds for.
+    let readiness = Mutex<[String: (generation: UInt64, known: Bool, writesWaiting: Bool)]>([:])
     /// Called at the start of every write transaction (tests read the connection's settings there).
     let writeProbe = Mutex<(@Sendable (Database) throws -> Void)?>(nil)
 
@@ -103,6 +110,8 @@ public final class SharedDatabaseReplica: Sendable {
     /// If `body` throws, the transaction is rolled back: nothing it wrote stays.
     func write<T>(_ durability: Durability = .synced, _ body: (Database) throws -> T) throws(ShareSyncError) -> T {
         let probe = writeProbe.withLock { $0 }
+        if durability == .synced { syncedWrites.add(1, ordering: .sequentiallyConsistent) }
+        defer { if durability == .synced { syncedWrites.add(1, ordering: .sequentiallyConsistent) } }
         let result = try withStoreErrors("replica write", path: writer.path) {
             // A replica in memory has no disk to sync: its writes skip the two pragmas.
             guard durability == .refetchable, checkpointer != nil else {

@@ -55,7 +55,9 @@ struct OutboxTests {
         }
     }
 
-    @Test("a write's readiness says, in one read, whether the owner is known and whether writes wait to be sent",
+    /// The answer is kept between writes: each step asks once before the write that changes it and
+    /// once after, so an answer kept past that write fails here.
+    @Test("a write's readiness says whether the owner is known and whether writes wait to be sent, after every change of either",
           arguments: Storage.allCases)
     func writeReadiness(storage: Storage) throws {
         try withReplica(storage) { replica in
@@ -74,6 +76,12 @@ struct OutboxTests {
             }
             #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: true, writesWaiting: false))
             #expect(try replica.pendingOperations(owner: alice.ownerName).isEmpty)
+            var retried = ops[0]
+            retried.state = .pending
+            try replica.updateOperation(retried)
+            #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: true, writesWaiting: true))
+            try replica.removeOperation(id: retried.id)
+            #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: true, writesWaiting: false))
             try replica.removeOwner(alice.ownerName)
             #expect(try replica.writeReadiness(owner: alice.ownerName) == (known: false, writesWaiting: false))
         }
