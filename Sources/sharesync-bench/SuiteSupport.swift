@@ -276,6 +276,10 @@ final class Results: @unchecked Sendable {
     private(set) var figures: [Figure] = []
     var notes: [String] = []
     var limits = MachineLimitsOfRun()
+    /// Whether each figure is printed as it is added (not for figures only measured to compute another).
+    let printing: Bool
+
+    init(printing: Bool = true) { self.printing = printing }
 
     enum Percentile { case p50, p99 }
 
@@ -333,7 +337,7 @@ final class Results: @unchecked Sendable {
             scenario: scenario, figure: figure, value: value, unit: unit, ratio: ratioValue, ratioOf: ratio?.limitName,
             target: target ?? texts.joined(separator: ", "), met: met))
         let ratioText = ratioValue.map { " (\(format($0)) × \(ratio!.limitName))" } ?? ""
-        progress("\(scenario) / \(figure): \(format(value)) \(unit)\(ratioText) \(met.map { $0 ? "(met)" : "(MISSED)" } ?? "")")
+        if printing { progress("\(scenario) / \(figure): \(format(value)) \(unit)\(ratioText) \(met.map { $0 ? "(met)" : "(MISSED)" } ?? "")") }
     }
 
     func table() -> String {
