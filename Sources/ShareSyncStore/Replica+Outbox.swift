@@ -54,8 +54,9 @@ extension SharedDatabaseReplica {
                 arguments: [owner])!
             return (known: row[0] as Bool, writesWaiting: row[1] as Bool)
         }
-        // Kept only if no synced write ran or started during the read (an odd count: one was running).
-        if generation % 2 == 0, syncedWrites.load(ordering: .sequentiallyConsistent) == generation {
+        // Kept only if no synced write ran or started during the read (an odd count: one was running),
+        // and only for owners the replica knows: names asked about at random do not pile up here.
+        if answer.known, generation % 2 == 0, syncedWrites.load(ordering: .sequentiallyConsistent) == generation {
             readiness.withLock { $0[owner] = (generation, answer.known, answer.writesWaiting) }
         }
         return answer

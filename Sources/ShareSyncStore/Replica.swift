@@ -32,7 +32,7 @@ public final class SharedDatabaseReplica: Sendable {
     /// ``Durability/refetchable`` and touch neither), so an answer of ``writeReadiness(owner:)`` read
     /// while it stayed even and unchanged is still the answer until it moves.
     let syncedWrites = Atomic<UInt64>(0)
-    /// ``writeReadiness(owner:)``'s last answer for each owner, with the ``syncedWrites`` it holds for.
+    /// ``writeReadiness(owner:)``'s last answer for each known owner, with the ``syncedWrites`` it holds for.
     let readiness = Mutex<[String: (generation: UInt64, known: Bool, writesWaiting: Bool)]>([:])
     /// Called at the start of every write transaction (tests read the connection's settings there).
     let writeProbe = Mutex<(@Sendable (Database) throws -> Void)?>(nil)
