@@ -1,6 +1,5 @@
 import Foundation
 import NIOCore
-import NIOPosix
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
@@ -66,23 +65,6 @@ final class PushCache: Sendable {
     /// Shared reads and reads made alone, for tests.
     let counts = Mutex((computed: 0, shared: 0))
 
-    /// A push asked for with ``batchedPush(for:since:database:threadPool:read:)``, waiting for the batch job.
-    private struct Pending: Sendable {
-        let caller: Caller
-        let cursor: ServerChangeToken
-        let read: @Sendable () throws -> Push?
-        let done: @Sendable (Result<Push?, any Error>) -> Void
-    }
-
-    /// The pushes waiting to be read, and whether a batch job is running (or about to).
-    private let queue = Mutex<(pending: [Pending], running: Bool)>(([], false))
-
-    /// How many read transactions the batch jobs opened, and how many pushes they served (tests).
-    let batches = Mutex((transactions: 0, pushes: 0))
-
-    /// How many pushes wait for a batch job to take them (tests).
-    var waiting: Int { queue.withLock { $0.pending.count } }
-
     /// The push for `caller` from `cursor`: another connection's, if it was read since the last write,
     /// else `read()`'s. An error of `read()` is thrown to its own caller only; the others read again.
     func push(
@@ -140,87 +122,6 @@ final class PushCache: Sendable {
         else { return nil }
         counts.withLock { $0.shared += 1 }
         return .some(outcome.push)
-    }
-
-    /// ``push(for:since:database:read:)`` on `threadPool`, together with the other subscriptions that
-    /// ask meanwhile: one job of the pool reads every push waiting, one after another, in one read
-    /// transaction of `database` (``PrivateDatabase/readTogether(_:)``), and then the pushes asked for
-    /// while it read, in the next.
-    ///
-    /// Every push a job reads comes from a snapshot taken after its subscription asked: a job takes
-    /// the pushes waiting, and only then begins its transaction. A subscription asks after the commit
-    /// that woke it has ended, so that commit is in the snapshot: no subscription is handed a push
-    /// read before the commit that woke it.
-    ///
-    /// Measured reason: after each commit every subscribed caller's push was read on its own
-    /// thread-pool job, in a read transaction of its own. SQLite drops a reader's page cache whenever
-    /// the WAL has changed, so each of those reads started cold. With one subscriber, timed stage by
-    /// stage, beginning the read took 57 µs and the push's two queries 93 µs. In one transaction,
-    /// the second caller's read finds the pages the first one read. The bench's 100-connection
-    /// fan-out (50 callers), 4 interleaved pairs: the owner's CPU per change 10.7-11.0 → 6.3-6.8 ms,
-    /// the last participant at p50 13.3-13.9 → 9.6-10.2 ms and at p99 22.6-24.1 → 13.6-16.0 ms.
-    func batchedPush(
-        for caller: Caller, since cursor: ServerChangeToken, database: PrivateDatabase, threadPool: NIOThreadPool,
-        read: @escaping @Sendable () throws -> Push?
-    ) async throws -> Push? {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Push?, any Error>) in
-            let pending = Pending(caller: caller, cursor: cursor, read: read, done: { continuation.resume(with: $0) })
-            let start = queue.withLock { queue -> Bool in
-                queue.pending.append(pending)
-                guard !queue.running else { return false }
-                queue.running = true
-                return true
-            }
-            guard start else { return }
-            threadPool.submit { state in
-                guard case .active = state else {
-                    // The pool stopped (the server is shutting down): nothing more is read.
-                    self.failWaiting(NIOThreadPoolError.ThreadPoolInactive())
-                    return
-                }
-                self.readWaiting(database)
-            }
-        }
-    }
-
-    /// The batch job: reads the pushes waiting, a transaction at a time, until none waits.
-    private func readWaiting(_ database: PrivateDatabase) {
-        while true {
-            let batch = queue.withLock { queue -> [Pending] in
-                defer { queue.pending = [] }
-                if queue.pending.isEmpty { queue.running = false }
-                return queue.pending
-            }
-            guard !batch.isEmpty else { return }
-            var served = 0
-            do {
-                try database.readTogether {
-                    batches.withLock { $0.transactions += 1 }
-                    for pending in batch {
-                        let result = Result { () throws(any Error) -> Push? in
-                            try push(for: pending.caller, since: pending.cursor, database: database, read: pending.read)
-                        }
-                        served += 1
-                        pending.done(result)
-                    }
-                }
-            } catch {
-                // The read transaction could not begin (or end): the pushes not yet handed out fail.
-                for pending in batch[served...] { pending.done(.failure(error)) }
-            }
-            batches.withLock { $0.pushes += served }
-        }
-    }
-
-    private func failWaiting(_ error: any Error) {
-        let waiting = queue.withLock { queue -> [Pending] in
-            defer {
-                queue.pending = []
-                queue.running = false
-            }
-            return queue.pending
-        }
-        for pending in waiting { pending.done(.failure(error)) }
     }
 
     private func readAlone(_ read: () throws -> Push?) throws -> Push? {
