@@ -111,12 +111,29 @@ func sharesync(_ arguments: [String]) throws -> String {
     try process.run()
     let data = out.fileHandleForReading.readDataToEndOfFile()
     let errors = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    guard waitForExit(process, upTo: 30) else {
+        kill(process.processIdentifier, SIGKILL)
+        throw BenchError("sharesync \(arguments.joined(separator: " ")) closed its output but did not exit within 30 s; killed")
+    }
     guard process.terminationStatus == 0 else {
         throw BenchError("sharesync \(arguments.joined(separator: " ")) exited \(process.terminationStatus): "
             + String(decoding: errors, as: UTF8.self))
     }
     return String(decoding: data, as: UTF8.self)
+}
+
+/// Waits, sleeping, until `process` has exited; false if it still runs after `seconds`.
+///
+/// Not `Process.waitUntilExit()`: on Linux it polls the run loop, which returns at once on a thread
+/// without run-loop sources, so it spins a core for as long as the child runs (one of the machine's
+/// two, next to the daemons being measured), and without end for a child that never exits.
+func waitForExit(_ process: Process, upTo seconds: Double) -> Bool {
+    let deadline = now() + seconds
+    while process.isRunning {
+        if now() > deadline { return false }
+        usleep(2_000)
+    }
+    return true
 }
 
 struct BenchError: Error, CustomStringConvertible {
@@ -170,7 +187,11 @@ final class NodeDaemon: @unchecked Sendable {
     func stop() {
         guard let process, process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
+        if !waitForExit(process, upTo: 30) {
+            progress("\(home): the daemon did not stop within 30 s of SIGTERM; killed")
+            kill(process.processIdentifier, SIGKILL)
+            _ = waitForExit(process, upTo: 10)
+        }
     }
 
     /// VmHWM (peak resident set) of the daemon, in MB.
@@ -215,7 +236,7 @@ func tcpBytesReceived(fromPort port: Int) -> Int? {
     process.standardOutput = out
     guard (try? process.run()) != nil else { return nil }
     let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+    guard waitForExit(process, upTo: 10) else { return nil }
     let me = "pid=\(getpid()),"
     var total = 0
     var found = false
