@@ -82,6 +82,7 @@ func measureTransports(_ counts: TransportCounts) async throws -> [TransportFigu
         _ = try await connection.acceptShare(url: url)
         await connection.close()
     }
+    // In the order of the rows (TLS first): every section below indexes its figures by it.
     let transports = [("TLS 1.3", TransportSecurity.Mode.tls), ("cleartext (loopback debug mode)", .cleartextOnLoopback)]
     var rows: [TransportFigures] = []
     for (label, mode) in transports {
@@ -154,7 +155,7 @@ func measureTransports(_ counts: TransportCounts) async throws -> [TransportFigu
     // The initial fetch, the transports taking turns (best of 5 each), so that neither has the warmer
     // caches.
     var fetchConnections: [OwnerConnection] = []
-    for mode in [TransportSecurity.Mode.tls, .cleartextOnLoopback] {
+    for (_, mode) in transports {
         fetchConnections.append(try await OwnerConnection.connect(url: url, identity: participant, security: mode))
     }
     for _ in 0..<5 {
@@ -179,7 +180,7 @@ func measureTransports(_ counts: TransportCounts) async throws -> [TransportFigu
     let (latencyArrivals, latencyArrived) = AsyncStream<(Int, String, Double)>.makeStream()
     var latencyConnections: [OwnerConnection] = []
     var latencyReaders: [Task<Void, Never>] = []
-    for (index, mode) in [TransportSecurity.Mode.tls, .cleartextOnLoopback].enumerated() {
+    for (index, (_, mode)) in transports.enumerated() {
         let connection = try await OwnerConnection.connect(url: url, identity: participant, security: mode)
         let stream = try await connection.subscribe()
         latencyConnections.append(connection)
