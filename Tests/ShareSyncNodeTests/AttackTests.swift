@@ -201,4 +201,30 @@ struct AttackTests {
         for c in [client, third, fourth] { await c.close() }
         try await owner.stop()
     }
+
+    @Test("subscribing again and again does not raise the limit of requests in flight")
+    func resubscribingKeepsTheLimit() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.maximumRequestsInFlight = 1
+        let owner = try await TestOwner.start(configuration)
+        let identity = NodeIdentity.generate()
+        let client = try await RawClient.plain(port: owner.server.port, .tls(identity))
+        try await client.authenticate(identity)
+        // Each subscribe replaces the one before, whose task then ends. A subscription's request
+        // counted as ended twice, at its answer and at the end of its task: 50 subscribes gave 50
+        // more requests in flight than the limit allows.
+        for id in 1...50 {
+            try await client.send(#"{"id":\#(id),"op":"subscribe"}"#)
+            #expect(try await client.json()?["id"] as? Int == id)
+        }
+        try await Task.sleep(for: .milliseconds(200))  // the replaced subscriptions' tasks end
+        let burst = (100..<140).map { #"{"id":\#($0),"op":"fetchDatabaseChanges"}"# }.joined(separator: "\n")
+        try await client.send(burst)
+        var codes: [String] = []
+        for _ in 0..<40 { codes.append(errorCode(try await client.json()) ?? "ok") }
+        #expect(codes.contains("ok"))
+        #expect(codes.filter { $0 == "requestRateLimited" }.count >= 20, "\(codes)")
+        await client.close()
+        try await owner.stop()
+    }
 }
