@@ -136,17 +136,21 @@ struct ServerConnection {
     /// Writes an answer; one over the frame limit is replaced by a `limitExceeded` error for the same
     /// request, so every request gets an answer. A write that fails throws: the connection is gone.
     func writeAnswer(_ payload: ByteBuffer, id: Int, executor: RequestExecutor, to outbound: Outbound) async throws {
+        try await outbound.write(withinFrameLimit(payload, id: id, executor: executor))
+    }
+
+    /// `payload`, or a `limitExceeded` answer in its place if it is over the frame limit. Not inlined
+    /// into the async caller: a `ShareSyncError` in an async function's frame made it 2 KB larger.
+    @inline(never)
+    private func withinFrameLimit(_ payload: ByteBuffer, id: Int, executor: RequestExecutor) -> ByteBuffer {
         let limit = server.configuration.transport.limits.maximumFrameSize
-        guard payload.readableBytes <= limit else {
-            logger.error("an answer is over the frame limit", metadata: ["request": "\(id)", "bytes": "\(payload.readableBytes)"])
-            let replacement = executor.errorResponse(
-                id: id,
-                ShareSyncError(
-                    .limitExceeded, "the answer is \(payload.readableBytes) bytes, more than one frame may carry (\(limit))",
-                    rule: .maximumResponseSize))
-            return try await outbound.write(replacement)
-        }
-        try await outbound.write(payload)
+        guard payload.readableBytes > limit else { return payload }
+        logger.error("an answer is over the frame limit", metadata: ["request": "\(id)", "bytes": "\(payload.readableBytes)"])
+        return executor.errorResponse(
+            id: id,
+            ShareSyncError(
+                .limitExceeded, "the answer is \(payload.readableBytes) bytes, more than one frame may carry (\(limit))",
+                rule: .maximumResponseSize))
     }
 }
 
