@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
@@ -119,5 +120,94 @@ struct PushCacheTests {
         #expect(counts.computed + counts.shared >= 3 * saves)
         for connection in [phone, laptop, other] { await connection.close() }
         try await owner.stop()
+    }
+}
+
+/// Pushes asked for while a read runs are read together, one transaction per batch, and never from
+/// a snapshot older than the commit after which they were asked for.
+@Suite("Pushes read in batches")
+struct PushBatchTests {
+    static let token = ServerChangeToken(stringValue: "t1")
+
+    /// A push whose payload names what `read` saw, to tell the pushes apart.
+    static func push(_ text: String) throws -> PushCache.Push {
+        let push = SplicedChangesPush(
+            databaseChanges: DatabaseChangesResult(
+                DatabaseChanges(changedZoneIDs: [], deletedZoneIDs: [], changeToken: token, moreComing: false)),
+            zoneChanges: [], token: ServerChangeToken(stringValue: text), moreComing: false)
+        return (push, try MessageCoding.encode(push))
+    }
+
+    /// Waits (at most 10 s) until `condition` holds.
+    static func eventually(_ condition: () -> Bool) async throws {
+        for _ in 0..<1_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(condition())
+    }
+
+    @Test(
+        "callers that ask while the pool is busy are read together, at most maximumBatch per transaction, each getting its own push",
+        arguments: [8, PushCache.maximumBatch * 2 + 3])
+    func askedTogetherReadTogether(callerCount: Int) async throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let cache = PushCache()
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        // The pool's one thread is held until every caller has asked.
+        let hold = DispatchSemaphore(value: 0)
+        pool.submit { _ in hold.wait() }
+        let callers = (0..<callerCount).map { "_u\($0)" }
+        let tasks = callers.map { name in
+            Task {
+                try await cache.batchedPush(for: Caller(userRecordName: name), since: Self.token, database: database, threadPool: pool) {
+                    try Self.push(name)
+                }
+            }
+        }
+        try await Self.eventually { cache.waiting == callers.count }
+        hold.signal()
+        for (name, task) in zip(callers, tasks) {
+            let push = try #require(try await task.value)
+            #expect(push.push.token.stringValue == name, "a caller was handed another's push")
+        }
+        let batches = cache.batches.withLock { $0 }
+        let transactions = (callerCount + PushCache.maximumBatch - 1) / PushCache.maximumBatch
+        #expect(batches.transactions == transactions && batches.pushes == callers.count, "\(batches)")
+        try await pool.shutdownGracefully()
+    }
+
+    @Test("a push asked for after a commit is read from a snapshot that holds it, not in the transaction already reading")
+    func askedAfterACommitReadsIt() async throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "push-batch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = try PrivateDatabase(path: directory.appending(path: "owner.sqlite").path, ownerName: "_owner")
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "First")))
+        let before = try database.fetchAllZones().count
+        let cache = PushCache()
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        let reading = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let a = Task {
+            try await cache.batchedPush(for: Caller(userRecordName: "_a"), since: Self.token, database: database, threadPool: pool) {
+                let zones = try database.fetchAllZones().count  // in the batch's transaction: its snapshot
+                reading.signal()
+                go.wait()
+                return try Self.push("\(zones)")
+            }
+        }
+        #expect(await Task.detached { reading.wait(timeout: .now() + 10) == .success }.value)
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Second")))  // commits while _a's read is open
+        let b = Task {
+            try await cache.batchedPush(for: Caller(userRecordName: "_b"), since: Self.token, database: database, threadPool: pool) {
+                try Self.push("\(try database.fetchAllZones().count)")
+            }
+        }
+        try await Self.eventually { cache.waiting == 1 }
+        go.signal()
+        #expect(try await a.value?.push.token.stringValue == "\(before)", "the first read's snapshot is from before the commit")
+        #expect(try await b.value?.push.token.stringValue == "\(before + 1)", "a push asked for after a commit was read without it")
+        #expect(cache.batches.withLock { $0.transactions } == 2)
+        try await pool.shutdownGracefully()
     }
 }

@@ -8,7 +8,8 @@ import Synchronization
 
 /// A connection's subscription to its caller's view, run as a child task of the connection: after
 /// each commit it computes the changes since its cursor (on the server's thread pool, once for all of
-/// the caller's connections at that cursor: ``PushCache``) and pushes them.
+/// the caller's connections at that cursor, in one read transaction with other callers' pushes:
+/// ``PushCache``) and pushes them.
 /// Wake-ups that come while a pass runs are coalesced into one more pass.
 ///
 /// The cursor moves only once a push has been written (the channel's outbound buffer is back under its
@@ -150,15 +151,16 @@ enum SubscriptionPusher {
             next = shared
         } else {
             do {
-                next = try await connection.server.threadPool.runIfActive { () throws -> (SplicedChangesPush, ByteBuffer)? in
-                    // Read once for all of the caller's connections woken by the same commit.
-                    try pushes.push(for: executor.caller, since: since, database: executor.database) {
-                        guard let push = try executor.splicedChanges(since: since) else { return nil }
-                        do {
-                            return (push, try MessageCoding.encode(push))
-                        } catch {
-                            throw PushNotEncodable(error: error)
-                        }
+                // Read once for all of the caller's connections woken by the same commit, in one read
+                // transaction with the other callers' pushes.
+                next = try await pushes.batchedPush(
+                    for: executor.caller, since: since, database: executor.database, threadPool: connection.server.threadPool
+                ) { () throws -> (SplicedChangesPush, ByteBuffer)? in
+                    guard let push = try executor.splicedChanges(since: since) else { return nil }
+                    do {
+                        return (push, try MessageCoding.encode(push))
+                    } catch {
+                        throw PushNotEncodable(error: error)
                     }
                 }
             } catch {
