@@ -69,7 +69,10 @@ struct ParticipantWakeupTests {
     @Test("waits for one deadline (a condition checked again after each signal) share one timer; a sooner deadline gets its own")
     func waitsForOneDeadlineShareATimer() async {
         let wakeup = ParticipantWakeup(eventLoop: loop)
-        let deadline = loop.now + .seconds(60)
+        // Far enough that it never passes during the test: on a machine loaded enough to stretch the
+        // test past a 60 s deadline (CI next to another build and test run), the timer fired and a
+        // second one was scheduled.
+        let deadline = loop.now + .seconds(3600)
         for _ in 0..<10 {
             let signaller = signal(wakeup, after: .zero)
             _ = await elapsed { await wakeup.wait(until: deadline) }

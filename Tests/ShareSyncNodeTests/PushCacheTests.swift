@@ -175,6 +175,52 @@ struct PushBatchTests {
         try await pool.shutdownGracefully()
     }
 
+    @Test("a push read in a transaction whose snapshot predates a commit is not handed to a connection woken by that commit")
+    func aStaleSnapshotIsNotShared() async throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "push-batch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = try PrivateDatabase(path: directory.appending(path: "owner.sqlite").path, ownerName: "_owner")
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "First")))
+        let before = try database.fetchAllZones().count
+        let cache = PushCache()
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        let hold = DispatchSemaphore(value: 0)
+        pool.submit { _ in hold.wait() }
+        let reading = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        // Two callers in one batch: the first takes the transaction's snapshot and, while it waits, a
+        // write commits; the second (a phone) then reads from that snapshot.
+        let first = Task {
+            try await cache.batchedPush(for: Caller(userRecordName: "_a"), since: Self.token, database: database, threadPool: pool) {
+                _ = try database.fetchAllZones()  // the snapshot is taken here
+                reading.signal()
+                go.wait()
+                return try Self.push("a")
+            }
+        }
+        try await Self.eventually { cache.waiting == 1 }
+        let phone = Task {
+            try await cache.batchedPush(for: Caller(userRecordName: "_b"), since: Self.token, database: database, threadPool: pool) {
+                try Self.push("\(try database.fetchAllZones().count)")
+            }
+        }
+        try await Self.eventually { cache.waiting == 2 }
+        hold.signal()
+        #expect(await Task.detached { reading.wait(timeout: .now() + 10) == .success }.value)
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Second")))  // commits; would wake _b's laptop
+        go.signal()
+        _ = try await first.value
+        #expect(try await phone.value?.push.token.stringValue == "\(before)", "the phone reads the batch's snapshot")
+        // The laptop of the same caller, woken by the commit, asks from the same cursor.
+        let laptop = try await cache.batchedPush(
+            for: Caller(userRecordName: "_b"), since: Self.token, database: database, threadPool: pool
+        ) { try Self.push("\(try database.fetchAllZones().count)") }
+        #expect(laptop?.push.token.stringValue == "\(before + 1)", "the laptop was handed a push read before the commit that woke it")
+        try await pool.shutdownGracefully()
+    }
+
     @Test("a push asked for after a commit is read from a snapshot that holds it, not in the transaction already reading")
     func askedAfterACommitReadsIt() async throws {
         let directory = FileManager.default.temporaryDirectory.appending(path: "push-batch-\(UUID().uuidString)")

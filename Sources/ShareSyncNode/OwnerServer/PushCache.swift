@@ -95,10 +95,15 @@ final class PushCache: Sendable {
 
     /// The push for `caller` from `cursor`: another connection's, if it was read since the last write,
     /// else `read()`'s. An error of `read()` is thrown to its own caller only; the others read again.
+    ///
+    /// `readSince` is the generation read before the read transaction that `read()` joins began, if
+    /// it joins one already open: its snapshot may be older than the generation now, and the push is
+    /// kept for others only if no write began or ended since that one.
     func push(
-        for caller: Caller, since cursor: ServerChangeToken, database: PrivateDatabase, read: () throws -> Push?
+        for caller: Caller, since cursor: ServerChangeToken, database: PrivateDatabase, readSince: UInt64? = nil,
+        read: () throws -> Push?
     ) throws -> Push? {
-        let generation = database.changeGeneration
+        let generation = readSince ?? database.changeGeneration
         let key = Key(caller: caller, cursor: cursor.stringValue)
         let (flight, first) = state.withLock { state -> (Flight?, Bool) in
             if generation > state.generation {
@@ -206,12 +211,18 @@ final class PushCache: Sendable {
             }
             guard !batch.isEmpty else { return }
             var served = 0
+            // Read before the transaction takes its snapshot. A push read later in the transaction
+            // must not be kept under the generation of that moment: a write that ended in between is
+            // not in its snapshot, and a subscription woken by that write would be handed a push
+            // without it (and, its wake-up used, hold it until the next commit).
+            let generation = database.changeGeneration
             do {
                 try database.readTogether {
                     batches.withLock { $0.transactions += 1 }
                     for pending in batch {
                         let result = Result { () throws(any Error) -> Push? in
-                            try push(for: pending.caller, since: pending.cursor, database: database, read: pending.read)
+                            try push(
+                                for: pending.caller, since: pending.cursor, database: database, readSince: generation, read: pending.read)
                         }
                         served += 1
                         batches.withLock { $0.pushes += 1 }  // before the caller resumes: tests read it then
