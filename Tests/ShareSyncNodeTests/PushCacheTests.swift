@@ -138,6 +138,16 @@ struct PushBatchTests {
         return (push, try MessageCoding.encode(push))
     }
 
+    /// An owner database on disk (so a read transaction keeps its snapshot while another connection
+    /// commits), holding one zone, in a directory of its own for the caller to remove.
+    static func databaseWithAZone() throws -> (PrivateDatabase, URL) {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "push-batch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let database = try PrivateDatabase(path: directory.appending(path: "owner.sqlite").path, ownerName: "_owner")
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "First")))
+        return (database, directory)
+    }
+
     /// Waits (at most 10 s) until `condition` holds.
     static func eventually(_ condition: () -> Bool) async throws {
         for _ in 0..<1_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
@@ -177,11 +187,8 @@ struct PushBatchTests {
 
     @Test("a push read in a transaction whose snapshot predates a commit is not handed to a connection woken by that commit")
     func aStaleSnapshotIsNotShared() async throws {
-        let directory = FileManager.default.temporaryDirectory.appending(path: "push-batch-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (database, directory) = try Self.databaseWithAZone()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let database = try PrivateDatabase(path: directory.appending(path: "owner.sqlite").path, ownerName: "_owner")
-        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "First")))
         let before = try database.fetchAllZones().count
         let cache = PushCache()
         let pool = NIOThreadPool(numberOfThreads: 1)
@@ -223,11 +230,8 @@ struct PushBatchTests {
 
     @Test("a push asked for after a commit is read from a snapshot that holds it, not in the transaction already reading")
     func askedAfterACommitReadsIt() async throws {
-        let directory = FileManager.default.temporaryDirectory.appending(path: "push-batch-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (database, directory) = try Self.databaseWithAZone()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let database = try PrivateDatabase(path: directory.appending(path: "owner.sqlite").path, ownerName: "_owner")
-        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "First")))
         let before = try database.fetchAllZones().count
         let cache = PushCache()
         let pool = NIOThreadPool(numberOfThreads: 1)
