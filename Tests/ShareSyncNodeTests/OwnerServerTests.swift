@@ -130,6 +130,25 @@ struct OwnerServerTests {
         try await owner.stop()
     }
 
+    @Test("an owner that had no address announces its first one, so the client follows its next one")
+    func firstAddressIsAnnounced() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let connection = try await OwnerConnection.connect(url: url, identity: b, displayName: "B")
+        #expect(connection.announcedAddress == nil)  // no address in the welcome
+        let first = WireAddress(host: "owner.example", port: 7420)
+        #expect(owner.server.setAdvertisedAddress(first) == 1)
+        try await eventually { connection.announcedAddress == first }
+        // The same address again is no news; a different one is.
+        #expect(owner.server.setAdvertisedAddress(first) == 0)
+        let moved = WireAddress(host: "owner.example", port: 7421)
+        #expect(owner.server.setAdvertisedAddress(moved) == 1)
+        try await eventually { connection.announcedAddress == moved }
+        await connection.close()
+        try await owner.stop()
+    }
+
     @Test("a push arrives after an owner write")
     func pushAfterOwnerWrite() async throws {
         let owner = try await TestOwner.start()

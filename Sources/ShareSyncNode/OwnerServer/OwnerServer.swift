@@ -217,11 +217,16 @@ public final class OwnerServer: Sendable {
     /// `welcome`; when `announce` is true and the address changed, every authenticated connection is
     /// told at once with an `ownerAddress` push, and participants store it as the owner's address
     /// (protocol.md, "Owners that move"). Returns how many connections were told.
+    ///
+    /// The first address of an owner that had none is announced too: a client remembers the first
+    /// announcement it hears and follows only a later, different one, so one that missed this first
+    /// address would take the next one, the owner's actual move, for a first announcement and stay
+    /// at the old address.
     @discardableResult
     public func setAdvertisedAddress(_ address: WireAddress, announce: Bool = true) -> Int {
         let changed = registry.advertised.withLock { current in
             defer { current = address }
-            return current != nil && current != address
+            return current != address
         }
         guard announce, changed else { return 0 }
         guard let payload = try? MessageCoding.encode(OwnerAddressPush(address: address)) else { return 0 }
