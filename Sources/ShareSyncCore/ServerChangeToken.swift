@@ -63,6 +63,11 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
                 .changeTokenExpired, "the change token belongs to another database; fetch again from nil",
                 rule: .changeTokenDatabase)
         }
+        // Only the spelling the database issues: numbers with a sign or leading zeros would give one
+        // position any number of tokens, and the owner keys pushes by their token.
+        guard ServerChangeToken(databaseID: expectedDatabaseID, sequence: seq, scanSnapshot: snapshot) == self else {
+            throw .invalid("malformed change token (not as the database issued it)", rule: .changeTokenFormat)
+        }
         return Position(sequence: seq, scanSnapshot: snapshot)
     }
 

@@ -33,7 +33,9 @@ struct ServerChangeTokenTests {
 
     @Test(
         "a malformed token fails with invalidArguments and rule changeTokenFormat",
-        arguments: ["", "garbage", "1.db1", "1.db1.x", "1.db1.-3", "1.db1.42.7", "1..", "1.db1.", "1.db1.99999999999999999999"])
+        arguments: ["", "garbage", "1.db1", "1.db1.x", "1.db1.-3", "1.db1.42.7", "1..", "1.db1.", "1.db1.99999999999999999999",
+                    // Another spelling of a valid position: a token is only ever sent back as issued.
+                    "1.db1.042", "1.db1.+42", "1s.db1.42.07", "1s.db1.0042.7", "1.db1.\(String(repeating: "0", count: 4096))42"])
     func malformed(text: String) throws {
         let error = try #require(#expect(throws: ShareSyncError.self) {
             try ServerChangeToken(stringValue: text).decode(expectedDatabaseID: "db1")

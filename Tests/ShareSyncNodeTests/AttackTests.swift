@@ -202,6 +202,41 @@ struct AttackTests {
         try await owner.stop()
     }
 
+    @Test("a subscription replaced right after its answer reads and writes no push")
+    func replacedSubscriptionsPushNothing() async throws {
+        var configuration = OwnerServer.Configuration()
+        configuration.maximumRequestsInFlight = 200
+        let owner = try await TestOwner.start(configuration)
+        let identity = NodeIdentity.generate()
+        let (url, _) = try owner.shareZone(invite: [(identity, .readOnly)])
+        for i in 0..<120 { try owner.saveNote("note-\(i)", title: String(repeating: "x", count: 2_000)) }
+        let client = try await RawClient.plain(port: owner.server.port, .tls(identity))
+        try await client.authenticate(identity)
+        try await client.sendJSON(["id": 1, "op": "acceptShare", "url": url])
+        #expect(try await client.json()?["ok"] != nil)
+        try await client.sendJSON(["id": 2, "op": "fetchDatabaseChanges"])
+        let token = try #require(((try await client.json())?["ok"] as? [String: Any])?["token"] as? String)
+        let database = token.split(separator: ".")[1]
+        // 100 subscribes at once, each from another position (so no two share a read): each replaces
+        // the one before. A replaced subscription's stream still held the wake-up its answer gave it,
+        // so each read a push of up to 240 KB and wrote it; a client reading only the answers made
+        // the owner hold all of them (its in-flight count had ended with the answer).
+        let burst = (0..<100).map { #"{"id":\#(100 + $0),"op":"subscribe","token":"1.\#(database).\#(1 + $0)"}"# }
+        try await client.send(burst.joined(separator: "\n"))
+        var answers = 0
+        var pushes = 0
+        while answers < 100 {
+            let frame = try #require(try await client.json())
+            if frame["push"] != nil { pushes += 1 } else if frame["ok"] != nil { answers += 1 } else { Issue.record("\(frame)") }
+        }
+        // Whatever is still coming: at most the current subscription's pushes.
+        while let frame = try? await client.json(0.5) { if frame["push"] != nil { pushes += 1 } }
+        #expect(pushes >= 1, "the current subscription pushes")
+        #expect(pushes < 50, "\(pushes) pushes for 100 subscribes, each replacing the one before")
+        await client.close()
+        try await owner.stop()
+    }
+
     @Test("subscribing again and again does not raise the limit of requests in flight")
     func resubscribingKeepsTheLimit() async throws {
         var configuration = OwnerServer.Configuration()

@@ -42,6 +42,19 @@ struct PushCacheTests {
         #expect(cache.counts.withLock { $0.shared } == 2)
     }
 
+    @Test("empty pushes from ever more cursors are kept within the byte budget, not without bound")
+    func emptyPushesAreCounted() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let cache = PushCache()
+        let caller = Caller(userRecordName: "_b")
+        let cap = PushCache.retainedBytes / PushCache.entryOverhead
+        for i in 0..<(cap + 5_000) {
+            _ = try cache.push(for: caller, since: ServerChangeToken(stringValue: "t\(i)"), database: database) { nil }
+        }
+        #expect(cache.entries > 1_000, "empty pushes are kept for the caller's other connections")
+        #expect(cache.entries <= cap, "\(cache.entries) entries kept, more than the byte budget allows")
+    }
+
     @Test("a finished read is handed out without reading only to the same caller and cursor, and only until the next write")
     func finishedPushesAreTheSameRulesWithoutWaiting() throws {
         let database = try PrivateDatabase(inMemoryOwnerName: "_owner")

@@ -161,6 +161,8 @@ final class ConnectionShared: Sendable {
         var admittedName: String?
         var inFlight = 0
         var subscription: AsyncStream<Void>.Continuation?
+        /// Which subscription is the connection's: each `subscribe` takes the next number.
+        var subscriptionNumber = 0
         var ended = false
         /// `modifyRecords` requests of this connection whose answers are not written yet.
         var writesInFlight = 0
@@ -216,19 +218,29 @@ final class ConnectionShared: Sendable {
         wake?.yield()
     }
 
-    /// A new subscription's wake-ups (coalesced: a wake-up while a pass runs asks for one more pass);
-    /// the previous subscription's stream finishes, so its task ends after its current pass. Nil once
-    /// the connection ended.
-    func replaceSubscription() -> (AsyncStream<Void>, AsyncStream<Void>.Continuation)? {
+    /// A new subscription's wake-ups (coalesced: a wake-up while a pass runs asks for one more pass)
+    /// and its number (``isCurrentSubscription(_:)``); the previous subscription's stream finishes,
+    /// so its task ends. Nil once the connection ended.
+    func replaceSubscription() -> (wakes: AsyncStream<Void>, wake: AsyncStream<Void>.Continuation, number: Int)? {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let previous = state.withLock { s -> AsyncStream<Void>.Continuation?? in
-            guard !s.ended else { return .none }
+        let replaced = state.withLock { s -> (previous: AsyncStream<Void>.Continuation?, number: Int)? in
+            guard !s.ended else { return nil }
             defer { s.subscription = continuation }
-            return .some(s.subscription)
+            s.subscriptionNumber += 1
+            return (s.subscription, s.subscriptionNumber)
         }
-        guard let previous else { return nil }
-        previous?.finish()
-        return (stream, continuation)
+        guard let replaced else { return nil }
+        replaced.previous?.finish()
+        return (stream, continuation, replaced.number)
+    }
+
+    /// Whether subscription `number` is still the connection's. A finished stream still hands out a
+    /// wake-up it holds, so a replaced subscription checks this before it reads a push and before it
+    /// writes one: otherwise every `subscribe` replaced right after its answer (whose in-flight count
+    /// ended there) still read and held a push, and a client that sent subscribes and read only
+    /// their answers made the owner hold any number of pushes.
+    func isCurrentSubscription(_ number: Int) -> Bool {
+        state.withLock { !$0.ended && $0.subscriptionNumber == number }
     }
 
     func end() {

@@ -38,7 +38,7 @@ enum SubscriptionPusher {
             shared.endRequest()
             throw error
         }
-        guard let (wakes, wake) = shared.replaceSubscription() else { return shared.endRequest() }
+        guard let (wakes, wake, number) = shared.replaceSubscription() else { return shared.endRequest() }
         let database = executor.database
         // A commit during one of this connection's writes wakes it once that write is answered.
         let observer = database.addCommitObserver { if shared.commitObserved() { wake.yield() } }
@@ -56,9 +56,12 @@ enum SubscriptionPusher {
         wake.yield()  // once now, for changes already past the cursor
         var cursor = start
         for await _ in wakes {
+            // Replaced (its stream finished but still held a wake-up): read and write nothing more.
+            guard shared.isCurrentSubscription(number) else { return }
             let push: SplicedChangesPush
             let payload: ByteBuffer
-            switch await next(since: cursor, executor: executor, connection: connection, logger: logger) {
+            switch await next(
+                since: cursor, executor: executor, connection: connection, shared: shared, subscription: number, logger: logger) {
             case .push(let next, let bytes):
                 push = next
                 payload = bytes
@@ -70,6 +73,7 @@ enum SubscriptionPusher {
             case .stop:
                 return
             }
+            guard shared.isCurrentSubscription(number) else { return }
             deadline.begin()
             try await write(payload, connection: connection, outbound: outbound)
             deadline.end()
@@ -142,7 +146,8 @@ enum SubscriptionPusher {
     /// The push from `since`: another of the caller's connections' (``PushCache``), else read on the thread pool.
     @inline(never)
     private static func next(
-        since: ServerChangeToken, executor: RequestExecutor, connection: ServerConnection, logger: Logger
+        since: ServerChangeToken, executor: RequestExecutor, connection: ServerConnection, shared: ConnectionShared,
+        subscription: Int, logger: Logger
     ) async -> Next {
         let pushes = connection.server.pushes
         let next: (push: SplicedChangesPush, payload: ByteBuffer)?
@@ -156,6 +161,9 @@ enum SubscriptionPusher {
                 next = try await pushes.batchedPush(
                     for: executor.caller, since: since, database: executor.database, threadPool: connection.server.threadPool
                 ) { () throws -> (SplicedChangesPush, ByteBuffer)? in
+                    // Replaced while it waited for the batch job: not read. (An error, not nil: nil
+                    // means no changes, and the caller's other connections would be handed that.)
+                    guard shared.isCurrentSubscription(subscription) else { throw SubscriptionReplaced() }
                     guard let push = try executor.splicedChanges(since: since) else { return nil }
                     do {
                         return (push, try MessageCoding.encode(push))
@@ -188,6 +196,8 @@ enum SubscriptionPusher {
             // The next commit wakes the subscription again; the cursor has not moved.
             logger.warning("push failed", metadata: ["error": "\(error)"])
             return .nothing
+        case is SubscriptionReplaced:
+            return .stop
         case let error as PushNotEncodable:
             abandon("the push could not be encoded: \(error.error)", connection: connection, logger: logger)
             return .stop
@@ -209,6 +219,8 @@ enum SubscriptionPusher {
     private struct PushNotEncodable: Error {
         let error: any Error
     }
+
+    private struct SubscriptionReplaced: Error {}
 
     /// Closes the connection without moving the cursor: the client resumes from its stored token.
     @inline(never)

@@ -33,6 +33,12 @@ final class PushCache: Sendable {
     /// How many bytes of finished pushes are kept for the caller's other connections.
     static let retainedBytes = 16 * 1024 * 1024
 
+    /// What an entry costs against ``retainedBytes`` besides its push's payload and its key's cursor:
+    /// an empty push (nothing changed since the cursor) is kept too, and without a cost of its own a
+    /// caller subscribing from one token after another could make entries without bound until the
+    /// next write.
+    static let entryOverhead = 256
+
     private struct Key: Hashable {
         var caller: Caller
         var cursor: String
@@ -93,6 +99,9 @@ final class PushCache: Sendable {
     /// How many pushes wait for a batch job to take them (tests).
     var waiting: Int { queue.withLock { $0.pending.count } }
 
+    /// How many reads are kept for the caller's other connections (tests).
+    var entries: Int { state.withLock { $0.flights.count } }
+
     /// The push for `caller` from `cursor`: another connection's, if it was read since the last write,
     /// else `read()`'s. An error of `read()` is thrown to its own caller only; the others read again.
     ///
@@ -133,7 +142,7 @@ final class PushCache: Sendable {
         }
         let reusable = database.changeGeneration == generation
         flight.finish(push, reusable: reusable)
-        let size = push?.payload.readableBytes ?? 0
+        let size = (push?.payload.readableBytes ?? 0) + key.cursor.utf8.count + Self.entryOverhead
         let keep = state.withLock { state -> Bool in
             guard reusable, state.generation == generation, state.bytes + size <= Self.retainedBytes else { return false }
             state.bytes += size
