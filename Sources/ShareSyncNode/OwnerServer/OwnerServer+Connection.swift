@@ -235,10 +235,10 @@ final class ConnectionShared: Sendable {
     }
 
     /// Whether subscription `number` is still the connection's. A finished stream still hands out a
-    /// wake-up it holds, so a replaced subscription checks this before it reads a push and before it
-    /// writes one: otherwise every `subscribe` replaced right after its answer (whose in-flight count
-    /// ended there) still read and held a push, and a client that sent subscribes and read only
-    /// their answers made the owner hold any number of pushes.
+    /// wake-up it holds, so a replaced subscription checks this before it asks for a push and before
+    /// it writes one: otherwise every `subscribe` replaced right after its answer (whose in-flight
+    /// count ended there) still read a push and held it until written, and a client that sent
+    /// subscribes and read only their answers made the owner hold any number of pushes.
     func isCurrentSubscription(_ number: Int) -> Bool {
         state.withLock { !$0.ended && $0.subscriptionNumber == number }
     }
