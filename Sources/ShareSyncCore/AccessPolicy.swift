@@ -138,7 +138,16 @@ public enum AccessPolicy {
             for i in state.participants.indices where state.participants[i].role == .publicUser {
                 state.participants[i].permission = state.publicPermission
             }
-            guard !isOwner, me?.role != .administrator else { return }
+            guard !isOwner else { return }
+            if me?.role == .administrator {
+                // An administrator manages private users, not the owner or other administrators, and
+                // does not get their invitations: a pending administrator's token let an
+                // administrator accept that invitation under another identity.
+                for i in state.participants.indices where state.participants[i].role != .privateUser {
+                    state.participants[i].invitationToken = nil
+                }
+                return
+            }
             state.participants = state.participants.filter {
                 $0.role == .owner || $0.participantID == me?.participantID
             }

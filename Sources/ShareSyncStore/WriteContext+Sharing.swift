@@ -92,6 +92,16 @@ extension WriteContext {
             write = .create(into: try newShare.flatMap { try share(zone: zone, name: $0) })
         }
         try AccessPolicy.checkRecordWrite(write, by: actor, recordID: record.recordID)
+        // A new record whose name other records already give as their parent (their parent was
+        // deleted, which leaves children in place) would take them into its share: a participant may
+        // not bring records into their share that are not in it already.
+        if existing == nil {
+            let children = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT shareName FROM record WHERE zone = ? AND parent = ?"), arguments: [zone, name])
+            if children.contains(where: { ($0["shareName"] as String?) != newShare }) {
+                throw AccessPolicy.outsideView(record.recordID)
+            }
+        }
     }
 
     /// Checks a record save against the sharing rules (one share per record).
@@ -134,6 +144,29 @@ extension WriteContext {
         try AccessPolicy.checkRecordWrite(
             .delete(in: try shareName.flatMap { try share(zone: zone, name: $0) }, isRoot: try shareRooted(zone: zone, at: name) != nil),
             by: actor, recordID: record.recordID)
+    }
+
+    /// A participant's delete takes with it, through `deleteSelf` references, only records they could
+    /// delete themselves: a cascade that reaches any other record (outside their shares, in a share
+    /// where they may only read, the root of a share) refuses the whole delete, and the answer names
+    /// only the record they asked to delete. Before, the cascade deleted whatever referenced it, so a
+    /// participant could delete the owner's unshared records, or the root of another share (and that
+    /// share with it).
+    mutating func checkCascadedDelete(_ record: Record, deleting original: Record.ID) throws {
+        guard !isOwner else { return }
+        let zone = record.recordID.zoneID.zoneName
+        let name = record.recordID.recordName
+        do {
+            let shareName = try storedShareName(zone: zone, name: name)
+            try AccessPolicy.checkRecordWrite(
+                .delete(in: try shareName.flatMap { try share(zone: zone, name: $0) }, isRoot: try shareRooted(zone: zone, at: name) != nil),
+                by: actor, recordID: record.recordID)
+        } catch is ShareSyncError {
+            throw ShareSyncError(
+                .permissionFailure,
+                "record \(original.recordName) cannot be deleted: records that reference it with deleteSelf would be deleted with it, "
+                    + "and you may not delete them", recordID: original, rule: .outsideView)
+        }
     }
 
     /// After records are deleted: a deleted root takes its share with it; children of deleted records
@@ -316,6 +349,25 @@ extension WriteContext {
         let id = share.recordID
         let old = existing?.participants ?? []
         let oldByID = Dictionary(old.map { ($0.participantID, $0) }, uniquingKeysWith: { a, _ in a })
+        // One entry per participant: a second entry with an existing participant's ID was taken for
+        // that participant (a copy naming another identity let it accept that participant's invitation).
+        var seenIDs = Set<String>()
+        for p in share.participants where !seenIDs.insert(p.participantID).inserted {
+            throw ShareSyncError(
+                .invalidArguments, "participant \(p.participantID) is listed twice", recordID: id, rule: .shareRecord)
+        }
+        // The roles of participants other than the owner: a public user stays one, and a private
+        // participant stays private (administrator or not). Any other role escaped the rules that look
+        // at roles: the public users' permission and the mixing of public and private participants.
+        for p in share.participants where p.role != .owner {
+            let wasPublic = oldByID[p.participantID].map { $0.role == .publicUser }
+            guard [.privateUser, .administrator, .publicUser].contains(p.role), wasPublic.map({ $0 == (p.role == .publicUser) }) ?? true
+            else {
+                throw ShareSyncError(
+                    .invalidArguments, "participant \(p.participantID) cannot have role \(p.role.rawValue)", recordID: id,
+                    rule: .participantRole)
+            }
+        }
         let blocked = Set(share.blockedIdentities.map(\.userRecordName))
         // Adding or removing private participants needs publicPermission none.
         // (Blocking removes a participant whatever the public permission: blocked ones do not count.)

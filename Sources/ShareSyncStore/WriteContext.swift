@@ -288,6 +288,7 @@ struct WriteContext {
         var seen: Set<String> = []
         while let next = work.popLast() {
             guard seen.insert(next).inserted, let record = try loadRecord(zone: zone, name: next) else { continue }
+            if let first = deleted.first { try checkCascadedDelete(record, deleting: first.recordID) }
             try noteShareBefore(zone: zone, name: next)
             let seq = nextSeq()
             try db.cachedStatement(sql: "DELETE FROM record WHERE zone = ? AND name = ?").execute(arguments: [zone, next])

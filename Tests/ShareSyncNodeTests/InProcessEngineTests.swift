@@ -192,6 +192,74 @@ struct InProcessEngineTests {
         await sync.stop()
     }
 
+    @Test func aQueuedWriteAndALeaveWhoseRequestsWereGivenUpStayPendingAndReachTheOwnerLater() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+        fixture.owner.isReachable = false
+        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
+        mine["title"] = "mine"
+        guard case .queued = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine], savePolicy: .allKeys) else {
+            Issue.record("the write was not queued")
+            return
+        }
+        // The first flush's request is given up, as when the engine stops in the middle of it.
+        fixture.owner.fail(.modifyRecords, with: ShareSyncError(.operationCancelled, "the request was given up"))
+        fixture.owner.isReachable = true
+        try await expectEventually(sync, "the queued write reached the owner", timeout: 90) {
+            try fixture.db.fetchRecord(fixture.id("topic"))["title"]?.stringValue == "mine"
+        }
+        #expect(try sync.replica.outboxOperations(owner: ownerName).isEmpty, "kept as refused")
+
+        // The same for a share left locally: the owner is told once its request goes through.
+        let shareName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
+        fixture.owner.fail(.leaveShare, with: ShareSyncError(.operationCancelled, "the request was given up"))
+        try sync.leaveShareLocally(owner: ownerName, zoneName: "Topics", shareRecordName: shareName)
+        try await expectEventually(sync, "the owner told of the leave", timeout: 90) {
+            let share = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: shareName, zoneID: fixture.zone))))
+            return share.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }?.acceptanceStatus == .removed
+        }
+        await sync.stop()
+    }
+
+    @Test func leavingOneShareLocallyKeepsTheOtherShareOfTheSameZone() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try sync.start()
+        try fixture.saveNotes("a", count: 3)
+        // A second hierarchy in the same zone, shared with the same participant.
+        var second = Record(recordType: "Topic", recordID: fixture.id("second"))
+        second["title"] = "Second"
+        var kept = Record(recordType: "Note", recordID: fixture.id("kept"))
+        kept.setParent(fixture.id("second"))
+        _ = try fixture.db.modifyRecords(saving: [second, kept]).get()
+        var share2 = Share(rootRecord: try fixture.db.fetchRecord(fixture.id("second")))
+        try share2.addParticipant(Participant(lookupInfo: .init(userRecordName: p.identity.userRecordName), permission: .readOnly))
+        let url2 = Share(try fixture.db.modifyRecords(saving: [share2.record]).get().first { $0.recordType == Record.shareRecordType }!)!.url!
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await sync.accept(url: url2, timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "kept", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))) != nil)
+
+        // Connected and following: leave the first share locally. Once the owner is told, the replica
+        // holds the second share's records (and nothing of the first).
+        let first = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
+        try sync.leaveShareLocally(owner: ownerName, zoneName: "Topics", shareRecordName: first)
+        try await expectEventually(sync, "the owner told of the leave", timeout: 90) {
+            try sync.replica.pendingLeaves(owner: ownerName).isEmpty
+        }
+        try await expectConverged(sync, fixture)
+        #expect(try fixture.view(for: p.identity)["Topics"]?.contains { $0.contains("kept") } == true)
+        await sync.stop()
+    }
+
     @Test func aConnectionToAnOwnerWithAnotherKeyIsRefused() async throws {
         let fixture = try InProcessFixture()
         let error = await expectShareSyncError {

@@ -264,8 +264,10 @@ struct ModelRun {
                 permitted = m.writable(actor, old) && !(isRoot && parentChanged) && target == old
                 desc += " (modify: share \(old ?? "-") → \(target ?? "-"), root \(isRoot), parentChanged \(parentChanged))"
             } else {
-                permitted = m.writable(actor, target)
-                desc += " (create into share \(target ?? "-"))"
+                // Records naming it as their parent (theirs was deleted) would come into its share with it.
+                let adopts = m.records.contains { $0.value.parent == name && m.membership(of: $0.key) != target }
+                permitted = m.writable(actor, target) && !adopts
+                desc += " (create into share \(target ?? "-")\(adopts ? ", adopting records outside it" : ""))"
             }
         }
         if !permitted {

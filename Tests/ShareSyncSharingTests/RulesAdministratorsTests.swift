@@ -139,6 +139,34 @@ struct RulesAdministratorsTests {
         #expect(failure { try w.db.acceptShare(url: s.url!, as: Caller(userRecordName: "_evil")) }?.code == .participantMayNeedVerification)
     }
 
+    @Test("an administrator does not get a pending administrator's invitation, nor takes it by listing it twice")
+    func administratorCannotTakeAPendingAdministratorsInvitation() throws {
+        let (w, share) = try world()
+        var s = try w.currentShare(share.recordID)
+        try s.addParticipant(Participant(lookupInfo: .init(emailAddress: "x@example.org"), permission: .readWrite, role: .administrator))
+        try s.addParticipant(Participant(lookupInfo: .init(emailAddress: "y@example.org"), permission: .readOnly))
+        s = try w.saveShare(s)
+        let pendingAdmin = try #require(s.participants.first { $0.userIdentity.lookupInfo?.emailAddress == "x@example.org" })
+        let pendingUser = try #require(s.participants.first { $0.userIdentity.lookupInfo?.emailAddress == "y@example.org" })
+        // The owner has both invitations; administrator _a only the private user's, which it manages.
+        #expect(s.oneTimeURL(for: pendingAdmin.participantID) != nil)
+        let seen = try fetched(w, s, as: "_a")
+        #expect(seen.oneTimeURL(for: pendingAdmin.participantID) == nil)
+        #expect(seen.oneTimeURL(for: pendingUser.participantID) != nil)
+        // A second entry with the pending administrator's ID, naming another identity.
+        let error = try edit(w, s, as: "_a") { s in
+            s.updateState { state in
+                var copy = state.participants.first { $0.participantID == pendingAdmin.participantID }!
+                copy.userIdentity.lookupInfo = .init(userRecordName: "_evil")
+                copy.userIdentity.userRecordName = "_evil"
+                state.participants.append(copy)
+            }
+        }
+        #expect(error?.code == .invalidArguments && error?.rule == .shareRecord, "\(String(describing: error))")
+        #expect(failure { try w.db.acceptShare(url: s.url!, as: Caller(userRecordName: "_evil")) }?.code == .participantMayNeedVerification)
+        #expect(try w.currentShare(share.recordID).participants.filter { $0.participantID == pendingAdmin.participantID }.count == 1)
+    }
+
     @Test("a participant who is not an administrator cannot change the share in any way")
     func plainParticipantCannotManage() throws {
         let (w, share) = try world()

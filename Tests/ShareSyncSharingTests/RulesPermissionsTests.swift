@@ -106,6 +106,51 @@ struct RulesPermissionsTests {
         #expect(try w.currentShare(share.recordID).rootRecordID?.recordName == "topic")
     }
 
+    @Test("a participant's delete cascades through deleteSelf only to records they may delete themselves")
+    func deleteSelfCascadeStaysInside() throws {
+        let (w, _) = try world(.readWrite)
+        let otherShare = try w.share(root: "other", invite: [("_c", .readOnly)])
+        try w.save(w.record("Note", "private"))
+        func setReference(_ name: String, _ on: Bool) throws {
+            var r = try w.db.fetchRecord(w.id(name))
+            r["on"] = on ? .reference(Record.Reference(recordID: w.id("note"), action: .deleteSelf)) : nil
+            _ = try w.db.modifyRecords(saving: [r]).get()
+        }
+        // Each of these, once it refers to `note` with deleteSelf, is outside what _b may delete: an
+        // unshared record, the root of the other share, and the root of _b's own share.
+        for name in ["private", "other", "topic"] {
+            try setReference(name, true)
+            let error = try w.view("_b").modifyRecords(deleting: [w.sid("note")]).error("note")
+            #expect(error?.code == .permissionFailure && error?.rule == .outsideView, "\(name): \(String(describing: error))")
+            #expect(error?.message.contains(name) != true, "the answer names \(name), which _b may not see")
+            #expect(try w.db.fetchRecord(w.id("note")).recordID.recordName == "note")
+            #expect(try w.db.fetchRecord(w.id(name)).recordID.recordName == name)
+            try setReference(name, false)
+        }
+        #expect(try w.currentShare(otherShare.recordID).rootRecordID?.recordName == "other")
+        // Inside the share the cascade goes on: a note of _b's share referring to `note` goes with it.
+        var inside = w.record("Note", "inside", parent: "topic")
+        inside["on"] = .reference(Record.Reference(recordID: w.id("note"), action: .deleteSelf))
+        try w.save(inside)
+        #expect(try w.view("_b").modifyRecords(deleting: [w.sid("note")]).errors.isEmpty)
+        #expect(try w.visible("_c", ["topic", "note", "inside"]) == ["topic"])
+    }
+
+    @Test("a participant cannot take records into their share by creating the parent they name")
+    func creatingAMissingParentDoesNotShareItsChildren() throws {
+        let (w, _) = try world(.readWrite)
+        // The owner's records under a parent that no longer exists (deleting a parent leaves them).
+        try w.save(w.record("Folder", "folder"), w.record("Note", "orphan", parent: "folder"))
+        _ = try w.db.modifyRecords(deleting: [w.id("folder")]).get()
+        let result = try w.view("_b").modifyRecords(saving: [w.sharedRecord("Folder", "folder", parent: "topic")])
+        #expect(result.error("folder")?.code == .permissionFailure && result.error("folder")?.rule == .outsideView)
+        #expect(try w.visible("_b", ["folder", "orphan"]).isEmpty)
+        // A new record that nothing names as its parent is created as before; the owner may adopt.
+        #expect(try w.view("_b").modifyRecords(saving: [w.sharedRecord("Folder", "fresh", parent: "topic")]).errors.isEmpty)
+        try w.save(w.record("Folder", "folder", parent: "topic"))
+        #expect(try w.visible("_b", ["folder", "orphan"]) == ["folder", "orphan"])
+    }
+
     @Test("a participant cannot move a record outside their share")
     func noMoveOutside() throws {
         let (w, _) = try world(.readWrite)

@@ -79,6 +79,35 @@ struct RulesPublicPermissionTests {
         #expect(try write(w, "_p", "n1")?.rule == .readOnlyParticipant)
     }
 
+    @Test("a participant's role is privateUser, administrator or publicUser, and a public user stays one")
+    func rolesOutsideTheRulesAreRefused() throws {
+        let w = try topicWorld()
+        let saved = try w.share(root: "topic", publicPermission: .readOnly)
+        try w.accept(saved, "_p")
+        // The owner's own edits, straight to the stored state: neither the client's checks nor the
+        // owner's rights let a role escape the rules that look at roles.
+        for role in [Participant.Role.unknown, .privateUser, .administrator] {
+            var share = try w.currentShare(saved.recordID)
+            share.updateState { state in
+                for i in state.participants.indices where state.participants[i].role == .publicUser {
+                    state.participants[i].role = role
+                    state.participants[i].permission = .readWrite
+                }
+            }
+            let error = try w.db.modifyRecords(saving: [share.record]).error(share.recordID.recordName)
+            #expect(error?.code == .invalidArguments && error?.rule == .participantRole, "\(role): \(String(describing: error))")
+        }
+        var added = try w.currentShare(saved.recordID)
+        added.updateState { state in
+            var p = Participant(lookupInfo: .init(userRecordName: "_u"), permission: .readWrite)
+            p.role = .unknown
+            state.participants.append(p)
+        }
+        #expect(try w.db.modifyRecords(saving: [added.record]).error(added.recordID.recordName)?.rule == .participantRole)
+        #expect(try w.currentShare(saved.recordID).participants.first { $0.role == .publicUser }?.permission == .readOnly)
+        #expect(try write(w, "_p", "n1")?.rule == .readOnlyParticipant)
+    }
+
     @Test("making a share public removes its pending invitees; accepted ones stay; a former invitee joins as a public user")
     func goingPublicRemovesPending() throws {
         let w = try topicWorld()

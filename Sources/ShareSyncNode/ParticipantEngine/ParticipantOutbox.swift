@@ -22,7 +22,7 @@ extension ParticipantOwnerLink {
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
                     savePolicy: operation.savePolicy, atomically: operation.atomically)
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
-            } catch where Self.isTransient(error) {
+            } catch where Self.keepsPending(error) {
                 throw error
             } catch {
                 var refused = operation

@@ -135,6 +135,15 @@ final class ParticipantOwnerLink: Sendable {
         [.networkFailure, .networkUnavailable, .serviceUnavailable, .requestRateLimited].contains(error.code)
     }
 
+    /// Whether a queued write or a share left locally stays pending after `error`: a transient
+    /// failure, or the request given up because the engine stopped (``ParticipantSync/stop()``
+    /// cancels the link's task). The owner may or may not have taken it; the next connection sends
+    /// it again (a write that landed is recognized then). Before, a stop during a flush kept the
+    /// write as refused, with `operationCancelled`, and dropped a pending leave as told.
+    static func keepsPending(_ error: ShareSyncError) -> Bool {
+        isTransient(error) || error.code == .operationCancelled
+    }
+
     // MARK: The loop
 
     private func run() async {
@@ -266,13 +275,19 @@ final class ParticipantOwnerLink: Sendable {
 
     /// Tells the owner of the shares left locally (`leave --local`) while it was unreachable. A share
     /// the owner no longer has for this node (already left, removed, deleted) counts as told; a network
-    /// failure keeps the leave for the next connection.
-    private func sendPendingLeaves(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
+    /// failure keeps the leave for the next connection. Returns whether a zone was purged: the caller
+    /// catches up before it applies another push, as the reconnect path does. Leaving one share
+    /// empties its whole zone in the replica, and another share of the same zone that the node keeps
+    /// is fetched again from nil only by a catch-up (its zone is changed in the database feed). A push
+    /// applied instead recreated the zone with a current token and none of that share's records.
+    @discardableResult
+    private func sendPendingLeaves(_ connection: any OwnerDatabase) async throws(ShareSyncError) -> Bool {
+        var purged = false
         for leave in try replica.pendingLeaves(owner: ownerName) {
             do {
                 try await connection.leaveShare(zoneName: leave.zoneName, shareRecordName: leave.shareName)
                 logger.info("owner told of a share left locally", metadata: ["zone": "\(leave.zoneName)"])
-            } catch where Self.isTransient(error) {
+            } catch where Self.keepsPending(error) {
                 throw error
             } catch {
                 logger.info(
@@ -281,7 +296,9 @@ final class ParticipantOwnerLink: Sendable {
             }
             try replica.removePendingLeave(leave)
             try replica.purgeZone(owner: ownerName, zoneName: leave.zoneName)
+            purged = true
         }
+        return purged
     }
 
     /// Applies pushes and serves pokes until the subscription ends (or the task is cancelled).
@@ -305,7 +322,7 @@ final class ParticipantOwnerLink: Sendable {
                 }
             }
             if outboxPoked {
-                try await sendPendingLeaves(connection)
+                if try await sendPendingLeaves(connection) { fallenBehind = true }
                 try await flushOutbox(connection)
             }
             if fallenBehind || syncWanted { try await catchUpAndMark(connection) }
