@@ -12,6 +12,43 @@ import Testing
 /// the obviously correct path). The bytes pushed must be the same either way.
 @Suite("Pushes spliced from stored JSON")
 struct PushEquivalenceTests {
+    @Test("a zone lost and shared again since the cursor is pushed as deleted too, so a stale copy goes")
+    func zoneRegainedWithinOnePush() throws {
+        let db = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let zone = RecordZone.ID(zoneName: "Topics")
+        try db.saveZone(RecordZone(zoneID: zone))
+        func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
+        func record(_ name: String, parent: String? = nil) -> Record {
+            var r = Record(recordType: "Note", recordID: id(name))
+            if let parent { r.setParent(id(parent)) }
+            return r
+        }
+        _ = try db.modifyRecords(saving: [record("topic"), record("x", parent: "topic"), record("y", parent: "topic")]).get()
+        func share() throws -> Share {
+            var share = Share(rootRecord: try db.fetchRecord(id("topic")))
+            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: "_b")))
+            let saved = try #require(Share(try db.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!))
+            _ = try db.acceptShare(url: try #require(saved.url), as: Caller(userRecordName: "_b"))
+            return saved
+        }
+        let first = try share()
+        let cursor = try db.currentChangeToken()
+        // Before _b's next push: the share goes (_b loses the zone), x is deleted, the topic is shared again.
+        _ = try db.modifyRecords(deleting: [first.recordID]).get()
+        _ = try db.modifyRecords(deleting: [id("x")]).get()
+        _ = try share()
+        let executor = RequestExecutor(database: db, caller: Caller(userRecordName: "_b"))
+        for push in [try executor.changes(since: cursor).map { try MessageCoding.encodeData($0) },
+                     try executor.splicedChanges(since: cursor).map { try MessageCoding.encodeData($0) }] {
+            let decoded = try MessageCoding.decode(ChangesPush.self, from: try #require(push))
+            #expect(decoded.databaseChanges.deletedZones == ["Topics"], "x would stay in _b's copy")
+            #expect(decoded.databaseChanges.changedZones == ["Topics"])
+            let page = try #require(decoded.zoneChanges.first)
+            #expect(Set(page.changed.map(\.recordID.recordName)).isSuperset(of: ["topic", "y"]))
+            #expect(!page.changed.contains { $0.recordID.recordName == "x" })
+        }
+    }
+
     @Test("every push, from every cursor and for every viewer, is byte for byte the decoded one", arguments: [UInt64(1), 2, 3])
     func splicedPushEqualsDecoded(seed: UInt64) throws {
         var limits = Limits()

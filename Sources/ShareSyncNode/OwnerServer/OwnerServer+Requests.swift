@@ -164,7 +164,7 @@ struct RequestExecutor: Sendable {
         since cursor: ServerChangeToken,
         page read: (RecordZone.ID, ServerChangeToken?, _ budget: Int, _ allowEmpty: Bool) throws(ShareSyncError) -> (Page, Int)?
     ) throws(ShareSyncError) -> (DatabaseChanges, [Page], cut: Bool)? {
-        let databaseChanges = try view.fetchDatabaseChanges(since: cursor)
+        var databaseChanges = try view.fetchDatabaseChanges(since: cursor)
         guard !databaseChanges.changedZoneIDs.isEmpty || !databaseChanges.deletedZoneIDs.isEmpty else {
             return nil
         }
@@ -181,7 +181,12 @@ struct RequestExecutor: Sendable {
                 do {
                     fetched = try read(zone, token, budget - used - zoneBytes, used + zoneBytes > 0)
                 } catch let error where error.code == .changeTokenExpired && token != nil {
-                    // The zone entered the view after the cursor: all of it is new.
+                    // The zone entered the view after the cursor: all of it is new. If the caller had
+                    // it before (lost it, then was given it again), their copy may hold records and
+                    // deletions they missed meanwhile: the zone is listed as deleted too, and a client
+                    // applies deletions first (protocol.md, "Pushes"), so its copy goes and this page,
+                    // complete from nil, rebuilds it.
+                    if !databaseChanges.deletedZoneIDs.contains(zone) { databaseChanges.deletedZoneIDs.append(zone) }
                     token = nil
                     merged = nil
                     zoneBytes = 0
