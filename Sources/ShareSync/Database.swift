@@ -93,8 +93,9 @@ public struct Database: Sendable {
     ///   `serverRecordChanged`; `changedKeys` writes the record's `Record.changedKeys` over the stored
     ///   record; `allKeys` replaces it.
     /// - `atomically`: all items or none (the private database: the whole request; the shared database:
-    ///   each zone's items, as CloudKit does). When an atomic request fails, the items that did not fail
-    ///   themselves carry `batchRequestFailed`.
+    ///   each zone's items, as CloudKit does, up to the owner's `maximumItemsPerRequest` (400 by default)
+    ///   and response size: more go to the owner as several requests, each all or none on its own).
+    ///   When an atomic request fails, the items that did not fail themselves carry `batchRequestFailed`.
     ///
     /// A request refused as a whole (too many items, a zone that is not shared with this node) throws.
     public func modifyRecords(

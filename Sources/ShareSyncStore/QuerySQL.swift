@@ -94,7 +94,7 @@ struct QuerySQL {
         case .int64(let v): v
         case .double(let v): v
         case .bool(let v): v ? 1 : 0
-        case .date(let v): Int64((v.timeIntervalSince1970 * 1000).rounded())
+        case .date(let v): Millis.from(v)  // clamped: a date past Int64's milliseconds trapped here
         case .reference(let r): r.recordID.recordName
         case .bytes, .location, .list: nil
         }

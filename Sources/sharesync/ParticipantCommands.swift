@@ -22,11 +22,11 @@ struct AcceptCommand: AsyncParsableCommand {
             """)
     @OptionGroup var options: NodeOptions
     @Argument(help: "The share URL or invitation link.") var url: String
-    @Option(help: "How long to wait for the initial sync, in seconds.") var timeout: Double = 300
+    @Option(help: "How long to wait for the initial sync, in seconds (at most 3600).") var timeout: Double = 300
 
     func validate() throws {
         guard ShareURL(string: url) != nil else { throw ValidationError("\(url.debugDescription) is not a share URL") }
-        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
     }
 
     func run() async throws {

@@ -117,6 +117,27 @@ struct ControlHandlerTests {
         }
     }
 
+    @Test func numbersAtTheEdgeOfTheirTypesGetAnAnswerAndDoNotTakeTheDaemonDown() async throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Topics")))
+        let feeds = NodeChangeFeeds(database: database, replica: try SharedDatabaseReplica(inMemory: ()))
+        let status = NodeStatusStub.status
+        let handler = ControlHandler(database: database, feeds: feeds, status: { status }, logger: Logger(label: "test"))
+        // Each trapped (overflow) in the daemon before: the shared feed's limit plus one, and a query
+        // date whose milliseconds do not fit in an Int64.
+        let query = #"{"recordType":"Note","predicate":[{"key":"creationDate","comparator":"lessThan","value":{"value":9223372036854775807,"type":"TIMESTAMP"}}],"sortDescriptors":[]}"#
+        for line in [
+            #"{"changes":{"shared":true,"limit":9223372036854775807}}"#,
+            #"{"changes":{"shared":false,"zone":"Topics","limit":9223372036854775807}}"#,
+            #"{"recordQuery":{"shared":false,"zone":"Topics","query":\#(query)}}"#,
+        ] {
+            let response = try await respond(handler, line)
+            #expect(response["ok"] as? Bool == true, "\(line): \(response)")
+        }
+        // And the node still answers.
+        #expect(try await respond(handler, #"{"status":{}}"#)["ok"] as? Bool == true)
+    }
+
     @Test func requestsUseTheDocumentedWireForm() async throws {
         let handler = try makeHandler()
         let created = try await respond(handler, #"{"zoneCreate":{"name":"Topics"}}"#)

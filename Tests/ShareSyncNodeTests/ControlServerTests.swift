@@ -85,6 +85,32 @@ struct ControlServerTests {
         return folder
     }
 
+    @Test("a request over the line limit is refused by the client with the sizes, and the connection goes on")
+    func anOversizedRequestIsRefusedBeforeItIsSent() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (server, serving) = try await Self.startServer(in: folder)
+        let client = try await ControlClient.connect(path: server.path)
+        // Six records of 900 KB: each legal, together over the 4 MiB line.
+        let records = (0..<6).map { i -> Record in
+            var record = Record(recordType: "Blob", recordID: Record.ID(recordName: "big-\(i)", zoneID: RecordZone.ID(zoneName: "Z")))
+            record["text"] = .string(String(repeating: "x", count: 900_000))
+            return record
+        }
+        do {
+            _ = try await client.send(.recordImport(zone: "Z", records: records))
+            Issue.record("an oversized request was sent")
+        } catch let error as ShareSyncError {
+            #expect(error.code == .limitExceeded && error.message.contains("\(ControlServer.maximumLineLength)"), "\(error)")
+        }
+        // Before, the node closed the connection and every later call on it failed.
+        let zone = try await client.call(.zoneCreate(name: "Z"), as: ZoneInfo.self)
+        #expect(zone.zoneName == "Z")
+        await client.close()
+        await server.close()
+        await serving.value
+    }
+
     @Test("a hundred request lines written in two bursts, bad ones among them, are answered one each, in order")
     func pipelinedRequestsAreAnsweredInOrder() async throws {
         let folder = try Self.temporaryFolder()

@@ -62,6 +62,14 @@ public final class ControlClient: Sendable {
     /// Sends one request and returns the response line (the JSON, without the newline).
     public func send(_ request: ControlRequest) async throws -> Data {
         var line = try request.line()
+        // The node closes a connection whose line is over its limit, without an answer: said here,
+        // with the sizes, instead of a closed connection that reads as a network failure.
+        guard line.count < ControlServer.maximumLineLength else {
+            throw ShareSyncError(
+                .limitExceeded,
+                "the request is \(line.count) bytes; a node takes control requests of at most \(ControlServer.maximumLineLength) "
+                    + "bytes (send fewer or smaller records at a time)")
+        }
         line.append(UInt8(ascii: "\n"))
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
         let written = channel.eventLoop.makePromise(of: Void.self)

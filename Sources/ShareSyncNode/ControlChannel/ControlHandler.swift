@@ -184,6 +184,10 @@ public struct ControlHandler: Sendable {
                     .invalidArguments, "\(HostAndPort(host: host, port: port)) is not an address participants can reach (port 1-65535)",
                     rule: .advertisedAddress)
             }
+            if let listen, listen.host.isEmpty || !(0...65535).contains(listen.port) {
+                throw ShareSyncError(
+                    .invalidArguments, "\(listen) is not an address to listen on (port 0-65535)", rule: .advertisedAddress)
+            }
             return ok(try advertise(HostAndPort(host: host, port: port), listen))
         case .ownerAddress(let owner, let host, let port):
             guard let participant else { throw Self.unavailable("the shared database") }

@@ -207,7 +207,8 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case sharedRecordDelete(owner: String?, zone: String, name: String)
     /// Saves and deletes records in shared zones through their owners, like `recordModify`: each record's
     /// `zoneID` names its zone and owner (`ownerRecordName`; may be omitted when one owner shares a zone
-    /// of that name), each zone's items go to its owner as one request (atomic per zone, as in CloudKit),
+    /// of that name), each zone's items go to its owner as one request (atomic per zone, as in CloudKit; more
+    /// than the owner's items per request (400) or response size go as several, each atomic on its own),
     /// with `ifServerRecordUnchanged` (the default) against each record's `recordChangeTag`. A zone whose
     /// owner is not reachable is queued in the outbox: its items are listed in `queued` (with the outbox
     /// operation's id) rather than `saved` or `deleted`; with `queue` false (a caller that keeps its own

@@ -256,7 +256,8 @@ public final class NodeChangeFeeds: Sendable {
                     zoneID: RecordZone.ID(zoneName: zone, ownerName: "?"))
             }
         }
-        let fetch = limit.map { $0 + 1 } ?? .max
+        // One more than asked for tells whether more come; a limit near Int.max would overflow.
+        let fetch = limit.map { $0 < .max ? $0 + 1 : $0 } ?? .max
         let entries = try replica.journalEntries(
             after: after, through: position.sequence, owner: ownerName, zoneName: zone, limit: fetch, zonesAdded: false)
         var page = entries
