@@ -202,6 +202,36 @@ public final class SyncEngine: Sendable {
             /// Numbers each addition, so a send drops only the additions it sent.
             var additions: UInt64 = 0
             var pendingDatabaseChanges: OrderedDictionary<RecordZone.ID, PendingDatabaseChange> = [:]
+
+            init() {}
+
+            /// Also reads a state saved before additions were numbered (its pending changes as
+            /// arrays, in order), so that an engine upgraded from it keeps its changes to send: that
+            /// state failed to decode, and the engine started afresh, dropping them without a word.
+            init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: CodingKeys.self)
+                databaseToken = try c.decodeIfPresent(String.self, forKey: .databaseToken)
+                zoneTokens = try c.decodeIfPresent([String: String].self, forKey: .zoneTokens) ?? [:]
+                knownZones = try c.decodeIfPresent([RecordZone.ID].self, forKey: .knownZones) ?? []
+                additions = try c.decodeIfPresent(UInt64.self, forKey: .additions) ?? 0
+                if let pending = try? c.decodeIfPresent(OrderedDictionary<Record.ID, Pending>.self, forKey: .pendingRecordZoneChanges) {
+                    pendingRecordZoneChanges = pending
+                } else {
+                    for change in try c.decode([PendingRecordZoneChange].self, forKey: .pendingRecordZoneChanges) {
+                        additions += 1
+                        pendingRecordZoneChanges[change.recordID] = Pending(change: change, addition: additions)
+                    }
+                }
+                if let pending = try? c.decodeIfPresent(
+                    OrderedDictionary<RecordZone.ID, PendingDatabaseChange>.self, forKey: .pendingDatabaseChanges)
+                {
+                    pendingDatabaseChanges = pending
+                } else {
+                    for change in try c.decode([PendingDatabaseChange].self, forKey: .pendingDatabaseChanges) {
+                        pendingDatabaseChanges[change.zoneID] = change
+                    }
+                }
+            }
         }
 
         /// A pending record change and the addition that made it.
@@ -213,8 +243,17 @@ public final class SyncEngine: Sendable {
         let stored: Mutex<Stored>
         private let changed: @Sendable () -> Void
 
-        init(_ serialization: Serialization?, changed: @escaping @Sendable () -> Void) {
-            let decoded = serialization.flatMap { try? JSONDecoder().decode(Stored.self, from: $0.data) }
+        init(_ serialization: Serialization?, logger: Logger? = nil, changed: @escaping @Sendable () -> Void) {
+            var decoded: Stored?
+            if let serialization {
+                do {
+                    decoded = try JSONDecoder().decode(Stored.self, from: serialization.data)
+                } catch {
+                    logger?.error(
+                        "the saved sync engine state cannot be read; starting from no state (changes it held are not sent)",
+                        metadata: ["error": "\(error)"])
+                }
+            }
             stored = Mutex(decoded ?? Stored())
             self.changed = changed
         }
@@ -296,6 +335,8 @@ public final class SyncEngine: Sendable {
     private let wakes: AsyncStream<Void>.Continuation
     private let serial = SerialRunner()
     private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// The retry waiting to wake the loop (``retryLater()``).
+    private let retry = Mutex<Task<Void, Never>?>(nil)
     private let stopped = Atomic<Bool>(false)
     /// The connection the change watcher long-polls on (connected containers), closed by ``stop()`` to end its wait.
     private let watcherClient = Mutex<ControlClient?>(nil)
@@ -311,7 +352,7 @@ public final class SyncEngine: Sendable {
         let automatic = configuration.automaticallySync
         let continuation = continuation
         let stateBox = Mutex<State?>(nil)
-        state = State(configuration.stateSerialization) {
+        state = State(configuration.stateSerialization, logger: configuration.logger) {
             if let state = stateBox.withLock({ $0 }) { continuation.yield(.stateUpdate(state.serialization())) }
             if automatic { wakes.yield() }
         }
@@ -321,13 +362,21 @@ public final class SyncEngine: Sendable {
         let loop = Task { [weak self] in
             for await _ in wakeStream {
                 guard let self, !self.stopped.load(ordering: .acquiring) else { return }
+                // A fetch that fails does not keep local changes from going out, nor the other way round.
+                var failed = false
                 do {
                     try await self.fetchChanges()
+                } catch {
+                    self.configuration.logger.info("fetch failed; trying again", metadata: ["error": "\(error)"])
+                    failed = true
+                }
+                do {
                     try await self.sendChanges()
                 } catch {
-                    self.configuration.logger.info("sync failed; trying again", metadata: ["error": "\(error)"])
-                    self.retryLater()
+                    self.configuration.logger.info("send failed; trying again", metadata: ["error": "\(error)"])
+                    failed = true
                 }
+                if failed { self.retryLater() }
             }
         }
         let watcher = Task { [weak self] () -> Void in await self?.watchForChanges() }
@@ -344,6 +393,7 @@ public final class SyncEngine: Sendable {
     public func stop() async {
         stopped.store(true, ordering: .releasing)
         let running = tasks.withLock { t -> [Task<Void, Never>] in defer { t = [] }; return t }
+        retry.withLock { $0 }?.cancel()
         wakes.finish()
         for task in running { task.cancel() }
         if let client = watcherClient.withLock({ $0 }) { await client.close() }
@@ -351,13 +401,18 @@ public final class SyncEngine: Sendable {
         continuation.finish()
     }
 
+    /// Wakes the loop after ``Configuration/retryInterval``, unless a retry already waits: one task
+    /// at a time (each failure added one before, kept until ``stop()``).
     private func retryLater() {
         let interval = configuration.retryInterval
-        let task = Task { [weak self] in
-            try? await Task.sleep(for: interval)
-            self?.wakes.yield()
+        retry.withLock { waiting in
+            guard waiting == nil else { return }
+            waiting = Task { [weak self] in
+                try? await Task.sleep(for: interval)
+                self?.retry.withLock { $0 = nil }
+                self?.wakes.yield()
+            }
         }
-        tasks.withLock { $0.append(task) }
     }
 
     /// Long-polls the database's change feed and wakes the loop when something changes.
@@ -415,10 +470,31 @@ public final class SyncEngine: Sendable {
         emit(.willFetchChanges)
         defer { emit(.didFetchChanges) }
         var pages = 0
+        /// While fetching again from no token: the zones known before, and those seen since.
+        var refetch: (known: [String: RecordZone.ID], seen: Set<String>)?
         while pages < 10_000 {
             pages += 1
             let token = state.stored.withLock { $0.databaseToken }
-            let changes = try await database.databaseChanges(since: token.map(ServerChangeToken.init(stringValue:)))
+            let changes: DatabaseChangesResult
+            do {
+                changes = try await database.databaseChanges(since: token.map(ServerChangeToken.init(stringValue:)))
+            } catch where error.code == .changeTokenExpired && token != nil && refetch == nil {
+                // The database token expired (the history it points into is gone: trimmed, the replica
+                // rebuilt, the store restored from a copy). Everything is fetched again from no token,
+                // as CKSyncEngine does; zones known before that the refetch does not list are reported
+                // deleted at its end. Before, every fetch threw, for good.
+                configuration.logger.notice("the database change token expired; fetching everything again", metadata: ["error": "\(error)"])
+                refetch = (state.stored.withLock { s in
+                    var known: [String: RecordZone.ID] = [:]
+                    for zoneID in s.knownZones { known[Self.key(zoneID)] = zoneID }
+                    for key in s.zoneTokens.keys where known[key] == nil { known[key] = Self.zoneID(key: key) }
+                    s.databaseToken = nil
+                    s.zoneTokens = [:]
+                    return known
+                }, [])
+                continue
+            }
+            for zoneID in changes.modifiedZoneIDs { refetch?.seen.insert(Self.key(zoneID)) }
             if !changes.modifiedZoneIDs.isEmpty || !changes.deletedZoneIDs.isEmpty {
                 emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: changes.modifiedZoneIDs, deletions: changes.deletedZoneIDs)))
             }
@@ -436,6 +512,17 @@ public final class SyncEngine: Sendable {
             }
             for zoneID in changes.modifiedZoneIDs { try await fetchZone(zoneID) }
             state.stored.withLock { $0.databaseToken = changes.changeToken.stringValue }
+            if !changes.moreComing, let (known, seen) = refetch {
+                let gone = known.filter { !seen.contains($0.key) }.map(\.value)
+                if !gone.isEmpty {
+                    emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: gone)))
+                    if database.scope == .shared {
+                        let stillKnown = Set(state.stored.withLock { $0.knownZones })
+                        for zoneID in gone where stillKnown.contains(zoneID) { emit(.shareRemoved(zoneID)) }
+                        state.stored.withLock { $0.knownZones.removeAll { gone.contains($0) } }
+                    }
+                }
+            }
             emitState()
             if !changes.moreComing { break }
         }
@@ -470,6 +557,11 @@ public final class SyncEngine: Sendable {
     }
 
     private static func key(_ zoneID: RecordZone.ID) -> String { zoneID.ownerName + "\u{0}" + zoneID.zoneName }
+
+    private static func zoneID(key: String) -> RecordZone.ID {
+        let parts = key.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
+        return parts.count == 2 ? RecordZone.ID(zoneName: String(parts[1]), ownerName: String(parts[0])) : RecordZone.ID(zoneName: key)
+    }
 
     // MARK: Sending
 
@@ -526,26 +618,68 @@ public final class SyncEngine: Sendable {
         return retry
     }
 
+    /// The most bytes of record JSON one request carries: a control line is at most 4 MiB (a
+    /// connected container's request over it closed its connection), and a record of the largest
+    /// legal size (1 MB) always fits in a request of its own.
+    static let requestBytes = 3 * 1024 * 1024
+
     /// Sends one batch of record changes; returns whether some stay pending to try again.
+    ///
+    /// One request per zone, and within a zone requests of at most ``requestBytes``: a request that
+    /// fails as a whole because its zone is gone (`zoneNotFound`: deleted, or a share left or revoked)
+    /// fails its own items, each reported with that error and no longer pending, as CloudKit reports
+    /// a per-record `zoneNotFound`; changes to other zones go on. Before, the batch failed as one, the
+    /// send threw, and every change behind it waited for good.
     private func sendRecords(_ batch: [State.Pending]) async throws(ShareSyncError) -> Bool {
-        var saving: [Record] = []
-        var deleting: [Record.ID] = []
+        var requests: [(saving: [Record], deleting: [Record.ID], bytes: Int)] = []
+        var lastRequest: [RecordZone.ID: Int] = [:]
         var sentBy: [Record.ID: State.Pending] = [:]
         var finished: Set<State.Pending> = []
+        func place(_ zoneID: RecordZone.ID, bytes: Int) -> Int {
+            if let i = lastRequest[zoneID], requests[i].bytes + bytes <= Self.requestBytes || requests[i].bytes == 0 { return i }
+            requests.append(([], [], 0))
+            lastRequest[zoneID] = requests.count - 1
+            return requests.count - 1
+        }
         for pending in batch {
-            sentBy[pending.change.recordID] = pending
+            let id = pending.change.recordID
+            sentBy[id] = pending
             switch pending.change {
-            case .saveRecord(let id):
+            case .saveRecord:
                 // No record for it: the app dropped the change.
-                if let record = await configuration.recordProvider(id) { saving.append(record) } else { finished.insert(pending) }
-            case .deleteRecord(let id): deleting.append(id)
+                guard let record = await configuration.recordProvider(id) else {
+                    finished.insert(pending)
+                    continue
+                }
+                let bytes = (try? record.jsonData().count) ?? 0
+                let i = place(id.zoneID, bytes: bytes)
+                requests[i].saving.append(record)
+                requests[i].bytes += bytes
+            case .deleteRecord:
+                requests[place(id.zoneID, bytes: 0)].deleting.append(id)
             }
         }
         var retry = false
         var sent = SentRecordZoneChanges()
-        if !saving.isEmpty || !deleting.isEmpty {
-            let results = try await configuration.database.modifyRecords(
-                saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: false, queue: false)
+        for (saving, deleting, _) in requests {
+            let results: ModifyRecordsResults
+            do {
+                results = try await configuration.database.modifyRecords(
+                    saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: false, queue: false)
+            } catch where error.code == .zoneNotFound {
+                for record in saving {
+                    sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
+                    if let pending = sentBy[record.recordID] { finished.insert(pending) }
+                }
+                for id in deleting {
+                    sent.failedRecordDeletes[id] = error
+                    if let pending = sentBy[id] { finished.insert(pending) }
+                }
+                continue
+            } catch where Self.mayPass(error) {
+                retry = true
+                continue
+            }
             for record in saving {
                 switch results.saveResults[record.recordID] {
                 case .success(let saved)?:

@@ -209,6 +209,83 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     }
 
     @Test(arguments: bothModes)
+    func aPendingChangeToAZoneThatIsGoneFailsAloneAndDoesNotBlockTheSend(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                let db = alice.container.privateDatabase
+                try await db.save(RecordZone(zoneID: Self.zoneID))
+                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                topic["title"] = "Groceries"
+                _ = try await db.save(topic)
+                let share = try await db.createShare(rootRecordID: topic.recordID)
+                let invitation = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
+                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                let shared = try await bob.container.sharedDatabase.record(for: Record.ID(recordName: share.recordID.recordName, zoneID: sharedZone))
+                let store = AppStore()
+                let (engine, events) = store.startEngine(bob.container.sharedDatabase, automatic: false)
+                let topicID = Record.ID(recordName: "topic", zoneID: sharedZone)
+                engine.state.add(pendingRecordZoneChanges: [.deleteRecord(topicID)])
+                // Bob leaves before the engine sends: the zone leaves his shared database.
+                try await bob.container.leave(try #require(Share(shared)), locally: true)
+                try await engine.sendChanges()  // connected: threw zoneNotFound, every time, and nothing went out
+                #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+                await engine.stop()
+                await events.value
+                #expect(store.events.contains { if case .sentRecordZoneChanges(let sent) = $0 { sent.failedRecordDeletes[topicID] != nil } else { false } })
+                #expect(try await db.record(for: topic.recordID)["title"] == "Groceries")
+            }
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func recordsTooLargeForOneRequestTogetherAreSentInSeveral(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, automatic: false)
+            // Six records of 900 KB: 5.4 MB together, over a control line's 4 MiB; each one fits.
+            let ids = (0..<6).map { Record.ID(recordName: "big-\($0)", zoneID: Self.zoneID) }
+            for id in ids {
+                var record = Record(recordType: "Blob", recordID: id)
+                record["text"] = .string(String(repeating: "x", count: 900_000))
+                store.edit(record)
+            }
+            engine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord($0) })
+            try await engine.sendChanges()
+            #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+            for id in ids { #expect(try await db.record(for: id)["text"]?.stringValue?.count == 900_000) }
+            #expect(try await db.allRecordZones().contains { $0.zoneID == Self.zoneID }, "the container still answers")
+            await engine.stop()
+            await events.value
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func aStateSavedBeforeAdditionsWereNumberedKeepsItsPendingChanges(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let ids = (0..<2).map { Record.ID(recordName: "n\($0)", zoneID: Self.zoneID) }
+            let changes: [SyncEngine.PendingRecordZoneChange] = [.saveRecord(ids[0]), .deleteRecord(ids[1])]
+            let zones: [SyncEngine.PendingDatabaseChange] = [.saveZone(RecordZone(zoneID: Self.zoneID))]
+            // The layout of a state saved before (3f08b16): the pending changes as arrays, no `additions`.
+            let old = "{\"zoneTokens\":{},\"knownZones\":[],\"pendingRecordZoneChanges\":"
+                + String(decoding: try JSONEncoder().encode(changes), as: UTF8.self) + ",\"pendingDatabaseChanges\":"
+                + String(decoding: try JSONEncoder().encode(zones), as: UTF8.self) + "}"
+            let stored = try JSONDecoder().decode(
+                SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(Data(old.utf8).base64EncodedString())\"}".utf8))
+            let engine = SyncEngine(SyncEngine.Configuration(
+                database: node.container.privateDatabase, stateSerialization: stored, automaticallySync: false) { _ in nil })
+            #expect(engine.state.pendingRecordZoneChanges == changes)
+            #expect(engine.state.pendingDatabaseChanges == zones)
+            // New changes are numbered after the old ones.
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(ids[0])])
+            #expect(engine.state.pendingRecordZoneChanges == changes)
+            await engine.stop()
+        }
+    }
+
+    @Test(arguments: bothModes)
     func anEditMadeWhileASendIsUnderWayIsSentNext(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
             let db = node.container.privateDatabase
