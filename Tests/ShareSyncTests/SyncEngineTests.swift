@@ -286,6 +286,32 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     }
 
     @Test(arguments: bothModes)
+    func anExpiredDatabaseTokenIsDroppedAndEverythingFetchedAgain(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "note", zoneID: Self.zoneID))
+            note["title"] = "Milk"
+            _ = try await db.save(note)
+            // A state whose database token is not this database's (as after a restore from a copy):
+            // every fetch threw changeTokenExpired, for good, and the send after it never ran.
+            let old = #"{"databaseToken":"private:1.0123456789abcdef.5","zoneTokens":{"\#(Self.zoneID.ownerName)\u0000Gone":"1.0123456789abcdef.5"},"knownZones":[],"pendingRecordZoneChanges":[],"pendingDatabaseChanges":[]}"#
+            let stored = try JSONDecoder().decode(
+                SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(Data(old.utf8).base64EncodedString())\"}".utf8))
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, state: stored, automatic: false)
+            try await engine.fetchChanges()
+            #expect(await eventually { store.record(note.recordID)?["title"] == "Milk" }, "the refetch from no token brought the record")
+            // The zone known only by its old token is reported deleted.
+            #expect(await eventually { store.events.contains { event in
+                if case .fetchedDatabaseChanges(let changes) = event { changes.deletions.contains { $0.zoneName == "Gone" } } else { false }
+            } })
+            await engine.stop()
+            await events.value
+        }
+    }
+
+    @Test(arguments: bothModes)
     func anEditMadeWhileASendIsUnderWayIsSentNext(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
             let db = node.container.privateDatabase
