@@ -84,6 +84,28 @@ private func expectConverged(
     }
 }
 
+/// Accepts the fixture's share, then takes the owner offline and queues an edit of the topic's title
+/// to "mine" under `savePolicy`; returns the owner's name, or nil (an issue recorded) if the edit was
+/// not queued.
+private func queueAnOfflineTopicEdit(
+    _ sync: ParticipantSync, _ p: TestParticipant, _ fixture: InProcessFixture, savePolicy: SavePolicy = .ifServerRecordUnchanged
+) async throws -> String? {
+    try sync.start()
+    try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+    try await expectConverged(sync, fixture)
+    let ownerName = fixture.identity.userRecordName
+    fixture.owner.isReachable = false
+    try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+    var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
+    mine["title"] = "mine"
+    let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine], savePolicy: savePolicy)
+    guard case .queued = outcome else {
+        Issue.record("expected queued, got \(outcome)")
+        return nil
+    }
+    return ownerName
+}
+
 @Suite("The sync engine over the in-process seam, with injected failures")
 struct InProcessEngineTests {
     @Test func acceptSyncsInPagesAndLaterWritesArriveAsPushesWithoutASocket() async throws {
@@ -163,18 +185,8 @@ struct InProcessEngineTests {
         let fixture = try InProcessFixture()
         let (sync, p) = try fixture.participant()
         defer { p.remove() }
-        try sync.start()
-        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
-        try await expectConverged(sync, fixture)
-        let ownerName = fixture.identity.userRecordName
-
         // The owner goes away; the participant edits its copy of the topic (queued).
-        fixture.owner.isReachable = false
-        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
-        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
-        mine["title"] = "mine"
-        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine])
-        guard case .queued = outcome else { Issue.record("expected queued, got \(outcome)"); return }
+        guard let ownerName = try await queueAnOfflineTopicEdit(sync, p, fixture) else { return }
 
         // Meanwhile the owner changes the same record; then it comes back.
         var theirs = try fixture.db.fetchRecord(fixture.id("topic"))
@@ -196,18 +208,7 @@ struct InProcessEngineTests {
         let fixture = try InProcessFixture()
         let (sync, p) = try fixture.participant()
         defer { p.remove() }
-        try sync.start()
-        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
-        try await expectConverged(sync, fixture)
-        let ownerName = fixture.identity.userRecordName
-        fixture.owner.isReachable = false
-        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
-        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
-        mine["title"] = "mine"
-        guard case .queued = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine], savePolicy: .allKeys) else {
-            Issue.record("the write was not queued")
-            return
-        }
+        guard let ownerName = try await queueAnOfflineTopicEdit(sync, p, fixture, savePolicy: .allKeys) else { return }
         // The first flush's request is given up, as when the engine stops in the middle of it.
         fixture.owner.fail(.modifyRecords, with: ShareSyncError(.operationCancelled, "the request was given up"))
         fixture.owner.isReachable = true
