@@ -85,6 +85,41 @@ struct ControlServerTests {
         return folder
     }
 
+    @Test("a client that sends requests and reads no answers holds a few answers in the daemon, not all of them")
+    func answersWaitForTheClientToRead() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (server, serving) = try await Self.startServer(in: folder)
+        // A zone whose listing is about 200 KB.
+        let setup = try await ControlClient.connect(path: server.path)
+        _ = try await setup.call(.zoneCreate(name: "Big"), as: ZoneInfo.self)
+        let records = (0..<200).map { i -> Record in
+            var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: RecordZone.ID(zoneName: "Big")))
+            record["text"] = .string(String(repeating: "x", count: 1_000))
+            return record
+        }
+        _ = try await setup.call(.recordImport(zone: "Big", records: records), as: ImportResult.self)
+        await setup.close()
+        let before = server.answersWritten
+        let client = try RawClient(path: server.path)
+        // 100 listings asked for at once (20 MB of answers), none read.
+        let lines = (0..<100).map { _ in #"{"recordList":{"zone":"Big"}}"# }.joined(separator: "\n") + "\n"
+        #expect(client.send(Array(lines.utf8)))
+        try await Task.sleep(for: .seconds(2))
+        let answered = server.answersWritten - before
+        // The socket's buffers hold a few answers; the rest wait for the client. All 100 before.
+        #expect(answered >= 1 && answered <= 30, "\(answered) answers written to a client that reads none")
+        // Once it reads, every answer comes.
+        var read = 0
+        while read < 100, let line = client.line() {
+            #expect(line.hasPrefix(#"{"ok":true"#))
+            read += 1
+        }
+        #expect(read == 100)
+        await server.close()
+        await serving.value
+    }
+
     @Test("a request over the line limit is refused by the client with the sizes, and the connection goes on")
     func anOversizedRequestIsRefusedBeforeItIsSent() async throws {
         let folder = try Self.temporaryFolder()

@@ -32,6 +32,8 @@ public final class ControlServer: Sendable {
     /// (closed with the server).
     final class State: Sendable {
         let inProgress = Mutex(0)
+        /// Answers written since the server started (tests).
+        let answered = Mutex(0)
         private let connections = Mutex<(open: [ObjectIdentifier: any Channel], closed: Bool)>(([:], false))
 
         /// Adds a connection; false once the server closed.
@@ -112,6 +114,9 @@ public final class ControlServer: Sendable {
 
     /// How many requests are being answered now.
     public var requestsInProgress: Int { state.inProgress.withLock { $0 } }
+
+    /// How many answers were written since the server started (tests).
+    var answersWritten: Int { state.answered.withLock { $0 } }
 }
 
 /// Serves one control connection: its request lines in order, one at a time, each answered by a task
@@ -119,7 +124,9 @@ public final class ControlServer: Sendable {
 /// client goes away (the CLI's timeout, Ctrl-C) is cancelled: the wait it was in (an accept's sync,
 /// say) ends, and the daemon does no more work for nobody. Lines that come while one is answered
 /// wait here; past ``ControlConnectionHandler/maximumWaitingLines`` the handler stops reading the
-/// socket until they are answered.
+/// socket until they are answered. The next line is answered only while the channel is writable: a
+/// client that sends requests and reads no answers holds one answer in the daemon, not all of them
+/// (they queued in memory without bound before).
 final class ControlConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -156,6 +163,11 @@ final class ControlConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { answerNext(context: context) }
+        context.fireChannelWritabilityChanged()
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         isOpen = false
         waiting.removeAll()
@@ -174,7 +186,7 @@ final class ControlConnectionHandler: ChannelDuplexHandler {
 
     /// Starts answering the first waiting line, unless one is being answered.
     private func answerNext(context: ChannelHandlerContext) {
-        guard isOpen, answering == nil, let line = waiting.popFirst() else { return }
+        guard isOpen, answering == nil, context.channel.isWritable, let line = waiting.popFirst() else { return }
         if readHeld, waiting.count < Self.maximumWaitingLines {
             readHeld = false
             context.read()
@@ -194,6 +206,7 @@ final class ControlConnectionHandler: ChannelDuplexHandler {
 
     private func answered(_ response: Data, context: ChannelHandlerContext) {
         state.inProgress.withLock { $0 -= 1 }
+        state.answered.withLock { $0 += 1 }
         answering = nil
         guard isOpen else { return }
         var buffer = context.channel.allocator.buffer(capacity: response.count + 1)
