@@ -540,12 +540,20 @@ public final class SyncEngine: Sendable {
                 page = try await database.recordZoneChanges(
                     inZoneWith: zoneID, since: token.map(ServerChangeToken.init(stringValue:)), resultsLimit: Self.batchSize)
             } catch where error.code == .changeTokenExpired && !restarted {
-                // The zone was replaced since: fetch it all again.
+                // The zone's history since its token is gone (the zone replaced, the journal trimmed):
+                // deletions in it may have been missed. It is reported deleted, then fetched again from
+                // nil, so the app starts it over rather than keep records that no longer exist.
                 restarted = true
                 state.stored.withLock { _ = $0.zoneTokens.removeValue(forKey: Self.key(zoneID)) }
+                emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: [zoneID])))
                 continue
             } catch where error.code == .zoneNotFound {
                 return  // deleted since the database changes were read; the next fetch reports it
+            }
+            if page.zoneDeleted {
+                // The zone went and came back since the token: the feed keeps no deletions of its
+                // records from before, so what the app holds of it goes first, then this page's records.
+                emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: [zoneID])))
             }
             if !page.modifications.isEmpty || !page.deletions.isEmpty {
                 emit(.fetchedRecordZoneChanges(

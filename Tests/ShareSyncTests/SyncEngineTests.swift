@@ -27,6 +27,8 @@ final class AppStore: Sendable {
         state.withLock { s in
             s.events.append(event)
             switch event {
+            case .fetchedDatabaseChanges(let changes):
+                for zoneID in changes.deletions { s.records = s.records.filter { $0.key.zoneID != zoneID } }
             case .fetchedRecordZoneChanges(let changes):
                 for record in changes.modifications where !s.dirty.contains(record.recordID) { s.records[record.recordID] = record }
                 for deleted in changes.deletions { s.records.removeValue(forKey: deleted.recordID) }
@@ -308,6 +310,86 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             } })
             await engine.stop()
             await events.value
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func aZoneWhoseTokenExpiredIsReportedDeletedThenFetchedAgain(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "note", zoneID: Self.zoneID))
+            note["title"] = "Milk"
+            _ = try await db.save(note)
+            // A zone token this database cannot serve: the zone's history since it is gone, and the
+            // app may hold records deleted meanwhile. The refetch used to come as modifications only.
+            let key = "\(Self.zoneID.ownerName)\u{0}\(Self.zoneID.zoneName)"
+            let old = try JSONSerialization.data(withJSONObject: [
+                "zoneTokens": [key: "private:1.0123456789abcdef.5"], "knownZones": [], "pendingRecordZoneChanges": [],
+                "pendingDatabaseChanges": [],
+            ])
+            let stored = try JSONDecoder().decode(
+                SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(old.base64EncodedString())\"}".utf8))
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, state: stored, automatic: false)
+            try await engine.fetchChanges()
+            await engine.stop()
+            await events.value
+            let deletedAt = store.events.firstIndex { event in
+                if case .fetchedDatabaseChanges(let changes) = event { changes.deletions.contains(Self.zoneID) } else { false }
+            }
+            let fetchedAt = store.events.firstIndex { event in
+                if case .fetchedRecordZoneChanges(let changes) = event { changes.modifications.contains { $0.recordID == note.recordID } } else { false }
+            }
+            let deleted = try #require(deletedAt, "the zone was not reported deleted before its refetch")
+            #expect(deleted < (try #require(fetchedAt)))
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func aSharedZoneThatWentAndCameBackLosesTheRecordsItNoLongerHas(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                let db = alice.container.privateDatabase
+                try await db.save(RecordZone(zoneID: Self.zoneID))
+                let topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                _ = try await db.save(topic)
+                for name in ["old-1", "old-2"] {
+                    var note = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: Self.zoneID))
+                    note.setParent(topic.recordID)
+                    _ = try await db.save(note)
+                }
+                let share = try await db.createShare(rootRecordID: topic.recordID)
+                let first = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readOnly, to: share)
+                _ = try await bob.container.accept(first.url, timeout: .seconds(30))
+                let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                let old1 = Record.ID(recordName: "old-1", zoneID: sharedZone)
+                let store = AppStore()
+                let (engine, events) = store.startEngine(bob.container.sharedDatabase, automatic: false)
+                try await engine.fetchChanges()
+                #expect(await eventually { store.record(old1) != nil })
+
+                // While Bob's engine does not fetch: sharing stops (his node purges the zone, and a
+                // read of his feed records that), the old notes go, and the topic is shared again
+                // with a new note.
+                try await db.stopSharing(share)
+                #expect(await eventually { (try? await bob.container.sharedDatabase.allRecordZones())?.isEmpty == true })
+                _ = try await bob.container.sharedDatabase.databaseChanges(since: nil)
+                _ = try await db.modifyRecords(
+                    saving: [], deleting: [Record.ID(recordName: "old-1", zoneID: Self.zoneID), Record.ID(recordName: "old-2", zoneID: Self.zoneID)])
+                var fresh = Record(recordType: "Note", recordID: Record.ID(recordName: "new", zoneID: Self.zoneID))
+                fresh.setParent(topic.recordID)
+                _ = try await db.save(fresh)
+                let again = try await db.createShare(rootRecordID: topic.recordID)
+                let second = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readOnly, to: again)
+                _ = try await bob.container.accept(second.url, timeout: .seconds(30))
+
+                try await engine.fetchChanges()
+                #expect(await eventually { store.record(Record.ID(recordName: "new", zoneID: sharedZone)) != nil })
+                #expect(store.record(old1) == nil, "a note deleted while Bob was out of the zone stayed in his app")
+                await engine.stop()
+                await events.value
+            }
         }
     }
 
