@@ -205,11 +205,24 @@ extension SharedDatabaseReplica {
 
     /// The journal's entries after `after` and up to `through`, in order, of one owner's zone (or of
     /// every zone), at most `limit`; `zonesAdded: false` leaves out the `zoneAdded` entries (record views).
+    ///
+    /// Throws ``ShareSyncError/Code/changeTokenExpired`` if entries after `after` were trimmed (`after`
+    /// is below the journal's `expiredBelow`, checked in the same snapshot as the entries; 0, a read
+    /// of everything, never expires). A reader checks its token against the position
+    /// ``journalChanges(capacity:fullScan:)`` gave, but another reader's call may trim between that and
+    /// this read: the entries it dropped were missing from the answer, with no expiry.
     public func journalEntries(
         after: Int64, through: Int64, owner: String? = nil, zoneName: String? = nil, limit: Int = .max,
         zonesAdded: Bool = true
     ) throws(ShareSyncError) -> [ReplicaJournalEntry] {
         try read { db in
+            if after > 0, let expiredBelow = try Int64.fetchOne(db, sql: "SELECT expiredBelow FROM replicaFeedState WHERE id = 1"),
+                after < expiredBelow
+            {
+                throw ShareSyncError(
+                    .changeTokenExpired, "this token is older than the changes the replica keeps; read again without --since",
+                    rule: .changeTokenExpired)
+            }
             var sql = "SELECT seq, owner, zone, name, kind FROM replicaFeedEntry WHERE seq > ? AND seq <= ?"
             if !zonesAdded { sql += " AND kind != 'zoneAdded'" }
             var arguments: [(any DatabaseValueConvertible)?] = [after, through]

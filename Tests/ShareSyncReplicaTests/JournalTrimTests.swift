@@ -44,6 +44,27 @@ struct JournalTrimTests {
         }
     }
 
+    @Test("entries trimmed after a reader checked its token expire that read instead of going missing", arguments: Storage.allCases)
+    func aTrimBetweenTheCheckAndTheReadExpiresTheRead(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            let owner = alice.ownerName
+            let notes = try (0..<8).map { try fetchedRecord("n\($0)", ["title": .string("n\($0)")], tag: "1") }
+            try replica.apply(page(saving: notes, token: token(1)), owner: owner)
+            let reader = try replica.journalChanges(capacity: 4).position  // a reader's token, valid here
+            try replica.apply(page(deleting: (0..<3).map { "n\($0)" }, token: token(2)), owner: owner)
+            let checked = try replica.journalChanges(capacity: 4).position  // the reader checks: not expired
+            #expect(reader.sequence >= checked.expiredBelow)
+            // Before it reads its entries, another reader's call trims the oldest deletions.
+            try replica.apply(page(deleting: (3..<8).map { "n\($0)" }, token: token(3)), owner: owner)
+            #expect(try replica.journalChanges(capacity: 4).position.expiredBelow > reader.sequence)
+            let error = try #require(#expect(throws: ShareSyncError.self) {
+                _ = try replica.journalEntries(after: reader.sequence, through: checked.sequence)
+            })
+            #expect(error.code == .changeTokenExpired)
+            #expect(try replica.journalEntries(after: 0, through: checked.sequence).count > 0, "a read of everything does not expire")
+        }
+    }
+
     @Test("a replica with more records than the capacity keeps its deletions, and its tokens stay valid", arguments: Storage.allCases)
     func liveRecordsDoNotCountAgainstTheCapacity(storage: Storage) throws {
         try withReplica(storage) { replica in
