@@ -178,6 +178,21 @@ public struct WireLimits: Codable, Sendable, Hashable {
     }
 }
 
+extension WireLimits {
+    /// These limits, each kept within what a client can work with: an owner's welcome may say
+    /// anything, and a zero, negative or huge value made the client trap (a batch size of 0, a
+    /// response size of Int.min) or send requests no owner takes. Items 1...10,000; record size and
+    /// response size 1 KiB...1 GiB; frame size 64 KiB...1 GiB.
+    public var withinReason: WireLimits {
+        func clamp(_ value: Int, _ range: ClosedRange<Int>) -> Int { min(max(value, range.lowerBound), range.upperBound) }
+        return WireLimits(
+            maximumItemsPerRequest: clamp(maximumItemsPerRequest, 1...10_000),
+            maximumRecordSize: clamp(maximumRecordSize, 1024...(1 << 30)),
+            maximumResponseSize: clamp(maximumResponseSize, 1024...(1 << 30)),
+            maximumFrameSize: clamp(maximumFrameSize, 65_536...(1 << 30)))
+    }
+}
+
 /// The fields every frame may carry, read first to route it: `op` (authentication), `id` and
 /// `error` (responses), `push`.
 public struct MessageHead: Decodable, Sendable {

@@ -239,6 +239,30 @@ struct AttackTests {
         try await owner.stop()
     }
 
+    @Test("an owner whose welcome names another owner is refused: an owner's name is its proved key's")
+    func anOwnerCannotSpeakAsAnother() async throws {
+        let alice = NodeIdentity.generate()
+        let evil = NodeIdentity.generate()
+        // Evil's node, with a database that calls its owner Alice.
+        let db = try PrivateDatabase(inMemoryOwnerName: alice.userRecordName)
+        let zone = RecordZone.ID(zoneName: "Topics")
+        try db.saveZone(RecordZone(zoneID: zone))
+        _ = try db.modifyRecords(saving: [Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: zone))]).get()
+        var configuration = OwnerServer.Configuration()
+        configuration.transport.limits.handshakeTimeout = .seconds(60)
+        let server = try await OwnerServer.start(database: db, identity: evil, configuration: configuration)
+        db.setShareURLBase(ShareURLBase(host: "127.0.0.1", port: server.port, ownerFingerprint: evil.fingerprint))
+        let b = NodeIdentity.generate()
+        var share = Share(rootRecord: try db.fetchRecord(Record.ID(recordName: "topic", zoneID: zone)))
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: b.userRecordName), permission: .readWrite))
+        let url = try #require(Share(try db.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)?.url)
+        // The URL pins Evil's key, which Evil proves; its welcome then says it is Alice. Before, the
+        // participant took that name and stored Evil's address and key under Alice.
+        let error = await expectShareSyncError { _ = try await OwnerConnection.connect(url: url, identity: b, displayName: "B") }
+        #expect(error?.code == .notAuthenticated && error?.rule == .ownerFingerprintMismatch, "\(String(describing: error))")
+        try await server.shutdown()
+    }
+
     @Test("subscribing again and again does not raise the limit of requests in flight")
     func resubscribingKeepsTheLimit() async throws {
         var configuration = OwnerServer.Configuration()

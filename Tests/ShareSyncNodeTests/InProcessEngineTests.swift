@@ -261,6 +261,31 @@ struct InProcessEngineTests {
         await sync.stop()
     }
 
+    @Test func anOwnersRetryDelayFromTheWireIsKeptWithinReason() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+        // The connection drops, and the next one is refused with a delay past Int's milliseconds:
+        // converting it trapped. The link waits at most an hour (or until asked to sync).
+        let events = sync.events()
+        fixture.owner.fail(.connect, with: ShareSyncError(.requestRateLimited, "slow down", retryAfterSeconds: 1e300))
+        fixture.owner.dropAllConnections()
+        let retryIn = try await withTimeout(60) { () async -> Duration? in
+            for await event in events {
+                if case .disconnected(_, let error?, let wait) = event, error.code == .requestRateLimited { return wait }
+            }
+            return nil
+        }
+        #expect(retryIn == .seconds(3600))
+        // Once asked, it syncs.
+        try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(60))
+        await sync.stop()
+    }
+
     @Test func aConnectionToAnOwnerWithAnotherKeyIsRefused() async throws {
         let fixture = try InProcessFixture()
         let error = await expectShareSyncError {

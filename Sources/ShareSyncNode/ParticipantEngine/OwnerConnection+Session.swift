@@ -183,6 +183,16 @@ final class ClientSession: Sendable {
         try await write(AuthenticateMessage(signature: signature), to: outbound)
 
         let welcome = try Self.decode(WelcomeMessage.self, op: "welcome", from: try await Self.next(&frames), rule: .welcomeExpected)
+        // An owner's name is its key's (`_` + fingerprint), and the key is what it just proved. A name
+        // taken on trust let an owner speak as another owner this node knows: the replica stored it
+        // under that owner, moved that owner's address and key to it, and handed it that owner's
+        // queued writes.
+        guard let fingerprint, welcome.ownerName == "_" + fingerprint else {
+            throw ShareSyncError(
+                .notAuthenticated,
+                "the owner calls itself \(welcome.ownerName), but the key it proved is \(fingerprint ?? "?"); not talking to it",
+                rule: .ownerFingerprintMismatch)
+        }
         state.withLock { $0.ownerName = welcome.ownerName }
         if let address = welcome.address { announcements.announce(address) }
         return welcome

@@ -71,7 +71,7 @@ public final class OwnerConnection: Sendable {
         self.task = task
         self.userRecordName = ready.welcome.userRecordName
         self.ownerName = ready.welcome.ownerName
-        self.limits = ready.welcome.limits ?? WireLimits()
+        self.limits = (ready.welcome.limits ?? WireLimits()).withinReason
     }
 
     /// Connects to the owner of a share URL and checks that it proves the key the URL names. A URL

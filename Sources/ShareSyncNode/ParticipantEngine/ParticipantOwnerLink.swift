@@ -167,7 +167,11 @@ final class ParticipantOwnerLink: Sendable {
             if Task.isCancelled { break }
             if reachedFollowing { delay = configuration.initialBackoff }
             var wait = delay
-            if let seconds = failure?.retryAfterSeconds { wait = max(wait, .milliseconds(Int(seconds * 1000))) }
+            // The owner's `retryAfterSeconds`, within reason: any Double comes off the wire, and one past
+            // Int's milliseconds trapped here.
+            if let seconds = failure?.retryAfterSeconds, seconds.isFinite, seconds > 0 {
+                wait = max(wait, .milliseconds(Int(min(seconds, 3600) * 1000)))
+            }
             if let failure {
                 state.withLock { s in
                     s.failures += 1
