@@ -16,13 +16,14 @@ struct Sharesync: AsyncParsableCommand {
             Example:
               sharesync init --home ~/.sharesync --name Alice --listen 0.0.0.0:7420 --advertise alice.example.org:7420
               sharesync run --home ~/.sharesync &
+              export SHARESYNC_HOME=~/.sharesync        # the other commands find the node through it
               sharesync zone create Groceries
               sharesync record save --zone Groceries --type Item --name milk --field title=string:Milk
               sharesync share create --zone Groceries --title "Weekly groceries"
               sharesync share invite --zone Groceries --email bob@example.org --permission readWrite
 
             Exit codes: 0 success; 64 usage error; 65 the node refused the operation (its error code \
-            is printed); 69 the node is not running; 70 an unexpected failure; 73 the home cannot be created.
+            is printed); 69 the node is not running; 70 an unexpected failure; 73 the folder already is a node home (init).
 
             With --json, a failure prints one JSON object (one line) on standard error instead of the \
             message, with the same exit code: {"error": {"code", "message", "rule", "recordName", \

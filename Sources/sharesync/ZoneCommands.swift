@@ -139,7 +139,7 @@ struct RecordCommand: AsyncParsableCommand {
                   sharesync record save --zone Groceries --type Note --name note-1 --field item=reference:milk:deleteSelf
                   sharesync record save --zone Groceries --name milk --field done=bool:true --if-tag 3
                   sharesync record save --shared --zone Groceries --name milk \\
-                    --field title=string:Oat milk --policy changedKeys
+                    --field 'title=string:Oat milk' --policy changedKeys
                 """)
         @OptionGroup var options: NodeOptions
         @Option(help: "The record's zone.") var zone: String
