@@ -20,3 +20,22 @@ struct WireLimitsTests {
         #expect(WireLimits().withinReason == WireLimits(), "the defaults are within reason")
     }
 }
+
+/// A link's queue of pushes waiting to be applied stays bounded whatever the owner sends.
+@Suite("The queue of pushes a link has not applied yet")
+struct PushQueueTests {
+    @Test("past its capacity the queue drops what it holds and says so, and starts again empty")
+    func theQueueIsBounded() {
+        var queue = PushQueue<Int>()
+        for i in 0..<5 { queue.add(i) }
+        let some = queue.take()
+        #expect(some.items == [0, 1, 2, 3, 4] && !some.dropped)
+        // More than the capacity between two takes: everything goes, and the link must catch up.
+        for i in 0..<(PushQueue<Int>.capacity * 10) { queue.add(i) }
+        let overflowed = queue.take()
+        #expect(overflowed.dropped, "the link would not know to catch up")
+        #expect(overflowed.items.count < PushQueue<Int>.capacity, "\(overflowed.items.count) pushes held")
+        let after = queue.take()
+        #expect(after.items.isEmpty && !after.dropped)
+    }
+}

@@ -21,7 +21,7 @@ final class ParticipantOwnerLink: Sendable {
     private struct State {
         var status = ParticipantSync.LinkStatus.connecting
         var connection: (any OwnerDatabase)?
-        var pushes: [OwnerConnection.Push] = []
+        var pushes = PushQueue<OwnerConnection.Push>()
         var pushesEnded = false
         var subscription = 0
         var outboxPoked = false
@@ -222,7 +222,7 @@ final class ParticipantOwnerLink: Sendable {
             // The subscription's pushes are queued as the connection reads them (``receiver(_:)``) and
             // applied in order by ``follow(_:)``, here.
             let subscription = state.withLock { s in
-                s.pushes = []
+                s.pushes = PushQueue()
                 s.pushesEnded = false
                 s.subscription += 1
                 return s.subscription
@@ -264,7 +264,7 @@ final class ParticipantOwnerLink: Sendable {
             receive: { [self] push in
                 let current = state.withLock { s in
                     guard s.subscription == subscription else { return false }
-                    s.pushes.append(push)
+                    s.pushes.add(push)
                     return true
                 }
                 if current { wakeup.signal() }
@@ -308,14 +308,15 @@ final class ParticipantOwnerLink: Sendable {
     /// Applies pushes and serves pokes until the subscription ends (or the task is cancelled).
     private func follow(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         while !Task.isCancelled {
-            let (pushes, ended, outboxPoked, syncWanted) = state.withLock { s in
-                defer {
-                    s.pushes = []
-                    s.outboxPoked = false
-                }
-                return (s.pushes, s.pushesEnded, s.outboxPoked, s.syncRequested > s.syncCompleted)
+            let (queued, ended, outboxPoked, syncWanted) = state.withLock { s in
+                defer { s.outboxPoked = false }
+                return (s.pushes.take(), s.pushesEnded, s.outboxPoked, s.syncRequested > s.syncCompleted)
             }
-            var fallenBehind = false
+            // Pushes dropped for too many waiting: none of those kept after them is applied either (a
+            // push stores tokens past the dropped ones' changes); a catch-up from the stored tokens,
+            // which reads past them all, replaces them.
+            let pushes = queued.dropped ? [] : queued.items
+            var fallenBehind = queued.dropped
             for push in pushes {
                 // A push that says more is coming (cut by the owner's response size, or a database page
                 // that did not hold every zone) is followed by a catch-up from the stored tokens before
@@ -511,5 +512,38 @@ extension Task where Success == Never, Failure == Never {
     /// Throws `error` if the current task is cancelled.
     static func checkCancellation(or error: ShareSyncError) throws(ShareSyncError) {
         if Task.isCancelled { throw error }
+    }
+}
+
+/// The pushes a link has received and not applied yet, at most ``capacity`` of them. An owner pushing
+/// faster than the link applies (or a hostile one, streaming pushes while it never answers the
+/// catch-up's fetches) grew the queue without bound, each push up to a frame of 16 MiB decoded. Past
+/// the capacity the queue is emptied and marked: the link catches up from its stored tokens, which
+/// covers every push dropped (protocol.md, "Pushes": pushes that arrived before a catch-up began may
+/// be discarded).
+struct PushQueue<Item> {
+    static var capacity: Int { 32 }
+    private var items: [Item] = []
+    private var dropped = false
+
+    init() {}
+
+    /// Queues `item`, or drops everything queued (and `item`) if the queue is full.
+    mutating func add(_ item: Item) {
+        if items.count >= Self.capacity {
+            items = []
+            dropped = true
+        } else {
+            items.append(item)
+        }
+    }
+
+    /// The items queued, and whether any were dropped since the last take; empties the queue.
+    mutating func take() -> (items: [Item], dropped: Bool) {
+        defer {
+            items = []
+            dropped = false
+        }
+        return (items, dropped)
     }
 }
