@@ -296,3 +296,87 @@ struct InProcessEngineTests {
         #expect(error?.rule == .ownerFingerprintMismatch)
     }
 }
+
+/// The in-process owner, except that once `stuck` is set its database changes say more are coming and
+/// repeat the token they were asked with (a broken or hostile owner).
+private final class StuckOwner: OwnerDatabaseConnector {
+    let inner: InProcessOwner
+    let stuck = Atomic<Bool>(false)
+
+    init(_ inner: InProcessOwner) { self.inner = inner }
+
+    func connect(
+        host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?
+    ) async throws(ShareSyncError) -> any OwnerDatabase {
+        StuckConnection(
+            try await inner.connect(
+                host: host, port: port, identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName),
+            owner: self)
+    }
+}
+
+private final class StuckConnection: OwnerDatabase {
+    let inner: any OwnerDatabase
+    let owner: StuckOwner
+    init(_ inner: any OwnerDatabase, owner: StuckOwner) {
+        self.inner = inner
+        self.owner = owner
+    }
+    var ownerName: String { inner.ownerName }
+    var limits: WireLimits { inner.limits }
+    var isActive: Bool { inner.isActive }
+    var announcedAddress: WireAddress? { inner.announcedAddress }
+    func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?) { inner.onAddressAnnounced(body) }
+    func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool) async throws(ShareSyncError) -> ShareMetadata {
+        try await inner.fetchShareMetadata(url: url, shouldFetchRootRecord: shouldFetchRootRecord)
+    }
+    func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata { try await inner.acceptShare(url: url) }
+    func requestAccess(url: String) async throws(ShareSyncError) { try await inner.requestAccess(url: url) }
+    func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError) {
+        try await inner.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName)
+    }
+    func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int?) async throws(ShareSyncError) -> DatabaseChanges {
+        guard owner.stuck.load(ordering: .relaxed) else { return try await inner.fetchDatabaseChanges(since: token, resultsLimit: resultsLimit) }
+        return DatabaseChanges(
+            changedZoneIDs: [], deletedZoneIDs: [], changeToken: token ?? ServerChangeToken(stringValue: "stuck"), moreComing: true)
+    }
+    func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
+        async throws(ShareSyncError) -> PendingZoneChanges
+    {
+        try await inner.startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: resultsLimit)
+    }
+    func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError) -> [Record.ID: Result<Record, ShareSyncError>] {
+        try await inner.fetchRecords(zoneName: zoneName, recordNames: recordNames)
+    }
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        try await inner.modifyRecords(zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically)
+    }
+    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
+        try await inner.subscribe(since: token, receiver: receiver)
+    }
+    func close() async { await inner.close() }
+}
+
+@Suite("An owner whose pages do not move on")
+struct StuckOwnerTests {
+    @Test func databaseChangesThatDoNotMoveOnAreAFailureNotALoop() async throws {
+        let fixture = try InProcessFixture()
+        let stuckOwner = StuckOwner(fixture.owner)
+        let p = try TestParticipant()
+        defer { p.remove() }
+        let sync = ParticipantSync(
+            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
+            configuration: .init(pageSize: 10, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), connector: stuckOwner))
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        let ownerName = fixture.identity.userRecordName
+        // From now on every page of database changes says more are coming with the token it was asked
+        // with: the link fetched the same page for ever (and a sync never ended, nor failed).
+        stuckOwner.stuck.store(true, ordering: .relaxed)
+        let error = await expectShareSyncError { try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30)) }
+        #expect(error?.code == .internalError && error?.message.contains("without moving their token on") == true, "\(String(describing: error))")
+        await sync.stop()
+    }
+}

@@ -403,6 +403,7 @@ final class ParticipantOwnerLink: Sendable {
         var changed: Set<String> = []
         while true {
             let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: configuration.pageSize)
+            try checkProgress(page, since: token)
             try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(databaseChanges: page, owner: ownerName) }
             for zone in page.deletedZoneIDs { hub.emit(.zonePurged(owner: ownerName, zoneName: zone.zoneName)) }
             changed.formUnion(page.changedZoneIDs.map(\.zoneName))
@@ -433,12 +434,33 @@ final class ParticipantOwnerLink: Sendable {
     private func listZones(_ connection: any OwnerDatabase, pageSize: Int?) async throws(ShareSyncError) -> [DatabaseChanges] {
         var pages: [DatabaseChanges] = []
         var token: ServerChangeToken?
+        var zones = 0
         repeat {
             let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: pageSize)
+            try checkProgress(page, since: token)
+            zones += page.changedZoneIDs.count + page.deletedZoneIDs.count
+            guard zones <= Self.maximumListedZones else {
+                throw ShareSyncError(
+                    .limitExceeded,
+                    "owner \(ownerName) lists more than \(Self.maximumListedZones) zones; not following it")
+            }
             pages.append(page)
             token = page.changeToken
         } while pages.last!.moreComing
         return pages
+    }
+
+    /// The most zones one listing of an owner's zones holds in memory.
+    static let maximumListedZones = 1_000_000
+
+    /// A page of database changes that says more are coming must move the token on. An owner whose
+    /// pages do not (a broken or hostile one) kept the link fetching the same page for ever; it is
+    /// now a failure of the link, retried with backoff like any other.
+    private func checkProgress(_ page: DatabaseChanges, since token: ServerChangeToken?) throws(ShareSyncError) {
+        guard page.moreComing, page.changeToken == token else { return }
+        throw ShareSyncError(
+            .internalError,
+            "owner \(ownerName) answered database changes that say more are coming without moving their token on; not following it")
     }
 
     /// Fetches a zone's pages from its token, each applied with its token; replaces the zone if the token
