@@ -302,6 +302,8 @@ struct InProcessEngineTests {
 private final class StuckOwner: OwnerDatabaseConnector {
     let inner: InProcessOwner
     let stuck = Atomic<Bool>(false)
+    /// Once set, the zone pages get stuck the same way.
+    let stuckZones = Atomic<Bool>(false)
 
     init(_ inner: InProcessOwner) { self.inner = inner }
 
@@ -343,7 +345,13 @@ private final class StuckConnection: OwnerDatabase {
     func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
         async throws(ShareSyncError) -> PendingZoneChanges
     {
-        try await inner.startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: resultsLimit)
+        guard owner.stuckZones.load(ordering: .relaxed), let token else {
+            return try await inner.startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: resultsLimit)
+        }
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: inner.ownerName)
+        return PendingZoneChanges { () async throws(ShareSyncError) -> ZoneChanges in
+            ZoneChanges(zoneID: zoneID, changes: [], changeToken: token, moreComing: true)
+        }
     }
     func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError) -> [Record.ID: Result<Record, ShareSyncError>] {
         try await inner.fetchRecords(zoneName: zoneName, recordNames: recordNames)
@@ -377,6 +385,25 @@ struct StuckOwnerTests {
         stuckOwner.stuck.store(true, ordering: .relaxed)
         let error = await expectShareSyncError { try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30)) }
         #expect(error?.code == .internalError && error?.message.contains("without moving their token on") == true, "\(String(describing: error))")
+        await sync.stop()
+    }
+
+    @Test func zonePagesThatDoNotMoveOnAreAFailureNotALoop() async throws {
+        let fixture = try InProcessFixture()
+        let stuckOwner = StuckOwner(fixture.owner)
+        let p = try TestParticipant()
+        defer { p.remove() }
+        let sync = ParticipantSync(
+            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
+            configuration: .init(pageSize: 10, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), connector: stuckOwner))
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        let ownerName = fixture.identity.userRecordName
+        // A change in the zone, then every page of it repeats the token it was asked with.
+        stuckOwner.stuckZones.store(true, ordering: .relaxed)
+        try fixture.saveNotes("n", count: 1)
+        let error = await expectShareSyncError { try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30)) }
+        #expect(error?.code == .internalError && error?.message.contains("zone Topics") == true, "\(String(describing: error))")
         await sync.stop()
     }
 }

@@ -468,9 +468,16 @@ final class ParticipantOwnerLink: Sendable {
     /// (``ZonePageFetcher``); pages are applied in order, each in its own transaction with its token.
     private func syncZone(_ connection: any OwnerDatabase, _ zone: String) async throws(ShareSyncError) {
         var token = try replica.zoneChangeToken(owner: ownerName, zoneName: zone)
-        do {
+        do throws(ShareSyncError) {
             var pages = await ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
             while let page = try await pages.next() {
+                // As for database changes: a page that says more are coming must move its token on.
+                if page.moreComing, page.changeToken == token {
+                    throw ShareSyncError(
+                        .internalError,
+                        "owner \(ownerName) answered changes of zone \(zone) that say more are coming without moving their token on; "
+                            + "not following it")
+                }
                 try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
                 report(page)
                 token = page.changeToken
