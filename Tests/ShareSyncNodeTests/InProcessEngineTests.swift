@@ -369,16 +369,23 @@ private final class StuckConnection: OwnerDatabase {
 
 @Suite("An owner whose pages do not move on")
 struct StuckOwnerTests {
-    @Test func databaseChangesThatDoNotMoveOnAreAFailureNotALoop() async throws {
+    /// A participant engine that reached the fixture's owner through a ``StuckOwner`` (not stuck yet)
+    /// and accepted its share.
+    fileprivate func acceptedThroughStuckOwner() async throws -> (InProcessFixture, StuckOwner, ParticipantSync, TestParticipant) {
         let fixture = try InProcessFixture()
         let stuckOwner = StuckOwner(fixture.owner)
         let p = try TestParticipant()
-        defer { p.remove() }
         let sync = ParticipantSync(
             replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
             configuration: .init(pageSize: 10, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), connector: stuckOwner))
         try sync.start()
         try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        return (fixture, stuckOwner, sync, p)
+    }
+
+    @Test func databaseChangesThatDoNotMoveOnAreAFailureNotALoop() async throws {
+        let (fixture, stuckOwner, sync, p) = try await acceptedThroughStuckOwner()
+        defer { p.remove() }
         let ownerName = fixture.identity.userRecordName
         // From now on every page of database changes says more are coming with the token it was asked
         // with: the link fetched the same page for ever (and a sync never ended, nor failed).
@@ -389,15 +396,8 @@ struct StuckOwnerTests {
     }
 
     @Test func zonePagesThatDoNotMoveOnAreAFailureNotALoop() async throws {
-        let fixture = try InProcessFixture()
-        let stuckOwner = StuckOwner(fixture.owner)
-        let p = try TestParticipant()
+        let (fixture, stuckOwner, sync, p) = try await acceptedThroughStuckOwner()
         defer { p.remove() }
-        let sync = ParticipantSync(
-            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
-            configuration: .init(pageSize: 10, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), connector: stuckOwner))
-        try sync.start()
-        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
         let ownerName = fixture.identity.userRecordName
         // A change in the zone, then every page of it repeats the token it was asked with.
         stuckOwner.stuckZones.store(true, ordering: .relaxed)

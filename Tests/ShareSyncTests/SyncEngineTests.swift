@@ -78,6 +78,11 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
 @Suite struct SyncEngineTests {
     static let zoneID = RecordZone.ID(zoneName: "Topics")
 
+    /// A saved state with the JSON `state`, as an app reads back a `Serialization` it stored (Codable).
+    static func savedState(_ state: Data) throws -> SyncEngine.State.Serialization {
+        try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(state.base64EncodedString())\"}".utf8))
+    }
+
     @Test(arguments: bothModes)
     func ownerAndParticipantSyncAndMergeAConflict(mode: Container.Mode) async throws {
         try await withNode(mode, name: "Alice") { alice in
@@ -274,8 +279,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             let old = "{\"zoneTokens\":{},\"knownZones\":[],\"pendingRecordZoneChanges\":"
                 + String(decoding: try JSONEncoder().encode(changes), as: UTF8.self) + ",\"pendingDatabaseChanges\":"
                 + String(decoding: try JSONEncoder().encode(zones), as: UTF8.self) + "}"
-            let stored = try JSONDecoder().decode(
-                SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(Data(old.utf8).base64EncodedString())\"}".utf8))
+            let stored = try Self.savedState(Data(old.utf8))
             let engine = SyncEngine(SyncEngine.Configuration(
                 database: node.container.privateDatabase, stateSerialization: stored, automaticallySync: false) { _ in nil })
             #expect(engine.state.pendingRecordZoneChanges == changes)
@@ -298,8 +302,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             // A state whose database token is not this database's (as after a restore from a copy):
             // every fetch threw changeTokenExpired, for good, and the send after it never ran.
             let old = #"{"databaseToken":"private:1.0123456789abcdef.5","zoneTokens":{"\#(Self.zoneID.ownerName)\u0000Gone":"1.0123456789abcdef.5"},"knownZones":[],"pendingRecordZoneChanges":[],"pendingDatabaseChanges":[]}"#
-            let stored = try JSONDecoder().decode(
-                SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(Data(old.utf8).base64EncodedString())\"}".utf8))
+            let stored = try Self.savedState(Data(old.utf8))
             let store = AppStore()
             let (engine, events) = store.startEngine(db, state: stored, automatic: false)
             try await engine.fetchChanges()
@@ -328,8 +331,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 "zoneTokens": [key: "private:1.0123456789abcdef.5"], "knownZones": [], "pendingRecordZoneChanges": [],
                 "pendingDatabaseChanges": [],
             ])
-            let stored = try JSONDecoder().decode(
-                SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(old.base64EncodedString())\"}".utf8))
+            let stored = try Self.savedState(old)
             let store = AppStore()
             let (engine, events) = store.startEngine(db, state: stored, automatic: false)
             try await engine.fetchChanges()

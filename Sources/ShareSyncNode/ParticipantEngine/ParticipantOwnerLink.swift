@@ -403,7 +403,7 @@ final class ParticipantOwnerLink: Sendable {
         var changed: Set<String> = []
         while true {
             let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: configuration.pageSize)
-            try checkProgress(page, since: token)
+            try checkProgress(moreComing: page.moreComing, token: page.changeToken, since: token, of: "database changes")
             try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(databaseChanges: page, owner: ownerName) }
             for zone in page.deletedZoneIDs { hub.emit(.zonePurged(owner: ownerName, zoneName: zone.zoneName)) }
             changed.formUnion(page.changedZoneIDs.map(\.zoneName))
@@ -437,7 +437,7 @@ final class ParticipantOwnerLink: Sendable {
         var zones = 0
         repeat {
             let page = try await connection.fetchDatabaseChanges(since: token, resultsLimit: pageSize)
-            try checkProgress(page, since: token)
+            try checkProgress(moreComing: page.moreComing, token: page.changeToken, since: token, of: "database changes")
             zones += page.changedZoneIDs.count + page.deletedZoneIDs.count
             guard zones <= Self.maximumListedZones else {
                 throw ShareSyncError(
@@ -456,11 +456,12 @@ final class ParticipantOwnerLink: Sendable {
     /// A page of database changes that says more are coming must move the token on. An owner whose
     /// pages do not (a broken or hostile one) kept the link fetching the same page for ever; it is
     /// now a failure of the link, retried with backoff like any other.
-    private func checkProgress(_ page: DatabaseChanges, since token: ServerChangeToken?) throws(ShareSyncError) {
-        guard page.moreComing, page.changeToken == token else { return }
+    private func checkProgress(
+        moreComing: Bool, token: ServerChangeToken, since asked: ServerChangeToken?, of what: String
+    ) throws(ShareSyncError) {
+        guard moreComing, token == asked else { return }
         throw ShareSyncError(
-            .internalError,
-            "owner \(ownerName) answered database changes that say more are coming without moving their token on; not following it")
+            .internalError, "owner \(ownerName) answered \(what) that say more are coming without moving their token on; not following it")
     }
 
     /// Fetches a zone's pages from its token, each applied with its token; replaces the zone if the token
@@ -471,13 +472,7 @@ final class ParticipantOwnerLink: Sendable {
         do throws(ShareSyncError) {
             var pages = await ZonePageFetcher(connection, zoneName: zone, since: token, pageSize: configuration.pageSize)
             while let page = try await pages.next() {
-                // As for database changes: a page that says more are coming must move its token on.
-                if page.moreComing, page.changeToken == token {
-                    throw ShareSyncError(
-                        .internalError,
-                        "owner \(ownerName) answered changes of zone \(zone) that say more are coming without moving their token on; "
-                            + "not following it")
-                }
+                try checkProgress(moreComing: page.moreComing, token: page.changeToken, since: token, of: "changes of zone \(zone)")
                 try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.apply(page, owner: ownerName) }
                 report(page)
                 token = page.changeToken
