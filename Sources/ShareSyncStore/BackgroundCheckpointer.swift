@@ -83,6 +83,15 @@ final class BackgroundCheckpointer: Sendable {
         }
     }
 
+    /// Runs `body` while no background checkpoint runs or starts: tests use it to see what the
+    /// writer's own checkpoint does. (Two checkpoints cannot run at once; the second does nothing.)
+    func withBackgroundCheckpointsHeld<T>(_ body: () throws -> T) rethrows -> T {
+        queue.suspend()
+        defer { queue.resume() }
+        connection.withLock { _ in }  // waits for a checkpoint already running
+        return try body()
+    }
+
     /// Runs one passive checkpoint now; returns the WAL's frames and how many are in the database
     /// file, or nil if it could not run (the next commit tries again).
     @discardableResult
