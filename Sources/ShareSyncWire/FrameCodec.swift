@@ -151,11 +151,18 @@ public final class FrameErrorHandler: ChannelInboundHandler, RemovableChannelHan
             context.close(promise: nil)
             return
         }
+        // A peer that stops reading never lets the frame out: the connection closes after a second
+        // anyway. Before, it stayed open for good (an idle timeout included), TCP keeping it alive.
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let closeAnyway = context.eventLoop.scheduleTask(in: Self.finalFrameGrace) { loopBound.value.close(promise: nil) }
         context.writeAndFlush(Self.wrapOutboundOut(payload)).whenComplete { _ in
+            closeAnyway.cancel()
             loopBound.value.close(promise: nil)
         }
     }
+
+    /// How long a final frame may wait to be written before the connection closes without it.
+    public static let finalFrameGrace = TimeAmount.seconds(1)
 }
 
 @available(*, unavailable)

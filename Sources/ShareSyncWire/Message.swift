@@ -84,6 +84,18 @@ public struct HelloMessage: Codable, Sendable, Hashable {
         self.emailAddress = emailAddress
         self.phoneNumber = phoneNumber
     }
+
+    /// The most UTF-8 bytes each of `displayName`, `emailAddress` and `phoneNumber` may have. The
+    /// owner keeps them for the connection's life and copies the name into share records (a public
+    /// share's participants, access requests), so an unbounded one cost memory per connection and
+    /// could fill a share record up to its size limit.
+    public static let maximumFieldBytes = 256
+
+    /// The first of the optional fields longer than ``maximumFieldBytes``, or `nil`.
+    public var oversizedField: String? {
+        [("displayName", displayName), ("emailAddress", emailAddress), ("phoneNumber", phoneNumber)]
+            .first { ($0.1?.utf8.count ?? 0) > Self.maximumFieldBytes }?.0
+    }
 }
 
 /// Step 2, server → client: the owner's key, its nonce and its signature of the server transcript.

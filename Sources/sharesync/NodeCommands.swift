@@ -48,6 +48,12 @@ struct InitCommand: AsyncParsableCommand {
             throw ValidationError("--advertise \(advertise.debugDescription) is not HOST or HOST:PORT")
         }
         guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name must not be empty") }
+        // Owners refuse a longer one in the hello (protocol.md, "Authentication").
+        for (option, value) in [("--name", name), ("--email", email), ("--phone", phone)] {
+            if let value, value.utf8.count > HelloMessage.maximumFieldBytes {
+                throw ValidationError("\(option) is \(value.utf8.count) bytes; at most \(HelloMessage.maximumFieldBytes)")
+            }
+        }
         try Syntax.checkInvitation(email: email, phone: phone)
     }
 

@@ -55,6 +55,40 @@ struct AttackTests {
         try await owner.stop()
     }
 
+    @Test("a hello with a name over 256 bytes is refused and closed; one of 256 is welcome")
+    func oversizedHelloName() async throws {
+        let owner = try await TestOwner.start()
+        // A name of 100 KB: kept for the connection's life, and copied into share records, before.
+        let stranger = NodeIdentity.generate()
+        let client = try await RawClient.plain(port: owner.server.port, .tls(stranger))
+        try await client.sendJSON([
+            "op": "hello", "publicKey": stranger.publicKeyBase64, "nonce": AuthTranscript.makeNonce(),
+            "displayName": String(repeating: "A", count: 100_000),
+        ])
+        let answer = try await client.json()
+        #expect(errorCode(answer) == "notAuthenticated")
+        #expect(errorRule(answer) == "malformedHello")
+        #expect((answer?["error"] as? [String: Any])?["message"] as? String == "the hello's displayName is longer than 256 bytes")
+        #expect(try await client.closes())
+        await client.close()
+        for (field, bytes) in [("emailAddress", 257), ("phoneNumber", 257), ("displayName", 256)] {
+            let key = NodeIdentity.generate()
+            let other = try await RawClient.plain(port: owner.server.port, .tls(key))
+            try await other.sendJSON([
+                "op": "hello", "publicKey": key.publicKeyBase64, "nonce": AuthTranscript.makeNonce(),
+                field: String(repeating: "é", count: bytes / 2) + (bytes % 2 == 1 ? "a" : ""),
+            ])
+            let reply = try await other.json()
+            if bytes > 256 {
+                #expect(errorRule(reply) == "malformedHello", "\(field)")
+            } else {
+                #expect(reply?["op"] as? String == "challenge", "\(field): \(String(describing: reply))")
+            }
+            await other.close()
+        }
+        try await owner.stop()
+    }
+
     @Test("anything but hello and authenticate before welcome is notAuthenticated")
     func requestBeforeAuthentication() async throws {
         let owner = try await TestOwner.start()

@@ -122,6 +122,35 @@ struct IdleAndPingTests {
     }
 }
 
+@Suite("Idle connections that read nothing")
+struct IdleNonReaderTests {
+    @Test func aPeerThatStopsReadingIsStillCutWhenIdleThoughTheLastFrameCannotGoOut() async throws {
+        let owner = try await ownerWithOneSecondIdleTimeout()
+        let client = try await authenticatedClient(port: owner.server.port, identity: NodeIdentity.generate(), receiveBuffer: 4096)
+        #expect(owner.server.connectionCount == 1)
+        // The client reads nothing more and sends 100,000 pings at once (2.6 MB): their answers fill
+        // its window and the owner's socket, then nothing moves either way. The idle timeout's final
+        // frame cannot be written; before, the owner waited for that write for ever and kept the
+        // connection (TCP's window probes keep such a connection alive).
+        try await client.channel.setOption(ChannelOptions.autoRead, value: false)
+        var pings = client.channel.allocator.buffer(capacity: 2_700_000)
+        for id in 1...100_000 { pings.writeString(#"{"id":\#(id),"op":"ping"}"# + "\n") }
+        // Not awaited: the owner stops reading once its answers cannot go out, so this never completes.
+        client.channel.writeAndFlush(pings, promise: nil)
+        var cut = false
+        for _ in 0..<600 {  // at most 30 s
+            if owner.server.connectionCount == 0 {
+                cut = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(cut, "the owner still holds the connection")
+        await client.close()
+        try await owner.stop()
+    }
+}
+
 /// The connection was cut while a test set it up (a starved test task let the idle timeout pass).
 struct SetupCut: Error {}
 
@@ -129,12 +158,12 @@ struct SetupCut: Error {}
 /// times) when the connection is cut during setup: with a one-second idle timeout, a test task that
 /// waits a second to be scheduled lets the owner close a connection it has not finished setting up.
 func authenticatedClient(
-    port: Int, identity: NodeIdentity, then setup: (RawClient) async throws -> Void = { _ in }
+    port: Int, identity: NodeIdentity, receiveBuffer: Int? = nil, then setup: (RawClient) async throws -> Void = { _ in }
 ) async throws -> RawClient {
     var attempt = 0
     while true {
         attempt += 1
-        let client = try await RawClient.connect(port: port, .tls(identity))
+        let client = try await RawClient.connect(port: port, .tls(identity), receiveBuffer: receiveBuffer)
         do {
             try await client.send("SHARESYNC versions=1 encodings=plain")
             guard try await client.line() == "SHARESYNC version=1 encoding=plain" else { throw SetupCut() }

@@ -130,7 +130,12 @@ struct ServerConnection {
             raw.close(promise: nil)
             return
         }
-        raw.writeAndFlush(payload).whenComplete { _ in raw.close(promise: nil) }
+        // Closed anyway if it cannot go out (a peer that reads nothing).
+        let closeAnyway = raw.eventLoop.scheduleTask(in: FrameErrorHandler.finalFrameGrace) { raw.close(promise: nil) }
+        raw.writeAndFlush(payload).whenComplete { _ in
+            closeAnyway.cancel()
+            raw.close(promise: nil)
+        }
     }
 
     /// Writes an answer; one over the frame limit is replaced by a `limitExceeded` error for the same
@@ -317,6 +322,9 @@ struct Session {
         }
         guard AuthTranscript.isBase64Of32Bytes(hello.publicKey), AuthTranscript.isBase64Of32Bytes(hello.nonce) else {
             return refuse("the hello's publicKey and nonce must each be 32 bytes in base64", rule: .malformedHello)
+        }
+        if let field = hello.oversizedField {
+            return refuse("the hello's \(field) is longer than \(HelloMessage.maximumFieldBytes) bytes", rule: .malformedHello)
         }
         if case .tls(let certificateKey) = security, Data(base64Encoded: hello.publicKey) != certificateKey {
             logger.notice("authentication failed: hello key is not the TLS certificate's key")
