@@ -118,7 +118,7 @@ public final class PrivateDatabase: Sendable {
         self.ownerName = ownerName
         self.limits = limits
         self.clock = clock
-        try Schema.migrator.migrate(writer)
+        try Schema.migrator.migrateRefusingNewer(writer, what: "the private database")
         databaseID = try writer.write { db in
             if let id = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'databaseID'") { return id }
             let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16).description

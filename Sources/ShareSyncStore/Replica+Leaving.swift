@@ -52,6 +52,29 @@ extension SharedDatabaseReplica {
         }
     }
 
+    /// Forgets a pending leave the owner now has, and leaves its zone empty with no token, in one
+    /// transaction: the next catch-up fetches the zone from the start, so another share of the same
+    /// zone that this node keeps comes back whole (the owner answers `zoneNotFound` if there is none,
+    /// and the zone goes). Purged instead, the zone was fetched again only if the owner's database
+    /// feed listed it after the stored token, and a push applied meanwhile could have moved that token
+    /// past the zone's change: the other share's records were then missing for good. A zone another
+    /// pending leave still covers stays out.
+    public func resolvePendingLeave(_ leave: PendingLeave) throws(ShareSyncError) {
+        try write { db in
+            try db.execute(
+                sql: "DELETE FROM replicaPendingLeave WHERE owner = ? AND zone = ? AND share = ?",
+                arguments: [leave.owner, leave.zoneName, leave.shareName])
+            try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [leave.owner, leave.zoneName])
+            try db.execute(
+                sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [leave.owner, leave.zoneName])
+            guard try !isLeaving(db, owner: leave.owner, zoneName: leave.zoneName),
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM replicaOwner WHERE owner = ?", arguments: [leave.owner]) ?? false
+            else { return }
+            try db.execute(
+                sql: "INSERT INTO replicaZone (owner, zone, token) VALUES (?, ?, NULL)", arguments: [leave.owner, leave.zoneName])
+        }
+    }
+
     func isLeaving(_ db: Database, owner: String, zoneName: String) throws -> Bool {
         try Bool.fetchOne(
             db.cachedStatement(sql: "SELECT 1 FROM replicaPendingLeave WHERE owner = ? AND zone = ?"), arguments: [owner, zoneName])

@@ -32,6 +32,17 @@ extension SharedDatabaseReplica {
         }
     }
 
+    /// The records of a zone of one type, by record name (through the type index: finding a zone's
+    /// shares reads only them).
+    public func records(owner: String, zoneName: String, ofType type: String) throws(ShareSyncError) -> [ShareSyncCore.Record] {
+        try read { db in
+            try Data.fetchAll(
+                db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE zoneKey = (SELECT id FROM replicaZone WHERE owner = ? AND zone = ?) AND type = ? ORDER BY name"),
+                arguments: [owner, zoneName, type]
+            ).map { try Record(jsonData: $0) }
+        }
+    }
+
     /// The record with this ID, or `nil`. The owner is the ID's ``RecordZone/ID/ownerName``.
     public func fetchRecord(_ id: ShareSyncCore.Record.ID) throws(ShareSyncError) -> ShareSyncCore.Record? {
         try read { db in

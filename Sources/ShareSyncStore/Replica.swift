@@ -68,7 +68,9 @@ public final class SharedDatabaseReplica: Sendable {
         self.writer = writer
         self.checkpointer = checkpointer
         do {
-            try ReplicaSchema.migrator.migrate(writer)
+            try ReplicaSchema.migrator.migrateRefusingNewer(writer, what: "the replica")
+        } catch let error as ShareSyncError {
+            throw error
         } catch {
             throw ShareSyncError(.internalError, "cannot migrate the replica: \(error)")
         }

@@ -138,6 +138,23 @@ struct ControlHandlerTests {
         #expect(try await respond(handler, #"{"status":{}}"#)["ok"] as? Bool == true)
     }
 
+    @Test func aPrivateTokenFromBeforeAZoneWasDeletedAndCreatedAgainGetsTheDeletionThenTheNewZone() async throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let topics = RecordZone.ID(zoneName: "Topics")
+        try database.saveZone(RecordZone(zoneID: topics))
+        _ = try database.modifyRecords(saving: [Record(recordType: "Note", recordID: .init(recordName: "old", zoneID: topics))]).get()
+        let feeds = NodeChangeFeeds(database: database, replica: try SharedDatabaseReplica(inMemory: ()))
+        let token = try await feeds.changes(shared: false, since: nil, wait: nil).token
+        try database.deleteZone(topics)
+        try database.saveZone(RecordZone(zoneID: topics))
+        _ = try database.modifyRecords(saving: [Record(recordType: "Note", recordID: .init(recordName: "new", zoneID: topics))]).get()
+        // Before: changeTokenExpired for the whole database, from this token every time.
+        let page = try await feeds.changes(shared: false, since: token, wait: nil)
+        #expect(page.changes.map { "\($0.kind.rawValue) \($0.zoneName) \($0.recordName ?? "")" } == [
+            "zoneDeleted Topics ", "recordChanged Topics new",
+        ])
+    }
+
     @Test func requestsUseTheDocumentedWireForm() async throws {
         let handler = try makeHandler()
         let created = try await respond(handler, #"{"zoneCreate":{"name":"Topics"}}"#)

@@ -51,6 +51,10 @@ struct LeaveLocallyCLITests {
             try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t1"])
             let (url, participantID) = try invite(b, to: "Topics", of: a)
             try b.ok(["accept", url])
+            // A name that is no share (nor a record shared by one) is refused, and the zone stays.
+            let typo = try b.run(["leave", "--owner", "Alice", "--zone", "Topics", "--share", "nope", "--local"])
+            #expect(typo.status == 65 && typo.stderr.contains("unknownItem") && typo.stderr.contains("nope"), "\(typo.stderr)")
+            #expect(try #require(try b.ok(["record", "list", "--shared", "--zone", "Topics"]) as? [Any]).count == 2, "t1 and the share")
             try b.ok(["leave", "--owner", "Alice", "--zone", "Topics", "--local"])
             #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
             #expect(try eventually(timeout: 60) {

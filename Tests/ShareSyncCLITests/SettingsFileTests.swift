@@ -28,4 +28,40 @@ struct SettingsFileTests {
         #expect(reopened.settings == moved.settings)
         #expect(reopened.identity.fingerprint == home.identity.fingerprint)
     }
+
+    @Test("an init whose settings cannot be written leaves no files behind, and init then succeeds")
+    func failedCreateLeavesNothing() throws {
+        let path = NSTemporaryDirectory() + "sharesync-settings-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        let blocker = path + "/" + NodeHome.settingsFileName + ".tmp"
+        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
+        let error = try #require(throws: ShareSyncError.self) { try NodeHome.create(at: path, settings: NodeSettings(displayName: "Alice")) }
+        #expect(error.message.contains(NodeHome.settingsFileName), "\(error)")
+        // Before, identity.key stayed: init said "already a node home", and run could not read settings.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: path) == [NodeHome.settingsFileName + ".tmp"])
+        try FileManager.default.removeItem(atPath: blocker)
+        let home = try NodeHome.create(at: path, settings: NodeSettings(displayName: "Alice"))
+        #expect(try NodeHome.open(at: path).identity.fingerprint == home.identity.fingerprint)
+    }
+
+    @Test("a folder that still holds a node's database is not made a new home (its shares would change hands)")
+    func leftoverDatabaseIsRefused() throws {
+        let path = NSTemporaryDirectory() + "sharesync-settings-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let home = try NodeHome.create(at: path, settings: NodeSettings(displayName: "Alice"))
+        // "Resetting" a home by deleting only its key and settings.
+        try FileManager.default.removeItem(atPath: path + "/identity.key")
+        try FileManager.default.removeItem(atPath: home.settingsPath)
+        let error = try #require(throws: ShareSyncError.self) { try NodeHome.create(at: path, settings: NodeSettings(displayName: "Mallory")) }
+        #expect(error.rule == .homeExists && error.message.contains(NodeHome.privateDatabaseFileName), "\(error)")
+    }
+
+    @Test("an IPv6 address needs its brackets: without them where the host ends is a guess, and it is refused")
+    func unbracketedIPv6IsNoAddress() {
+        #expect(HostAndPort(parsing: "::1") == nil)
+        #expect(HostAndPort(parsing: "fe80::1:7420") == nil)
+        #expect(HostAndPort(parsing: "[::1]:7420") == HostAndPort(host: "::1", port: 7420))
+        #expect(HostAndPort(parsing: "alice.example:7420") == HostAndPort(host: "alice.example", port: 7420))
+    }
 }

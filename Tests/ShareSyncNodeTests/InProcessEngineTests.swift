@@ -261,6 +261,69 @@ struct InProcessEngineTests {
         await sync.stop()
     }
 
+    @Test func aLocalLeaveTheOwnerAlreadyHadKeepsTheOtherShareOfTheSameZone() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try sync.start()
+        var second = Record(recordType: "Topic", recordID: fixture.id("second"))
+        second["title"] = "Second"
+        var kept = Record(recordType: "Note", recordID: fixture.id("kept"))
+        kept.setParent(fixture.id("second"))
+        _ = try fixture.db.modifyRecords(saving: [second, kept]).get()
+        var share2 = Share(rootRecord: try fixture.db.fetchRecord(fixture.id("second")))
+        try share2.addParticipant(Participant(lookupInfo: .init(userRecordName: p.identity.userRecordName), permission: .readOnly))
+        let url2 = Share(try fixture.db.modifyRecords(saving: [share2.record]).get().first { $0.recordType == Record.shareRecordType }!)!.url!
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await sync.accept(url: url2, timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+
+        // The owner removes the participant from the first share, and the replica follows (its
+        // database token moves past the zone's change). Then the participant leaves that share locally:
+        // the owner answers that it is already gone, and the zone is emptied. Before, the catch-up then
+        // skipped the zone (not changed since the token, not known any more): the second share's
+        // records were missing for good.
+        let firstName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
+        var first = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: firstName, zoneID: fixture.zone))))
+        try first.removeParticipant(try #require(first.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }))
+        _ = try fixture.db.modifyRecords(saving: [first.record]).get()
+        try await expectConverged(sync, fixture)
+        try sync.leaveShareLocally(owner: ownerName, zoneName: "Topics", shareRecordName: firstName)
+        try await expectEventually(sync, "the leave resolved", timeout: 90) { try sync.replica.pendingLeaves(owner: ownerName).isEmpty }
+        try await expectConverged(sync, fixture)
+        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "kept", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))) != nil)
+        await sync.stop()
+    }
+
+    @Test func acceptingAgainAShareLeftLocallyTellsTheOwnerOfTheLeaveFirstAndIsRefusedOutLoud() async throws {
+        let fixture = try InProcessFixture()
+        let p = try TestParticipant()
+        defer { p.remove() }
+        // A link that, once cut, waits long before it reconnects: only the accept reaches the owner.
+        let sync = ParticipantSync(
+            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
+            configuration: .init(pageSize: 10, initialBackoff: .seconds(600), maximumBackoff: .seconds(600), connector: fixture.owner))
+        try sync.start()
+        let url = try fixture.share(with: p.identity)
+        try await sync.accept(url: url, timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+        fixture.owner.isReachable = false
+        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+        let shareName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
+        try sync.leaveShareLocally(owner: ownerName, zoneName: "Topics", shareRecordName: shareName)
+        fixture.owner.isReachable = true
+        // Before, the owner (not told yet) took the accept, which said it succeeded; the link then sent
+        // the old leave, and the share was gone again in silence.
+        let error = await expectShareSyncError { try await sync.accept(url: url, timeout: .seconds(60)) }
+        #expect(error?.rule == .leftShare, "\(String(describing: error))")
+        #expect(try sync.replica.pendingLeaves(owner: ownerName).isEmpty)
+        let share = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: shareName, zoneID: fixture.zone))))
+        #expect(share.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }?.acceptanceStatus == .removed)
+        await sync.stop()
+    }
+
     @Test func anOwnersRetryDelayFromTheWireIsKeptWithinReason() async throws {
         let fixture = try InProcessFixture()
         let (sync, p) = try fixture.participant()
@@ -298,14 +361,29 @@ struct InProcessEngineTests {
 }
 
 /// The in-process owner, except that once `stuck` is set its database changes say more are coming and
-/// repeat the token they were asked with (a broken or hostile owner).
+/// repeat the token they were asked with (a broken or hostile owner); and that it can hold pushes
+/// back, then deliver them all at once.
 private final class StuckOwner: OwnerDatabaseConnector {
     let inner: InProcessOwner
     let stuck = Atomic<Bool>(false)
     /// Once set, the zone pages get stuck the same way.
     let stuckZones = Atomic<Bool>(false)
+    /// While not nil, the pushes held back, each with the receiver it was for.
+    let held = Mutex<[(OwnerConnection.Push, PushReceiver)]?>(nil)
 
     init(_ inner: InProcessOwner) { self.inner = inner }
+
+    var heldCount: Int { held.withLock { $0?.count ?? 0 } }
+    func holdPushes() { held.withLock { $0 = [] } }
+
+    /// Delivers every push held back, one right after the other, and stops holding them.
+    func releasePushes() {
+        let pushes = held.withLock { h in
+            defer { h = nil }
+            return h ?? []
+        }
+        for (push, receiver) in pushes { receiver.receive(push) }
+    }
 
     func connect(
         host: String, port: Int, identity: NodeIdentity, expectedOwnerFingerprint: String, displayName: String?
@@ -362,7 +440,18 @@ private final class StuckConnection: OwnerDatabase {
         try await inner.modifyRecords(zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically)
     }
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
-        try await inner.subscribe(since: token, receiver: receiver)
+        let owner = owner
+        let holding = PushReceiver(
+            receive: { push in
+                let isHeld = owner.held.withLock { h in
+                    guard h != nil else { return false }
+                    h!.append((push, receiver))
+                    return true
+                }
+                if !isHeld { receiver.receive(push) }
+            },
+            end: receiver.end)
+        try await inner.subscribe(since: token, receiver: holding)
     }
     func close() async { await inner.close() }
 }
@@ -392,6 +481,31 @@ struct StuckOwnerTests {
         stuckOwner.stuck.store(true, ordering: .relaxed)
         let error = await expectShareSyncError { try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30)) }
         #expect(error?.code == .internalError && error?.message.contains("without moving their token on") == true, "\(String(describing: error))")
+        await sync.stop()
+    }
+
+    @Test func pushesThatComeFasterThanTheLinkAppliesThemAreReplacedByACatchUpThatMissesNothing() async throws {
+        let (fixture, stuckOwner, sync, p) = try await acceptedThroughStuckOwner()
+        defer { p.remove() }
+        let ownerName = fixture.identity.userRecordName
+        try await expectConverged(sync, fixture)
+        try await expectEventually(sync, "following", timeout: 90) { sync.status(owner: ownerName) == .following }
+        // 100 pushes, one per save (each waited for, so the owner does not merge them), held back and
+        // then delivered in one burst: more than the link's queue of 32 waiting pushes holds.
+        stuckOwner.holdPushes()
+        for i in 0..<100 {
+            try fixture.saveNotes("burst\(i)-", count: 1)
+            // Held pushes wake nothing in the engine: polled, for at most 30 s each.
+            for _ in 0..<30_000 where stuckOwner.heldCount <= i { try await Task.sleep(for: .milliseconds(1)) }
+            try #require(stuckOwner.heldCount == i + 1, "push \(i + 1) held")
+        }
+        let fetchesBefore = fixture.owner.requestCount(.fetchDatabaseChanges)
+        stuckOwner.releasePushes()
+        try await expectConverged(sync, fixture)
+        // The queue overflowed: the pushes were dropped, and a catch-up from the stored tokens read
+        // their changes instead (applying them in order would have needed no fetch).
+        #expect(fixture.owner.requestCount(.fetchDatabaseChanges) > fetchesBefore)
+        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "burst99-0", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))) != nil)
         await sync.stop()
     }
 

@@ -76,6 +76,14 @@ extension ControlHandler {
                 // The share's record name, or its root record's name.
                 let named = try replica.fetchRecord(Record.ID(recordName: share, zoneID: zoneID))
                 shareName = named.flatMap { $0.recordType == Record.shareRecordType ? nil : $0.share?.recordID.recordName } ?? share
+                // Leaving locally empties the zone at once, and the owner is told later: a name that is
+                // no share here would empty it for a leave the owner then refuses.
+                if local == true, try replica.fetchRecord(Record.ID(recordName: shareName, zoneID: zoneID))?.recordType != Record.shareRecordType {
+                    throw ShareSyncError(
+                        .unknownItem,
+                        "shared zone \(zone) holds no share \(share) (nor a record shared by one); nothing was left. Name a share record or its root record; see `sharesync record list --shared`",
+                        zoneID: zoneID)
+                }
             } else {
                 shareName = try onlyShare(in: zoneID, replica: replica)
             }
@@ -320,9 +328,7 @@ extension ControlHandler {
 
     /// The record name of the only share in a replicated zone.
     func onlyShare(in zoneID: RecordZone.ID, replica: SharedDatabaseReplica) throws(ShareSyncError) -> String {
-        let shares = try replica.records(owner: zoneID.ownerName, zoneName: zoneID.zoneName).filter {
-            $0.recordType == Record.shareRecordType
-        }
+        let shares = try replica.records(owner: zoneID.ownerName, zoneName: zoneID.zoneName, ofType: Record.shareRecordType)
         switch shares.count {
         case 1:
             return shares[0].recordID.recordName

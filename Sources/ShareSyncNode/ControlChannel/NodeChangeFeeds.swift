@@ -186,6 +186,13 @@ public final class NodeChangeFeeds: Sendable {
                     page = try database.fetchZoneChanges(zoneID, since: zoneToken)
                 } catch where error.code == .zoneNotFound {
                     break  // deleted since it was listed: its deletion comes next time
+                } catch where error.code == .changeTokenExpired && error.zoneID != nil && zoneToken != nil && zoneToken == since {
+                    // Deleted and created again since the token (the token is good for the database).
+                    // The old zone's records went with it, deletions included: say so, then the zone
+                    // as it is now. Before, the whole page failed, from this token for good.
+                    changes.append(ChangeInfo(kind: .zoneDeleted, ownerName: nil, zoneName: zoneID.zoneName))
+                    zoneToken = nil
+                    continue
                 }
                 for change in page.changes {
                     switch change {

@@ -26,6 +26,8 @@ public struct HostAndPort: Sendable, Hashable, Codable, CustomStringConvertible 
             guard let colon = text.lastIndex(of: ":") else { return nil }
             host = text[..<colon]
             port = text[text.index(after: colon)...]
+            // `::1` or `fe80::1:7420` without brackets: where the host ends is a guess; IPv6 needs them.
+            guard !host.contains(":") else { return nil }
         }
         guard !host.isEmpty, let number = Int(port), (0...65535).contains(number) else { return nil }
         self.init(host: String(host), port: number)
@@ -102,22 +104,32 @@ public struct NodeHome: Sendable {
     public static func controlSocketPath(home: String) -> String { join(home, controlSocketFileName) }
 
     /// Creates a new home: the folder (0700), a new identity and the settings. Refuses a folder that
-    /// already holds a key or settings (``ShareSyncError/Code/invalidArguments``, rule `homeExists`).
+    /// already holds a key, settings or a database (``ShareSyncError/Code/invalidArguments``, rule
+    /// `homeExists`): a new identity would take over the old databases' shares and outbox. If a step
+    /// fails, the files it had written are removed, so that `init` can simply be run again.
     public static func create(at path: String, settings: NodeSettings) throws(ShareSyncError) -> NodeHome {
         let fm = FileManager.default
-        for file in [NodeIdentity.keyFileName, settingsFileName] where fm.fileExists(atPath: join(path, file)) {
+        let files = [NodeIdentity.keyFileName, settingsFileName, privateDatabaseFileName, replicaFileName]
+        for file in files where fm.fileExists(atPath: join(path, file)) {
             throw ShareSyncError(
                 .invalidArguments, "\(path) is already a node home (it has \(file)); choose another --home",
                 rule: .homeExists)
         }
-        let identity = NodeIdentity.generate()
-        try identity.save(home: path)
-        let home = NodeHome(path: path, identity: identity, settings: settings)
-        try home.saveSettings()
-        // Create both databases now, so a fresh home is complete and its files get their modes.
-        _ = try home.openPrivateDatabase()
-        _ = try home.openReplica()
-        return home
+        do throws(ShareSyncError) {
+            let identity = NodeIdentity.generate()
+            try identity.save(home: path)
+            let home = NodeHome(path: path, identity: identity, settings: settings)
+            try home.saveSettings()
+            // Create both databases now, so a fresh home is complete and its files get their modes.
+            _ = try home.openPrivateDatabase()
+            _ = try home.openReplica()
+            return home
+        } catch {
+            for file in files + [privateDatabaseFileName, replicaFileName].flatMap({ [$0 + "-wal", $0 + "-shm"] }) {
+                try? fm.removeItem(atPath: join(path, file))
+            }
+            throw error
+        }
     }
 
     /// Opens an existing home; ``ShareSyncError/Code/invalidArguments`` (rule `noHome`) if there is none.

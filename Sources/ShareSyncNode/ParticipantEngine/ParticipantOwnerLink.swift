@@ -281,9 +281,10 @@ final class ParticipantOwnerLink: Sendable {
     /// the owner no longer has for this node (already left, removed, deleted) counts as told; a network
     /// failure keeps the leave for the next connection. Returns whether a zone was purged: the caller
     /// catches up before it applies another push, as the reconnect path does. Leaving one share
-    /// empties its whole zone in the replica, and another share of the same zone that the node keeps
-    /// is fetched again from nil only by a catch-up (its zone is changed in the database feed). A push
-    /// applied instead recreated the zone with a current token and none of that share's records.
+    /// empties its whole zone in the replica; once the owner is told, the zone is kept empty with no
+    /// token (``SharedDatabaseReplica/resolvePendingLeave(_:)``), so the catch-up fetches another share
+    /// of the same zone that the node keeps from the start. A push applied instead recreated the zone
+    /// with a current token and none of that share's records.
     @discardableResult
     private func sendPendingLeaves(_ connection: any OwnerDatabase) async throws(ShareSyncError) -> Bool {
         var purged = false
@@ -298,8 +299,7 @@ final class ParticipantOwnerLink: Sendable {
                     "share left locally was already gone on the owner",
                     metadata: ["zone": "\(leave.zoneName)", "error": "\(error)"])
             }
-            try replica.removePendingLeave(leave)
-            try replica.purgeZone(owner: ownerName, zoneName: leave.zoneName)
+            try replica.resolvePendingLeave(leave)
             purged = true
         }
         return purged

@@ -212,6 +212,7 @@ public final class ParticipantSync: Sendable {
             displayName: configuration.displayName)
         let metadata: ShareMetadata
         do {
+            try await tellPendingLeave(of: url, on: connection)
             metadata = try await connection.acceptShare(url: url)
         } catch {
             await connection.close()
@@ -224,6 +225,28 @@ public final class ParticipantSync: Sendable {
         try await StoreThreads.run { () throws(ShareSyncError) in try replica.setOwner(owner) }
         try await waitUntilSynced(owner: ownerName, timeout: timeout)
         return metadata
+    }
+
+    /// Tells the owner of the share at `url` that this node left it, if it did so locally and the
+    /// owner has not heard yet. A leave is a leave, as in CloudKit where it is immediate: the owner then
+    /// refuses the accept of a private share (`permissionFailure`, rule `leftShare`: the owner must
+    /// invite this node again), and takes that of a public one. Before, the accept went first, and the
+    /// owner's link sent the old leave afterwards: the accept said it succeeded, and was undone in
+    /// silence.
+    private func tellPendingLeave(of url: String, on connection: any OwnerDatabase) async throws(ShareSyncError) {
+        let pending = try replica.pendingLeaves(owner: connection.ownerName)
+        guard !pending.isEmpty else { return }
+        let share = try await connection.fetchShareMetadata(url: url, shouldFetchRootRecord: false).share.recordID
+        for leave in pending where leave.zoneName == share.zoneID.zoneName && leave.shareName == share.recordName {
+            do {
+                try await connection.leaveShare(zoneName: leave.zoneName, shareRecordName: leave.shareName)
+            } catch where ParticipantOwnerLink.keepsPending(error) {
+                throw error
+            } catch {
+                // Already gone on the owner: told as much as it can be.
+            }
+            try replica.resolvePendingLeave(leave)
+        }
     }
 
     /// Points an owner known to the replica at a new address (the owner moved while this node could

@@ -1,0 +1,48 @@
+import Foundation
+import GRDB
+import Testing
+
+import ShareSyncCore
+@testable import ShareSyncStore
+
+/// A file a newer sharesync migrated is refused by name, and left as it was: an older build would
+/// otherwise open it as its own (GRDB skips migrations it does not know).
+@Suite("Database files from a newer sharesync")
+struct NewerFileTests {
+    /// Marks the file at `path` as migrated by a later version.
+    private func markNewer(_ path: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-from-the-future')") }
+    }
+
+    @Test("a replica with a migration this build does not know is refused, naming the file and the migration")
+    func replica() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        _ = try SharedDatabaseReplica(path: path)
+        try markNewer(path)
+        let error = #expect(throws: ShareSyncError.self) { try SharedDatabaseReplica(path: path) }
+        #expect(error?.code == .internalError)
+        #expect(error?.message.contains("newer sharesync") == true && error?.message.contains("v99-from-the-future") == true)
+        #expect(error?.message.contains(path) == true, "\(String(describing: error))")
+    }
+
+    @Test("a private database with a migration this build does not know is refused, and no migration runs")
+    func privateDatabase() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite")
+        do {
+            let db = try PrivateDatabase(path: path, ownerName: "_owner1")
+            try db.saveZones([RecordZone(zoneID: RecordZone.ID(zoneName: "Topics"))])
+        }
+        try markNewer(path)
+        let queue = try DatabaseQueue(path: path)
+        func migrations() throws -> [String] { try queue.read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") } }
+        let before = try migrations()
+        let error = #expect(throws: ShareSyncError.self) { try PrivateDatabase(path: path, ownerName: "_owner1") }
+        #expect(error?.code == .internalError && error?.message.contains("the private database") == true, "\(String(describing: error))")
+        #expect(try migrations() == before, "no migration ran")
+    }
+}
