@@ -178,6 +178,62 @@ final class ConnectionShared: Sendable {
     private let state = Mutex(State())
     /// The next page of the last `fetchZoneChanges` served (see ``ZonePageReadAhead``).
     let readAhead = Mutex<ZonePageReadAhead?>(nil)
+    /// Permits to read an answer that may be as large as the response size (``largeAnswerPermits``).
+    private let largeAnswers = Mutex(LargeAnswers())
+
+    private struct LargeAnswers {
+        var held = 0
+        var nextWaiter: UInt64 = 0
+        var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
+    }
+
+    /// How many `fetchZoneChanges` and `fetchRecords` of one connection are read, or wait for their
+    /// answer to be handed to the channel, at once; more wait for one of them (back-pressure, not a
+    /// refusal). Each answer may be as large as the response size (4 MiB), and the in-flight limit
+    /// alone let a client that sends 64 of them and reads nothing make the owner read and hold
+    /// 64 answers: 256 MiB per connection. Two keep a reader's next page read while one is written.
+    static let largeAnswerPermits = 2
+
+    /// Waits for a permit to read a large answer; false if the task was cancelled (the connection ended).
+    func acquireLargeAnswer() async -> Bool {
+        let id = largeAnswers.withLock { s in
+            defer { s.nextWaiter += 1 }
+            return s.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let now: Bool? = largeAnswers.withLock { s in
+                    // Checked under the lock: a cancellation after it finds the waiter below.
+                    if Task.isCancelled { return false }
+                    if s.held < Self.largeAnswerPermits {
+                        s.held += 1
+                        return true
+                    }
+                    s.waiters.append((id, continuation))
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = largeAnswers.withLock { s -> CheckedContinuation<Bool, Never>? in
+                guard let index = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.waiters.remove(at: index).continuation
+            }
+            waiter?.resume(returning: false)
+        }
+    }
+
+    /// Returns a permit: the longest waiter takes it.
+    func releaseLargeAnswer() {
+        let next = largeAnswers.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard !s.waiters.isEmpty else {
+                s.held -= 1
+                return nil
+            }
+            return s.waiters.removeFirst().continuation
+        }
+        next?.resume(returning: true)
+    }
 
     var isAuthenticated: Bool { state.withLock { $0.admittedName != nil } }
     var admittedName: String? { state.withLock { $0.admittedName } }
@@ -451,6 +507,9 @@ struct Session {
             case .subscribe:
                 return  // started above, as a task of its own
             case .fetchZoneChanges(let zoneName, let token, let resultsLimit):
+                guard await shared.acquireLargeAnswer() else { return }
+                defer { shared.releaseLargeAnswer() }
+                connection.server.registry.largeAnswersStarted.add(1, ordering: .relaxed)
                 let key = ZonePageReadAhead.Key(zoneName: zoneName, token: token, resultsLimit: resultsLimit)
                 let answer = await connection.fetchZoneChanges(id: request.id, key, executor: executor, shared: shared)
                 try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
@@ -459,6 +518,13 @@ struct Session {
                 // The subscription's push of this write waits for its answer (see `commitObserved`).
                 shared.beginWrite()
                 defer { shared.endWrite() }
+                let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.answer(request) }
+                try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
+                refusal = answer.error
+            case .fetchRecords:
+                guard await shared.acquireLargeAnswer() else { return }
+                defer { shared.releaseLargeAnswer() }
+                connection.server.registry.largeAnswersStarted.add(1, ordering: .relaxed)
                 let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.answer(request) }
                 try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
                 refusal = answer.error

@@ -279,6 +279,8 @@ final class ConnectionRegistry: Sendable {
     }
 
     private let state = Mutex(State())
+    /// How many `fetchZoneChanges` and `fetchRecords` began to be read, all connections (tests read it).
+    let largeAnswersStarted = Atomic<Int>(0)
     /// The address the owner advertises (see ``OwnerServer/setAdvertisedAddress(_:announce:)``).
     let advertised = Mutex<WireAddress?>(nil)
 
