@@ -12,13 +12,15 @@ import NIOCore
 /// After the handshake, the message layer reads and writes payload `ByteBuffer`s (one JSON value
 /// each); the transport turns them into lines. See `protocol.md` for the wire format.
 public enum FrameCodec {
-    /// Adds the server side of the transport: a ``HandshakeHandler`` with the server role.
+    /// Adds the server side of the transport: a ``HandshakeHandler`` with the server role (and
+    /// `gate`'s lower frame size limit until the connection lifts it, see ``FrameSizeGate``).
     public static func addServerHandlers(
         to pipeline: ChannelPipeline.SynchronousOperations,
         configuration: ServerConfiguration = ServerConfiguration(),
-        completion: EventLoopPromise<NegotiatedSession>? = nil
+        completion: EventLoopPromise<NegotiatedSession>? = nil,
+        gate: FrameSizeGate? = nil
     ) throws {
-        try pipeline.addHandler(HandshakeHandler(role: .server(configuration), completion: completion))
+        try pipeline.addHandler(HandshakeHandler(role: .server(configuration), completion: completion, gate: gate))
     }
 
     /// Adds the client side of the transport: a ``HandshakeHandler`` with the client role, which

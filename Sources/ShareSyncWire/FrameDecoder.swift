@@ -18,6 +18,8 @@ public final class FrameDecoder {
     public let encoding: FrameEncoding
     private let limits: FrameLimits
     private let inflaters: InflaterPool?
+    /// A lower limit until the peer authenticates, if the connection set one.
+    private let gate: FrameSizeGate?
     private let allocator = ByteBufferAllocator()
     /// Who this decoder is to the pool's streams (``PooledStream/lastUser``).
     private let user = newStreamUser()
@@ -31,16 +33,21 @@ public final class FrameDecoder {
 
     /// Creates a decoder for one direction of one connection. It throws nothing today: zlib is set up
     /// when a frame is decoded.
-    public convenience init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
-        try self.init(encoding: encoding, limits: limits, inflaters: InflaterPool.shared)
+    /// `gate`, if given, lowers the frame size limit until it is lifted.
+    public convenience init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), gate: FrameSizeGate? = nil) throws(FrameError) {
+        try self.init(encoding: encoding, limits: limits, inflaters: InflaterPool.shared, gate: gate)
     }
 
     /// A decoder that borrows its inflate streams from `inflaters` (tests).
-    init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), inflaters: InflaterPool) throws(FrameError) {
+    init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), inflaters: InflaterPool, gate: FrameSizeGate? = nil) throws(FrameError) {
         self.encoding = encoding
         self.limits = limits
         self.inflaters = encoding == .plain ? nil : inflaters
+        self.gate = gate
     }
+
+    /// The largest payload accepted now: the frame limit, or the gate's lower one.
+    private var frameLimit: Int { min(limits.maximumFrameSize, gate?.current ?? .max) }
 
     /// Decodes one line (without its `\n`) into its payload.
     /// - Throws: ``FrameError``: ``FrameError/Code/lineTooLong``, ``FrameError/Code/invalidEncoding``,
@@ -51,8 +58,9 @@ public final class FrameDecoder {
         }
         switch self.encoding {
         case .plain:
-            guard line.readableBytes <= self.limits.maximumFrameSize else {
-                throw .frameTooLarge(line.readableBytes, limit: self.limits.maximumFrameSize)
+            let limit = self.frameLimit
+            guard line.readableBytes <= limit else {
+                throw .frameTooLarge(line.readableBytes, limit: limit)
             }
             if line.readableBytesView.contains(ByteStuffing.newline) {
                 throw FrameError(.invalidEncoding, "raw newline inside a line")
@@ -75,7 +83,7 @@ public final class FrameDecoder {
     private func inflate(_ compressed: inout ByteBuffer) throws(FrameError) -> ByteBuffer {
         guard let inflaters = self.inflaters else { return compressed }
         compressed.writeInteger(UInt32(0x0000_FFFF))
-        let (limit, allocator) = (self.limits.maximumFrameSize, self.allocator)
+        let (limit, allocator) = (self.frameLimit, self.allocator)
         let input = compressed
         let payload = try inflaters.withStream(for: self.user, last: &self.lastInflater) { inflater, continues throws(FrameError) in
             try inflater.inflate(input, after: continues ? nil : self.history, limit: limit, allocator: allocator)

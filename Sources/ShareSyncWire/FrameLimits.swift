@@ -1,4 +1,5 @@
 import NIOCore
+import Synchronization
 
 /// The limits one connection enforces. All are configurable; the defaults are documented in
 /// `protocol.md` ("Limits").
@@ -49,3 +50,22 @@ public enum FrameEncoding: String, Hashable, Sendable, CaseIterable {
     /// The payload bytes as they are (no newline allowed in a payload). For debugging with `nc`.
     case plain = "plain"
 }
+
+/// A lower frame size limit that a connection lifts once its peer has authenticated: a server that
+/// accepts connections from anyone decodes only small frames until then (a `hello` and an
+/// `authenticate` are a few hundred bytes). Without it, any peer could make the server inflate and
+/// parse a 16 MiB frame per connection, on the event loop, before proving a key: 256 such
+/// connections at once came to 4 GiB. Shared by the connection (which lifts it) and its decoder.
+public final class FrameSizeGate: Sendable {
+    private let limit: Atomic<Int>
+
+    /// A gate that lets frames of at most `limit` bytes through until ``lift()``.
+    public init(limit: Int) { self.limit = Atomic(max(0, limit)) }
+
+    /// The largest frame let through now (`Int.max` once lifted: the frame limits alone apply).
+    public var current: Int { limit.load(ordering: .relaxed) }
+
+    /// Lets frames up to the frame limits through from now on.
+    public func lift() { limit.store(.max, ordering: .relaxed) }
+}
+

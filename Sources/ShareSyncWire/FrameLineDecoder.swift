@@ -16,8 +16,8 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
     private var scanned = 0
 
     /// Creates a decoder for one connection.
-    public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
-        self.frameDecoder = try FrameDecoder(encoding: encoding, limits: limits)
+    public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), gate: FrameSizeGate? = nil) throws(FrameError) {
+        self.frameDecoder = try FrameDecoder(encoding: encoding, limits: limits, gate: gate)
         self.maximumLineLength = limits.maximumLineLength
     }
 

@@ -33,6 +33,7 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     private let role: Role
     private let completion: EventLoopPromise<NegotiatedSession>?
+    private let gate: FrameSizeGate?
     private var state = State.idle
     private var received: ByteBuffer?
     private var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
@@ -40,9 +41,12 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     /// Creates the handler for one connection.
     /// - Parameter completion: succeeded with the negotiated session, or failed with a ``FrameError``.
-    public init(role: Role, completion: EventLoopPromise<NegotiatedSession>? = nil) {
+    /// - Parameter gate: a lower frame size limit for the frame decoder it installs, lifted by the
+    ///   connection once its peer has authenticated (``FrameSizeGate``).
+    public init(role: Role, completion: EventLoopPromise<NegotiatedSession>? = nil, gate: FrameSizeGate? = nil) {
         self.role = role
         self.completion = completion
+        self.gate = gate
     }
 
     private var limits: FrameLimits {
@@ -164,7 +168,7 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
         }
         inbound.append(
             ByteToMessageHandler(
-                try FrameLineDecoder(encoding: session.encoding, limits: limits),
+                try FrameLineDecoder(encoding: session.encoding, limits: limits, gate: self.gate),
                 maximumBufferSize: limits.maximumLineLength + 1
             )
         )

@@ -55,15 +55,40 @@ struct AttackTests {
         try await owner.stop()
     }
 
+    @Test("a frame over 64 KiB before welcome is refused before it is decoded, and closed; after welcome large frames pass")
+    func largeFrameBeforeWelcome() async throws {
+        let owner = try await TestOwner.start()
+        let stranger = NodeIdentity.generate()
+        let client = try await RawClient.plain(port: owner.server.port, .tls(stranger))
+        // 100 KB: before, up to 16 MiB were inflated and parsed for anyone who connects.
+        try await client.sendJSON([
+            "op": "hello", "publicKey": stranger.publicKeyBase64, "nonce": AuthTranscript.makeNonce(),
+            "displayName": String(repeating: "A", count: 100_000),
+        ])
+        let answer = try await client.json()
+        #expect(errorCode(answer) == "limitExceeded")
+        #expect(errorRule(answer) == "frameTooLarge")
+        #expect(try await client.closes())
+        await client.close()
+        // Authenticated, a 100 KB frame is read (here a ping with padding, answered).
+        let member = NodeIdentity.generate()
+        let other = try await RawClient.plain(port: owner.server.port, .tls(member))
+        #expect(try await other.authenticate(member).answer?["op"] as? String == "welcome")
+        try await other.sendJSON(["id": 5, "op": "ping", "padding": String(repeating: "A", count: 100_000)])
+        #expect(try await other.json()?["id"] as? Int == 5)
+        await other.close()
+        try await owner.stop()
+    }
+
     @Test("a hello with a name over 256 bytes is refused and closed; one of 256 is welcome")
     func oversizedHelloName() async throws {
         let owner = try await TestOwner.start()
-        // A name of 100 KB: kept for the connection's life, and copied into share records, before.
+        // A name of 10 KB: kept for the connection's life, and copied into share records, before.
         let stranger = NodeIdentity.generate()
         let client = try await RawClient.plain(port: owner.server.port, .tls(stranger))
         try await client.sendJSON([
             "op": "hello", "publicKey": stranger.publicKeyBase64, "nonce": AuthTranscript.makeNonce(),
-            "displayName": String(repeating: "A", count: 100_000),
+            "displayName": String(repeating: "A", count: 10_000),
         ])
         let answer = try await client.json()
         #expect(errorCode(answer) == "notAuthenticated")

@@ -36,16 +36,19 @@ struct ServerConnection {
     let events: SessionEvents
     /// Tells when the channel has taken what was written (see ``WritabilityWaiter``).
     let writability: WritabilityWaiter
+    /// The lower frame size limit until the peer authenticates (lifted at `welcome`).
+    let frameGate: FrameSizeGate
     var logger: Logger
 
     init(
         server: ServerContext, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents, writability: WritabilityWaiter,
-        id: Int
+        frameGate: FrameSizeGate, id: Int
     ) {
         self.server = server
         self.channel = channel
         self.events = events
         self.writability = writability
+        self.frameGate = frameGate
         self.logger = server.logger
         self.logger[metadataKey: "connection.id"] = "\(id)"
         if let peer = channel.channel.remoteAddress { self.logger[metadataKey: "peer"] = "\(peer)" }
@@ -66,7 +69,10 @@ struct ServerConnection {
         let pipeline = channel.pipeline.syncOperations
         try TransportSecurity.addServerHandlers(
             to: pipeline, context: context.tls, allowCleartext: context.configuration.allowCleartext)
-        try FrameCodec.addServerHandlers(to: pipeline, configuration: context.configuration.transport)
+        // Frames before `welcome` are small (a hello, an authenticate): larger ones are refused
+        // before they are inflated, until the peer has proved a key.
+        let gate = FrameSizeGate(limit: context.configuration.maximumFrameSizeBeforeWelcome)
+        try FrameCodec.addServerHandlers(to: pipeline, configuration: context.configuration.transport, gate: gate)
         let events = SessionEventsHandler(eventLoop: channel.eventLoop)
         let writability = WritabilityHandler()
         try pipeline.addHandlers([events, writability])
@@ -77,7 +83,8 @@ struct ServerConnection {
         context.registry.add(channel)
         return ServerConnection(
             server: context, channel: wrapped, events: events.events,
-            writability: WritabilityWaiter(handler: writability, channel: channel), id: context.registry.nextConnectionID())
+            writability: WritabilityWaiter(handler: writability, channel: channel), frameGate: gate,
+            id: context.registry.nextConnectionID())
     }
 
     /// Serves the connection until it closes; never throws (errors are logged, and the peer was told).
@@ -428,6 +435,8 @@ struct Session {
         // Registered first, then the address read: an announcement made meanwhile reaches this
         // connection as a push, or its address is already the one the welcome carries.
         server.registry.markAuthenticated(connection.channel.channel)
+        // Lifted before the welcome goes out: the client's first request may follow it at once.
+        connection.frameGate.lift()
         let address = server.registry.advertised.withLock { $0 }
         try send(WelcomeMessage(userRecordName: name, ownerName: server.database.ownerName, limits: wireLimits, address: address))
         return true

@@ -45,6 +45,10 @@ public final class OwnerServer: Sendable {
         /// or slow peers cannot take every slot for long: each is closed after the handshake timeout.
         /// Default 256.
         public var maximumUnauthenticatedConnections: Int = 256
+        /// The largest frame (payload bytes) a connection may send before `welcome`, that is before it
+        /// has proved a key; a larger one is refused (`limitExceeded`, rule `frameTooLarge`) before it
+        /// is inflated, and the connection closed. Default 65,536 (a `hello` is a few hundred bytes).
+        public var maximumFrameSizeBeforeWelcome: Int = 65_536
         /// How many requests one connection may have in flight; more get `requestRateLimited`. Default 64.
         public var maximumRequestsInFlight: Int
         /// Threads that run database requests. Default 4.
