@@ -52,13 +52,13 @@ extension SharedDatabaseReplica {
         }
     }
 
-    /// Forgets a pending leave the owner now has, and leaves its zone empty with no token, in one
-    /// transaction: the next catch-up fetches the zone from the start, so another share of the same
-    /// zone that this node keeps comes back whole (the owner answers `zoneNotFound` if there is none,
-    /// and the zone goes). Purged instead, the zone was fetched again only if the owner's database
-    /// feed listed it after the stored token, and a push applied meanwhile could have moved that token
-    /// past the zone's change: the other share's records were then missing for good. A zone another
-    /// pending leave still covers stays out.
+    /// Forgets a pending leave the owner now has, purges its zone, and notes the zone for a fetch from
+    /// the start at the next catch-up (``zonesToRefetch(owner:)``), in one transaction: another share
+    /// of the same zone that this node keeps comes back whole (the owner answers `zoneNotFound` if
+    /// there is none, and the note goes). Only purged, the zone was fetched again only if the owner's
+    /// database feed listed it after the stored token, and a push applied meanwhile could have moved
+    /// that token past the zone's change: the other share's records were then missing for good. A
+    /// zone another pending leave still covers stays out.
     public func resolvePendingLeave(_ leave: PendingLeave) throws(ShareSyncError) {
         try write { db in
             try db.execute(
@@ -71,7 +71,23 @@ extension SharedDatabaseReplica {
                 try Bool.fetchOne(db, sql: "SELECT 1 FROM replicaOwner WHERE owner = ?", arguments: [leave.owner]) ?? false
             else { return }
             try db.execute(
-                sql: "INSERT INTO replicaZone (owner, zone, token) VALUES (?, ?, NULL)", arguments: [leave.owner, leave.zoneName])
+                sql: "INSERT OR IGNORE INTO replicaZoneRefetch (owner, zone) VALUES (?, ?)", arguments: [leave.owner, leave.zoneName])
+        }
+    }
+
+    /// The zones of `owner` the next catch-up fetches from the start though the replica does not hold
+    /// them (``resolvePendingLeave(_:)``), by name.
+    public func zonesToRefetch(owner: String) throws(ShareSyncError) -> [String] {
+        try read { db in
+            try String.fetchAll(db, sql: "SELECT zone FROM replicaZoneRefetch WHERE owner = ? ORDER BY zone", arguments: [owner])
+        }
+    }
+
+    /// A zone of ``zonesToRefetch(owner:)`` was fetched from the start (or the owner no longer has it for
+    /// this node).
+    public func refetched(owner: String, zoneName: String) throws(ShareSyncError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM replicaZoneRefetch WHERE owner = ? AND zone = ?", arguments: [owner, zoneName])
         }
     }
 

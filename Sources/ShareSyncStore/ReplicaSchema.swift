@@ -200,6 +200,18 @@ enum ReplicaSchema {
                     """)
             if journalInUse { try installJournalTriggers(db) }
         }
+        migrator.registerMigration("replica-v11-zones-to-refetch") { db in
+            // Zones to fetch again from the start at the next catch-up, kept out of sight (no zone row):
+            // a zone left locally whose leave the owner now has, where another share of that zone may
+            // still be this node's (``SharedDatabaseReplica/resolvePendingLeave(_:)``).
+            try db.execute(
+                sql: """
+                    CREATE TABLE replicaZoneRefetch (
+                        owner TEXT NOT NULL REFERENCES replicaOwner(owner) ON DELETE CASCADE,
+                        zone TEXT NOT NULL,
+                        PRIMARY KEY (owner, zone));
+                    """)
+        }
         return migrator
     }
 

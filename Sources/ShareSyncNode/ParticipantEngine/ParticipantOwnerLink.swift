@@ -281,9 +281,9 @@ final class ParticipantOwnerLink: Sendable {
     /// the owner no longer has for this node (already left, removed, deleted) counts as told; a network
     /// failure keeps the leave for the next connection. Returns whether a zone was purged: the caller
     /// catches up before it applies another push, as the reconnect path does. Leaving one share
-    /// empties its whole zone in the replica; once the owner is told, the zone is kept empty with no
-    /// token (``SharedDatabaseReplica/resolvePendingLeave(_:)``), so the catch-up fetches another share
-    /// of the same zone that the node keeps from the start. A push applied instead recreated the zone
+    /// empties its whole zone in the replica; once the owner is told, the zone is noted for a fetch
+    /// from the start (``SharedDatabaseReplica/resolvePendingLeave(_:)``), so the catch-up brings back
+    /// another share of the same zone that the node keeps. A push applied instead recreated the zone
     /// with a current token and none of that share's records.
     @discardableResult
     private func sendPendingLeaves(_ connection: any OwnerDatabase) async throws(ShareSyncError) -> Bool {
@@ -389,9 +389,11 @@ final class ParticipantOwnerLink: Sendable {
             changedZones = try await refetchZoneList(connection)
         }
         let known = Set(try replica.fetchAllZones(owner: ownerName).map(\.zoneID.zoneName))
-        for zone in changedZones.union(known).sorted() {
+        let refetch = Set(try replica.zonesToRefetch(owner: ownerName))
+        for zone in changedZones.union(known).union(refetch).sorted() {
             try Task.checkCancellation(or: ShareSyncError(.networkFailure, "the sync was stopped"))
             try await syncZone(connection, zone)
+            if refetch.contains(zone) { try replica.refetched(owner: ownerName, zoneName: zone) }
         }
     }
 
