@@ -255,6 +255,8 @@ extension Rule {
     public static let limitRange = Rule(rawValue: "limitRange")
     /// `--limit` needs one database or zone to page through.
     public static let limitNeedsView = Rule(rawValue: "limitNeedsView")
+    /// A listing asked for whole is too large for one answer: ask for it in pages.
+    public static let listTooLarge = Rule(rawValue: "listTooLarge")
     /// The name matches more than one owner.
     public static let ambiguousOwner = Rule(rawValue: "ambiguousOwner")
     /// The name matches more than one share.

@@ -62,6 +62,30 @@ extension PrivateDatabase {
         }
     }
 
+    /// A zone's records in the byte order of their names, those after `after` (nil: from the first),
+    /// at most `limit` and no more than `byteBudget` bytes of their stored JSON (the first always
+    /// comes): one page of a listing (`sharesync record list`). An empty page ends the listing.
+    /// `zoneNotFound` if the zone does not exist.
+    public func records(inZone zoneName: String, after: String?, limit: Int, byteBudget: Int) throws(ShareSyncError) -> (records: [ShareSyncCore.Record], bytes: Int) {
+        try read { db in
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM zone WHERE name = ?"), arguments: [zoneName]) ?? false else {
+                throw ShareSyncError(.zoneNotFound, "zone \(zoneName) does not exist", zoneID: zoneID(zoneName))
+            }
+            let owned = zoneID(zoneName)
+            let rows = try Data.fetchCursor(
+                db.cachedStatement(sql: "SELECT json FROM record WHERE zone = ? AND name > ? ORDER BY name LIMIT ?"),
+                arguments: [zoneName, after ?? "", max(1, limit)])
+            var records: [Record] = []
+            var bytes = 0
+            while let json = try rows.next() {
+                if !records.isEmpty, bytes + json.count > byteBudget { break }
+                bytes += json.count
+                records.append(present(try Record(jsonData: json), zoneID: owned, in: db))
+            }
+            return (records, bytes)
+        }
+    }
+
     /// Fetches one record; throws ``ShareSyncError/Code/unknownItem`` if it does not exist.
     public func fetchRecord(_ recordID: ShareSyncCore.Record.ID) throws(ShareSyncError) -> ShareSyncCore.Record {
         try fetchRecords([recordID])[recordID]!.get()

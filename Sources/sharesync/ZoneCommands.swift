@@ -256,15 +256,36 @@ struct RecordCommand: AsyncParsableCommand {
         @Option(help: "The zone.") var zone: String
         @OptionGroup var sharing: SharedOptions
 
+        /// Records asked for per request: the daemon answers a listing in pages, so that a large zone
+        /// never makes one answer of hundreds of megabytes.
+        static let pageSize = 1_000
+
         func run() async throws {
+            let (owner, zone) = (sharing.owner, zone)
             if sharing.shared {
-                try await callNode(options, .sharedRecordList(owner: sharing.owner, zone: zone), as: [SharedRecord].self) {
-                    $0.map(RecordCommand.describe).joined(separator: "\n")
+                try await runOnNode(options, human: { (records: [SharedRecord]) in records.map(RecordCommand.describe).joined(separator: "\n") }) { node in
+                    try await Self.allPages(name: \.record.recordID.recordName) { after in
+                        try await node.send(.sharedRecordList(owner: owner, zone: zone, after: after, limit: Self.pageSize), as: [SharedRecord].self)
+                    }
                 }
                 return
             }
-            try await callNode(options, .recordList(zone: zone), as: [Record].self) {
-                $0.map(Output.describe).joined(separator: "\n")
+            try await runOnNode(options, human: { (records: [Record]) in records.map(Output.describe).joined(separator: "\n") }) { node in
+                try await Self.allPages(name: \.recordID.recordName) { after in
+                    try await node.send(.recordList(zone: zone, after: after, limit: Self.pageSize), as: [Record].self)
+                }
+            }
+        }
+
+        /// Every page, each asked for after the last name of the one before, until one comes back empty.
+        static func allPages<T>(name: (T) -> String, _ page: (String?) async throws -> [T]) async throws -> [T] {
+            var all: [T] = []
+            var after: String?
+            while true {
+                let next = try await page(after)
+                guard let last = next.last else { return all }
+                all += next
+                after = name(last)
             }
         }
     }

@@ -263,6 +263,10 @@ struct EndToEndTests {
             // Restarted on the same home, the daemon resumes from its stored tokens without a new accept.
             try b.restart()
             let expected = try #require(try a.ok(["record", "list", "--zone", "Big"]) as? [[String: Any]])
+            // Listed in pages of 1,000 (the daemon answers no more at once): every record once, by name.
+            let listed = expected.compactMap { $0["recordName"] as? String }
+            #expect(listed.count == total + 1 && Set(listed).count == listed.count, "\(listed.count) listed: the records and the share")
+            #expect(listed == listed.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
             func comparable(_ records: [[String: Any]]) -> [String: String] {
                 var out: [String: String] = [:]
                 for record in records where record["recordType"] as? String != "cloudkit.share" {

@@ -97,16 +97,15 @@ extension ControlHandler {
             return ok(Done())
         case .sharedZoneList:
             return ok(try zoneInfos(try replica.allZones(), replica: replica))
-        case .sharedRecordList(let owner, let zone):
+        case .sharedRecordList(let owner, let zone, let after, let limit):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
-            var edits = try participant.localEdits(owner: zoneID.ownerName, zoneName: zone)
-            var records: [SharedRecord] = []
-            for record in try replica.records(owner: zoneID.ownerName, zoneName: zone) {
-                records.append(Self.shared(record, edits.removeValue(forKey: record.recordID.recordName)))
-            }
-            // Records this node created and the owner has not accepted yet.
-            for (_, edit) in edits { if let record = edit.record { records.append(Self.shared(record, edit)) } }
-            return ok(records.sorted { $0.record.recordID.recordName < $1.record.recordID.recordName })
+            let edits = try participant.localEdits(owner: zoneID.ownerName, zoneName: zone)
+            let paging = try ListPaging(after: after, limit: limit)
+            return ok(try paging.collect(zone: zone, name: \.record.recordID.recordName) { after throws(ShareSyncError) in
+                let page = try replica.records(
+                    owner: zoneID.ownerName, zoneName: zone, after: after, limit: paging.limit, byteBudget: ListPaging.pageBytes)
+                return (Self.shared(page.records, edits: edits, after: after), page.bytes)
+            })
         case .sharedRecordGet(let owner, let zone, let name):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let id = Record.ID(recordName: name, zoneID: zoneID)
@@ -340,6 +339,24 @@ extension ControlHandler {
                 "shared zone \(zoneID.zoneName) holds \(shares.count) shares (\(shares.map(\.recordID.recordName).joined(separator: ", "))); name one with --share",
                 zoneID: zoneID, rule: .ambiguousShare)
         }
+    }
+
+    /// A page of a shared listing: the replica's records after `after`, each with this node's edit of
+    /// it, and the records this node created that the owner has not accepted yet whose names fall in
+    /// the page: after `after` and up to the replica page's last name, or all of them once the
+    /// replica has no more (the next page, after the last of them, is then empty). In the byte order
+    /// of the names, as the replica pages them.
+    static func shared(_ records: [Record], edits: [String: ParticipantSync.LocalEdit], after: String?) -> [SharedRecord] {
+        func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+        var page = records.map { shared($0, edits[$0.recordID.recordName]) }
+        let names = Set(records.map(\.recordID.recordName))
+        let upper = records.last?.recordID.recordName
+        for (name, edit) in edits where !names.contains(name) {
+            guard let record = edit.record, after.map({ precedes($0, name) }) ?? true, upper.map({ !precedes($0, name) }) ?? true
+            else { continue }
+            page.append(shared(record, edit))
+        }
+        return page.sorted { precedes($0.record.recordID.recordName, $1.record.recordID.recordName) }
     }
 
     static func unavailable(_ what: String) -> ShareSyncError {

@@ -226,8 +226,11 @@ public struct ControlHandler: Sendable {
             let id = Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone))
             try check(database.modifyRecords(deleting: [id]))  // a missing record is unknownItem
             return ok(Done())
-        case .recordList(let zone):
-            return ok(try records(in: zone))
+        case .recordList(let zone, let after, let limit):
+            let paging = try ListPaging(after: after, limit: limit)
+            return ok(try paging.collect(zone: zone, name: \.recordID.recordName) { after throws(ShareSyncError) in
+                try database.records(inZone: zone, after: after, limit: paging.limit, byteBudget: ListPaging.pageBytes)
+            })
         case .shareCreate(let zone, let root, let title, let publicPermission, let allowsAccessRequests, let thumbnail, let shareType):
             var share: Share
             let zoneID = RecordZone.ID(zoneName: zone)
@@ -486,5 +489,57 @@ public struct ControlHandler: Sendable {
                 .unknownItem, "\(user) has not requested access to share \(share.recordID.recordName)", recordID: share.recordID)
         }
         return r
+    }
+}
+
+/// How a record listing is paged (`recordList`, `sharedRecordList`): one page when the request names
+/// `after` or `limit`, else the whole zone, read in pages, within ``wholeBytes``. Before, a listing
+/// was one answer however large the zone: a million records made one line of hundreds of megabytes
+/// in the daemon, and the client refused it past 256 MiB.
+struct ListPaging {
+    /// About the most JSON one page carries (at least one record).
+    static let pageBytes = 4 << 20
+    /// The records a page carries when the request gives no `limit`.
+    static let defaultLimit = 1_000
+    /// The most records a page carries.
+    static let maximumLimit = 100_000
+    /// The most JSON a listing asked for whole may come to.
+    static let wholeBytes = 64 << 20
+
+    let after: String?
+    let limit: Int
+    let whole: Bool
+
+    init(after: String?, limit: Int?) throws(ShareSyncError) {
+        if let limit, limit < 1 {
+            throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: .limitRange)
+        }
+        self.after = after
+        self.limit = min(limit ?? Self.defaultLimit, Self.maximumLimit)
+        whole = after == nil && limit == nil
+    }
+
+    /// The page asked for, or every page of the zone for a listing asked for whole. `page` reads the
+    /// page after a name (nil: the first) and says how many bytes of JSON it holds.
+    func collect<T>(
+        zone: String, name: (T) -> String, _ page: (String?) throws(ShareSyncError) -> (records: [T], bytes: Int)
+    ) throws(ShareSyncError) -> [T] {
+        guard whole else { return try page(after).records }
+        var all: [T] = []
+        var bytes = 0
+        var cursor: String?
+        while true {
+            let next = try page(cursor)
+            guard let last = next.records.last else { return all }
+            bytes += next.bytes
+            guard bytes <= Self.wholeBytes else {
+                throw ShareSyncError(
+                    .limitExceeded,
+                    "zone \(zone) holds more than \(Self.wholeBytes >> 20) MiB of records, too many for one answer: list it in pages (`limit` and `after`; `sharesync record list` does)",
+                    zoneID: RecordZone.ID(zoneName: zone), rule: .listTooLarge)
+            }
+            all += next.records
+            cursor = name(last)
+        }
     }
 }

@@ -8,7 +8,9 @@ import ShareSyncCore
 /// The daemon (`sharesync run`) listens on the Unix domain socket `control.sock` in its home folder
 /// (mode 0600 inside a 0700 folder: only the node's user can connect). Each request is one line of
 /// JSON, each response one line of JSON; a client may send several requests on one connection and
-/// gets the responses in order. Lines are at most ``ControlServer/maximumLineLength`` bytes.
+/// gets the responses in order. Request lines are at most ``ControlServer/maximumLineLength`` bytes;
+/// an answer may be longer (a record of 1 MB, a page of a listing of about 4 MiB of records, a page
+/// of changes), and listings of large zones come in pages (``recordList(zone:after:limit:)``).
 ///
 /// A request is an object with one key, the command, whose value holds its arguments:
 ///
@@ -54,8 +56,12 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// Deletes a record (and what its `deleteSelf` references cascade to); a record that does not
     /// exist is `unknownItem`. → ``Done``
     case recordDelete(zone: String, name: String)
-    /// → `[Record]`
-    case recordList(zone: String)
+    /// → `[Record]`, by name (in the byte order of their UTF-8). With `limit` or `after`, one page:
+    /// the records after `after` (none: from the first), at most `limit` (default 1,000) and about
+    /// 4 MiB of JSON (at least one record); ask again after the last name until a page comes back
+    /// empty. Without either, the whole zone, unless its records come to more than 64 MiB of JSON
+    /// (`limitExceeded`, rule `listTooLarge`: page it).
+    case recordList(zone: String, after: String? = nil, limit: Int? = nil)
     /// Shares a hierarchy (`root`) or the whole zone, with its title, thumbnail (image bytes, base64 in
     /// JSON, at most ``Share/maximumThumbnailSize``) and type (a uniform type identifier). → ``ShareInfo``
     case shareCreate(
@@ -182,7 +188,9 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     case sharedZoneList
     /// → `[SharedRecord]`, read from the replica (works while the owner is unreachable), with this
     /// node's own writes not yet accepted by the owner in place of the replica's version (see ``SharedRecord``)
-    case sharedRecordList(owner: String?, zone: String)
+    /// `after` and `limit` page it as for ``recordList(zone:after:limit:)`` (by name; this node's writes
+    /// not yet accepted come in the page their name falls in).
+    case sharedRecordList(owner: String?, zone: String, after: String? = nil, limit: Int? = nil)
     /// → ``SharedRecord``, read from the replica, or this node's own write not yet accepted (read your
     /// own writes)
     case sharedRecordGet(owner: String?, zone: String, name: String)
