@@ -85,11 +85,12 @@ final class BackgroundCheckpointer: Sendable {
 
     /// Runs `body` while no background checkpoint runs or starts: tests use it to see what the
     /// writer's own checkpoint does. (Two checkpoints cannot run at once; the second does nothing.)
-    func withBackgroundCheckpointsHeld<T>(_ body: () throws -> T) rethrows -> T {
+    func withBackgroundCheckpointsHeld(_ body: () throws -> Void) throws {
         queue.suspend()
         defer { queue.resume() }
-        connection.withLock { _ in }  // waits for a checkpoint already running
-        return try body()
+        // Held for the whole of `body`: a checkpoint already running ends first, and one already taken
+        // off the queue waits.
+        try connection.withLock { _ in try body() }
     }
 
     /// Runs one passive checkpoint now; returns the WAL's frames and how many are in the database

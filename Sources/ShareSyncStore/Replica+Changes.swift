@@ -47,10 +47,18 @@ extension SharedDatabaseReplica {
         try write(.refetchable) { db in
             try requireOwner(db, owner)
             // A zone with changes in the push is made known by its page below, and the push's token
-            // replaces the database changes' own: neither is written twice.
+            // replaces the database changes' own: neither is written twice. A zone waiting to be
+            // fetched again from the start (``zonesToRefetch(owner:)``) is left to that fetch: a push
+            // applied to it stored a current token over the records it lacks, and the catch-up then
+            // went on from that token.
+            let refetch = Set(
+                try String.fetchAll(db.cachedStatement(sql: "SELECT zone FROM replicaZoneRefetch WHERE owner = ?"), arguments: [owner]))
             let paged = Set(zoneChanges.map(\.zoneID))
-            try applyDatabaseChanges(db, databaseChanges, owner: owner, skippingZones: paged, storingToken: false)
-            for changes in zoneChanges { try applyZoneChanges(db, try encoded(changes, owner: owner), owner: owner) }
+            let skipped = paged.union(databaseChanges.changedZoneIDs.filter { refetch.contains($0.zoneName) })
+            try applyDatabaseChanges(db, databaseChanges, owner: owner, skippingZones: skipped, storingToken: false)
+            for changes in zoneChanges where !refetch.contains(changes.zoneID.zoneName) {
+                try applyZoneChanges(db, try encoded(changes, owner: owner), owner: owner)
+            }
             try db.executeCached("UPDATE replicaOwner SET databaseToken = ? WHERE owner = ?", [token.stringValue, owner])
         }
     }

@@ -64,6 +64,9 @@ extension SharedDatabaseReplica {
             try db.execute(
                 sql: "DELETE FROM replicaPendingLeave WHERE owner = ? AND zone = ? AND share = ?",
                 arguments: [leave.owner, leave.zoneName, leave.shareName])
+            // Resolved already (by the owner's link and an accept at once): the zone may have been
+            // fetched again since, and stays.
+            guard db.changesCount > 0 else { return }
             try db.execute(sql: "DELETE FROM replicaZone WHERE owner = ? AND zone = ?", arguments: [leave.owner, leave.zoneName])
             try db.execute(
                 sql: "DELETE FROM replicaStagedZone WHERE owner = ? AND zone = ?", arguments: [leave.owner, leave.zoneName])

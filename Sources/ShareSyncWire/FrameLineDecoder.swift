@@ -11,14 +11,26 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
     public typealias InboundOut = ByteBuffer
 
     private let frameDecoder: FrameDecoder
-    private let maximumLineLength: Int
+    private let lineLimit: Int
+    /// A lower frame size limit until the peer authenticates, if the connection set one: lines are
+    /// then held to twice it (the most a frame's encoding grows it, escaped deflate output), so an
+    /// unauthenticated peer cannot make the decoder buffer a 16 MiB line either.
+    private let gate: FrameSizeGate?
     /// Bytes after the reader index already searched for a newline (so byte-by-byte input stays linear).
     private var scanned = 0
 
     /// Creates a decoder for one connection.
     public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), gate: FrameSizeGate? = nil) throws(FrameError) {
         self.frameDecoder = try FrameDecoder(encoding: encoding, limits: limits, gate: gate)
-        self.maximumLineLength = limits.maximumLineLength
+        self.lineLimit = limits.maximumLineLength
+        self.gate = gate
+    }
+
+    /// The longest line accepted now.
+    private var maximumLineLength: Int {
+        guard let gate else { return lineLimit }
+        let frame = gate.current
+        return frame >= lineLimit / 2 ? lineLimit : min(lineLimit, frame * 2 + 64)
     }
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
@@ -49,14 +61,14 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
         let searchStart = view.startIndex + self.scanned
         guard let newline = view[searchStart...].firstIndex(of: ByteStuffing.newline) else {
             self.scanned = view.count
-            if view.count > self.maximumLineLength {
-                throw .lineTooLong(view.count, limit: self.maximumLineLength)
+            if view.count > maximumLineLength {
+                throw .lineTooLong(view.count, limit: maximumLineLength)
             }
             return nil
         }
         let length = newline - view.startIndex
-        guard length <= self.maximumLineLength else {
-            throw .lineTooLong(length, limit: self.maximumLineLength)
+        guard length <= maximumLineLength else {
+            throw .lineTooLong(length, limit: maximumLineLength)
         }
         self.scanned = 0
         let line = buffer.readSlice(length: length)!

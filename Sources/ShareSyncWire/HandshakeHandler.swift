@@ -97,7 +97,11 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
             self.received!.writeBuffer(&bytes)
         }
         guard let newline = self.received!.readableBytesView.firstIndex(of: ByteStuffing.newline) else {
-            if self.received!.readableBytes > FrameLimits.maximumHandshakeLineLength {
+            // The line's limit does not count a `\r` before its newline (parsing trims it): a line of
+            // the full length whose `\r` came in one read and its `\n` in the next was refused.
+            let view = self.received!.readableBytesView
+            let pending = view.count - (view.last == UInt8(ascii: "\r") ? 1 : 0)
+            if pending > FrameLimits.maximumHandshakeLineLength {
                 self.fail(FrameError(.malformedHandshake, "no newline in the first \(FrameLimits.maximumHandshakeLineLength) bytes"), context: context)
             }
             return

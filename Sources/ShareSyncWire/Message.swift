@@ -91,6 +91,17 @@ public struct HelloMessage: Codable, Sendable, Hashable {
     /// could fill a share record up to its size limit.
     public static let maximumFieldBytes = 256
 
+    /// `text`, or its longest prefix of whole characters within ``maximumFieldBytes`` bytes.
+    public static func withinFieldLimit(_ text: String) -> String {
+        guard text.utf8.count > maximumFieldBytes else { return text }
+        var cut = ""
+        for character in text {
+            guard cut.utf8.count + character.utf8.count <= maximumFieldBytes else { break }
+            cut.append(character)
+        }
+        return cut
+    }
+
     /// The first of the optional fields longer than ``maximumFieldBytes``, or `nil`.
     public var oversizedField: String? {
         [("displayName", displayName), ("emailAddress", emailAddress), ("phoneNumber", phoneNumber)]

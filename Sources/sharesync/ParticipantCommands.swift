@@ -258,8 +258,8 @@ struct RequestAccessCommand: AsyncParsableCommand {
         abstract: "Ask a share's owner to let you in (the share must allow access requests).",
         discussion: """
             Connects to the owner named in the URL with this node's identity, through the daemon when \
-            it runs; without one, the command runs the node itself for the request. \
-            The URL must carry the owner's key fingerprint (`owner=`).
+            it runs; without one, straight from this command (with the home's key and name; nothing \
+            else of the node starts). The URL must carry the owner's key fingerprint (`owner=`).
 
             Example:
               sharesync request-access 'sharesync://alice.example.org:7420/share/…?owner=…'
@@ -273,21 +273,26 @@ struct RequestAccessCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            // Through the daemon when it runs; else the node runs in this process for the request.
-            let container: Container
-            do {
-                container = try await Container.connected(home: options.homePath)
-            } catch where error.rule == .nodeNotRunning {
-                container = try await Container.embedded(home: options.homePath, controlSocket: false)
-            }
+            // Through the daemon when it runs; else straight to the owner with the home's identity.
+            // (Before, the whole node ran for the request: its owner server took the home's listen
+            // port, failing the request when another program held it, and its sync started.)
             let asked: AccessRequested
             do {
-                asked = try await container.requestAccess(to: url)
-            } catch {
+                let container = try await Container.connected(home: options.homePath)
+                do {
+                    asked = try await container.requestAccess(to: url)
+                } catch {
+                    await container.close()
+                    throw error
+                }
                 await container.close()
-                throw error
+            } catch let error as ShareSyncError where error.rule == .nodeNotRunning {
+                let home = try NodeHome.open(at: options.homePath)
+                var configuration = ParticipantSync.Configuration()
+                configuration.displayName = home.settings.displayName
+                try await ParticipantSync.requestAccess(url: url, identity: home.identity, configuration: configuration)
+                asked = AccessRequested(userRecordName: home.identity.userRecordName)
             }
-            await container.close()
             Output.emit(asked, json: options.json) {
                 "asked for access as \($0.userRecordName); the owner sees you in `sharesync share requesters`"
             }

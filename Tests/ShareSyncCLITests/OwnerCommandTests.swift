@@ -182,11 +182,16 @@ struct OwnerCommandTests {
             let bobFolder = try TemporaryFolder()
             defer { bobFolder.remove() }
             let bobHome = bobFolder.path + "/home"
-            // Bob's node listens on a free loopback port: not on the default 7420, which another node
-            // on the machine may hold (`request-access` runs his node while it asks).
-            #expect(try cli(["init", "--home", bobHome, "--name", "Bob", "--listen", "127.0.0.1:0"]).status == 0)
+            // Bob's node would listen on the default 7420, held here by another program: without a
+            // daemon, request-access asks the owner straight away and starts nothing of the node (it
+            // ran the whole node before, and failed with "cannot listen" while the port was held).
+            #expect(try cli(["init", "--home", bobHome, "--name", "Bob"]).status == 0)
+            let holder = holdPort(7420)
+            defer { if holder >= 0 { close(holder) } }
+            let settings = try String(contentsOfFile: bobHome + "/settings.json", encoding: .utf8)
             let asked = try cli(["request-access", url, "--home", bobHome, "--json"])
             #expect(asked.status == 0, "\(asked.stderr)")
+            #expect(try String(contentsOfFile: bobHome + "/settings.json", encoding: .utf8) == settings)
             let bob = try #require((try json(asked.stdout) as? [String: Any])?["userRecordName"] as? String)
 
             let requesters = try #require(try owner.json(["share", "requesters", "--zone", "Z"]) as? [[String: Any]])
@@ -225,3 +230,23 @@ struct OwnerCommandTests {
         }
     }
 }
+
+/// Listens on `port` on every interface (another program holding it); -1 if it is taken already,
+/// which holds it as well.
+func holdPort(_ port: UInt16) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return -1 }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = INADDR_ANY
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0, listen(fd, 1) == 0 else {
+        close(fd)
+        return -1
+    }
+    return fd
+}
+

@@ -31,6 +31,14 @@ struct OwnerMovesCLITests {
             let shareURL = { (try? a.ok(["share", "show", "--zone", "Topics"]) as? [String: Any])?["url"] as? String }
             let before = try #require(shareURL())
 
+            // A listen address this host does not have is refused, and nothing changes: saved, it made
+            // the next start fail, and only a running daemon takes `advertise`.
+            let settingsBefore = try String(contentsOfFile: a.home + "/settings.json", encoding: .utf8)
+            let refused = try a.run(["advertise", "alice.example.org:7421", "--listen", "192.0.2.1:7421"])
+            #expect(refused.status == 65 && refused.stderr.contains("cannot listen on 192.0.2.1:7421"), "\(refused.stderr)")
+            #expect(try String(contentsOfFile: a.home + "/settings.json", encoding: .utf8) == settingsBefore)
+            #expect(try shareURL() == before)
+
             // Alice moves to another port: she announces it while B is connected, then restarts there.
             let newPort = try freeLoopbackPort()
             let told = try #require(

@@ -70,6 +70,15 @@ struct AttackTests {
         #expect(errorRule(answer) == "frameTooLarge")
         #expect(try await client.closes())
         await client.close()
+        // Nor is a long line buffered before welcome: 200 KB without a newline is refused at once
+        // (the line limit is 16 MiB after welcome).
+        let buffering = NodeIdentity.generate()
+        let streamer = try await RawClient.plain(port: owner.server.port, .tls(buffering))
+        try await streamer.channel.writeAndFlush(streamer.channel.allocator.buffer(string: String(repeating: "A", count: 200_000)))
+        let cut = try await streamer.json()
+        #expect(errorRule(cut) == "lineTooLong", "\(String(describing: cut))")
+        #expect(try await streamer.closes())
+        await streamer.close()
         // Authenticated, a 100 KB frame is read (here a ping with padding, answered).
         let member = NodeIdentity.generate()
         let other = try await RawClient.plain(port: owner.server.port, .tls(member))
@@ -111,6 +120,15 @@ struct AttackTests {
             }
             await other.close()
         }
+        // This node's own client cuts a longer name to the limit (a home named before it existed): it
+        // is welcome, and the owner sees the first 256 bytes of whole characters.
+        let (url, _) = try owner.shareTopic(publicPermission: .readOnly)
+        let longName = String(repeating: "é", count: 300)
+        let member = NodeIdentity.generate()
+        let connection = try await OwnerConnection.connect(url: url, identity: member, displayName: longName)
+        _ = try await connection.acceptShare(url: url)
+        await connection.close()
+        #expect(HelloMessage.withinFieldLimit(longName) == String(repeating: "é", count: 128))
         try await owner.stop()
     }
 

@@ -32,6 +32,14 @@ struct SyncStateTests {
             #expect(refused != nil, "\(zoneName) was answered")
         }
         #expect(owner.server.syncState(of: stranger.userRecordName)?.zoneTokens.isEmpty ?? true)
+        // Asking for database changes, it sees nothing: the owner keeps no state for it at all (one
+        // was kept per key that ever asked, so new keys grew the owner without bound).
+        let nothing = try await strangers.fetchDatabaseChanges(since: nil)
+        #expect(nothing.changedZoneIDs.isEmpty)
+        #expect(owner.server.syncState(of: stranger.userRecordName) == nil)
+        // Bob, who sees the zone, is noted as before.
+        _ = try await bobs.fetchDatabaseChanges(since: nil)
+        #expect(owner.server.syncState(of: bob.userRecordName)?.lastSync != nil)
         await strangers.close()
         await bobs.close()
         try await owner.stop()

@@ -65,6 +65,34 @@ private final class EventRecorder: ChannelInboundHandler {
         #expect(throws: FrameError.self) { try promise.futureResult.wait() }
     }
 
+    @Test(arguments: [false, true])
+    func aLineOfTheFullLengthEndingInCRLFIsTakenHoweverItsBytesArrive(split: Bool) throws {
+        let channel = EmbeddedChannel()
+        let promise = channel.eventLoop.makePromise(of: NegotiatedSession.self)
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, completion: promise)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        // 1,024 bytes before the \r\n (an unknown parameter pads it); split, the \r came alone first
+        // and the line was refused with malformedHandshake.
+        let head = "SHARESYNC versions=1 encodings=plain x="
+        let line = head + String(repeating: "a", count: FrameLimits.maximumHandshakeLineLength - head.utf8.count)
+        #expect(line.utf8.count == FrameLimits.maximumHandshakeLineLength)
+        if split {
+            try channel.writeInbound(ByteBuffer(string: line + "\r"))
+            try channel.writeInbound(ByteBuffer(string: "\n"))
+        } else {
+            try channel.writeInbound(ByteBuffer(string: line + "\r\n"))
+        }
+        #expect(try promise.futureResult.wait() == NegotiatedSession(version: 1, encoding: .plain))
+        // One byte more is refused, whole or split.
+        let longer = EmbeddedChannel()
+        try FrameCodec.addServerHandlers(to: longer.pipeline.syncOperations)
+        try longer.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        #expect(throws: FrameError.self) {
+            try longer.writeInbound(ByteBuffer(string: line + "a" + (split ? "\r" : "\r\n")))
+            if split { try longer.writeInbound(ByteBuffer(string: "\n")) }
+        }
+    }
+
     @Test func refusalLineIsSentEvenWithAFrameErrorHandlerThatClosesOnErrors() throws {
         let channel = EmbeddedChannel()
         try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations)

@@ -413,18 +413,6 @@ public struct ControlHandler: Sendable {
         }
     }
 
-    func records(in zone: String) throws(ShareSyncError) -> [Record] {
-        var token: ServerChangeToken?
-        var records: [Record] = []
-        repeat {
-            let page = try database.fetchZoneChanges(RecordZone.ID(zoneName: zone), since: token)
-            records += page.changedRecords
-            token = page.changeToken
-            if !page.moreComing { break }
-        } while true
-        return records.sorted { $0.recordID.recordName < $1.recordID.recordName }
-    }
-
     /// Throws the first failure of a modify request, as the error of its item.
     func check(_ result: ModifyRecordsResult) throws(ShareSyncError) {
         let failures = result.errors.filter { $0.value.code != .batchRequestFailed }

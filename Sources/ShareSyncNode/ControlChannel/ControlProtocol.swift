@@ -57,9 +57,9 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// exist is `unknownItem`. → ``Done``
     case recordDelete(zone: String, name: String)
     /// → `[Record]`, by name (in the byte order of their UTF-8). With `limit` or `after`, one page:
-    /// the records after `after` (none: from the first), at most `limit` (default 1,000) and about
-    /// 4 MiB of JSON (at least one record); ask again after the last name until a page comes back
-    /// empty. Without either, the whole zone, unless its records come to more than 64 MiB of JSON
+    /// the records after `after` (none: from the first), at most `limit` (default 1,000, at most
+    /// 100,000) and about 4 MiB of JSON (at least one record); ask again after the last name until a
+    /// page comes back empty. Without either, the whole zone, unless its records come to more than 64 MiB of JSON
     /// (`limitExceeded`, rule `listTooLarge`: page it).
     case recordList(zone: String, after: String? = nil, limit: Int? = nil)
     /// Shares a hierarchy (`root`) or the whole zone, with its title, thumbnail (image bytes, base64 in
@@ -189,7 +189,7 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// → `[SharedRecord]`, read from the replica (works while the owner is unreachable), with this
     /// node's own writes not yet accepted by the owner in place of the replica's version (see ``SharedRecord``)
     /// `after` and `limit` page it as for ``recordList(zone:after:limit:)`` (by name; this node's writes
-    /// not yet accepted come in the page their name falls in).
+    /// not yet accepted come in the page their name falls in, so a page may hold more than `limit`).
     case sharedRecordList(owner: String?, zone: String, after: String? = nil, limit: Int? = nil)
     /// → ``SharedRecord``, read from the replica, or this node's own write not yet accepted (read your
     /// own writes)

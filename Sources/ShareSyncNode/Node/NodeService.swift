@@ -104,7 +104,14 @@ public final class NodeService: Service, Sendable {
                     metadata: ["port": "\(kept)", "error": "\(error)"])
             }
         }
-        return try await start(port: settings.listen.port)
+        do {
+            return try await start(port: settings.listen.port)
+        } catch {
+            // Said where the address comes from: a daemon that cannot start cannot take `advertise`.
+            var error = error
+            error.message += "; this is the listen address in \(home.settingsPath) (key \"listen\"): free it, or edit it there"
+            throw error
+        }
     }
 
     public func run() async throws {
@@ -207,6 +214,12 @@ public final class NodeService: Service, Sendable {
                 return status
             },
             advertise: { [home, logger] address, listen throws(ShareSyncError) in
+                // A listen address the next start could not bind is refused now, not saved: the daemon
+                // would not start again, and `advertise` needs a running daemon to change it back.
+                // (This node's own port is taken by itself now: only the host is checked with it.)
+                if let listen {
+                    try Self.checkBindable(HostAndPort(host: listen.host, port: listen.port == bound.port ? 0 : listen.port))
+                }
                 // Kept first (a daemon restarted later comes back with it), then URLs and participants.
                 let next = try savedSettings.withLock { settings throws(ShareSyncError) -> NodeSettings in
                     var changed = settings
@@ -476,3 +489,34 @@ final class NodeGauges: Sendable {
         for gauge in gone { registry.unregisterGauge(gauge) }
     }
 }
+
+extension NodeService {
+    /// Throws `invalidArguments` (rule `advertisedAddress`) unless a TCP socket can listen on `address`
+    /// now: a local address, a port that is free (0: any).
+    static func checkBindable(_ address: HostAndPort) throws(ShareSyncError) {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(address.host, String(address.port), &hints, &found)
+        guard status == 0, let first = found else {
+            throw ShareSyncError(
+                .invalidArguments, "cannot listen on \(address): \(String(cString: gai_strerror(status)))", rule: .advertisedAddress)
+        }
+        defer { freeaddrinfo(first) }
+        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
+        guard fd >= 0 else {
+            throw ShareSyncError(.invalidArguments, "cannot listen on \(address): \(String(cString: strerror(errno)))", rule: .advertisedAddress)
+        }
+        defer { close(fd) }
+        var yes: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
+            throw ShareSyncError(
+                .invalidArguments,
+                "cannot listen on \(address): \(String(cString: strerror(errno))) (not an address of this host, or the port is taken); nothing was changed",
+                rule: .advertisedAddress)
+        }
+    }
+}
+

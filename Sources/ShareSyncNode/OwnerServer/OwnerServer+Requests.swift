@@ -52,8 +52,13 @@ struct RequestExecutor: Sendable {
             try database.requestAccess(url: url, as: caller)
             return try ok(id, EmptyResult())
         case .fetchDatabaseChanges(let token, let limit):
-            let answer = try ok(id, DatabaseChangesResult(try view.fetchDatabaseChanges(since: token, resultsLimit: limit)))
-            syncStates?.servedDatabaseChanges(caller.userRecordName)
+            let changes = try view.fetchDatabaseChanges(since: token, resultsLimit: limit)
+            let answer = try ok(id, DatabaseChangesResult(changes))
+            // Noted for those who see something, or were noted before: any key can connect and ask,
+            // and noting every one grew the owner's memory with each new key until it restarted.
+            if !changes.changedZoneIDs.isEmpty || !changes.deletedZoneIDs.isEmpty || syncStates?.state(of: caller.userRecordName) != nil {
+                syncStates?.servedDatabaseChanges(caller.userRecordName)
+            }
             return answer
         case .fetchZoneChanges(let zoneName, let token, let limit):
             let changes = try view.fetchZoneChanges(zoneID(zoneName), since: token, resultsLimit: limit)

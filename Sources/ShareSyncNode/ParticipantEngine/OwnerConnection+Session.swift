@@ -152,8 +152,11 @@ final class ClientSession: Sendable {
         // Over TLS the transport told how the connection is protected before the session began; a
         // cleartext client (loopback only) has no such event.
         let security = settings.requiresTLS ? try await events.security.get() : .cleartext
+        // A longer name (a home made before the limit, a library caller's) is cut to the limit at a
+        // character boundary: owners refuse a hello with a longer one.
         let hello = HelloMessage(
-            publicKey: settings.identity.publicKeyBase64, nonce: AuthTranscript.makeNonce(), displayName: settings.displayName)
+            publicKey: settings.identity.publicKeyBase64, nonce: AuthTranscript.makeNonce(),
+            displayName: settings.displayName.map(HelloMessage.withinFieldLimit))
         try await write(hello, to: outbound)
 
         let challengeFrame = try await Self.next(&frames)

@@ -246,6 +246,9 @@ public final class ParticipantSync: Sendable {
                 // Already gone on the owner: told as much as it can be.
             }
             try replica.resolvePendingLeave(leave)
+            // The zone is now to be fetched again from the start (another share of it may be this
+            // node's), which only a catch-up does: asked for now, whatever the accept's outcome.
+            _ = existingLink(connection.ownerName)?.requestSync()
         }
     }
 
@@ -294,6 +297,13 @@ public final class ParticipantSync: Sendable {
     /// requests; the owner then sees this node among its requesters). Connects with the node's identity
     /// and pins the URL's fingerprint, as ``fetchShareMetadata(url:)`` does; nothing is stored.
     public func requestAccess(url: String) async throws(ShareSyncError) {
+        try await Self.requestAccess(url: url, identity: identity, configuration: configuration)
+    }
+
+    /// The same, for `identity`, without an engine: no replica, nothing started (`sharesync
+    /// request-access` when no daemon runs). `configuration` gives the display name the owner sees
+    /// and how to connect.
+    public static func requestAccess(url: String, identity: NodeIdentity, configuration: Configuration) async throws(ShareSyncError) {
         let (parsed, fingerprint) = try ShareURL.pinned(url)
         let connection = try await configuration.effectiveConnector.connect(
             host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
