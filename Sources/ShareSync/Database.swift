@@ -253,9 +253,17 @@ public struct ModifyRecordsResults: Sendable {
     init(_ result: ModifyResult, saving: [Record], deleting: [Record.ID]) {
         // The node names records by zone and name; map them back to the IDs the caller gave.
         var given: [String: Record.ID] = [:]
-        for id in saving.map(\.recordID) + deleting { given[Self.key(RecordRef(id))] = id }
+        // By zone and name alone too: the private database answers under the default owner a record
+        // the caller named with its own user record name (which the store accepts). Before, such a
+        // delete succeeded and then threw "the node did not answer".
+        var byName: [String: Record.ID] = [:]
+        for id in saving.map(\.recordID) + deleting {
+            given[Self.key(RecordRef(id))] = id
+            byName[Self.key(RecordRef(ownerName: nil, zoneName: id.zoneID.zoneName, recordName: id.recordName))] = id
+        }
         func id(_ ref: RecordRef) -> Record.ID {
             given[Self.key(ref)] ?? given[Self.key(RecordRef(ownerName: nil, zoneName: ref.zoneName, recordName: ref.recordName))]
+                ?? byName[Self.key(RecordRef(ownerName: nil, zoneName: ref.zoneName, recordName: ref.recordName))]
                 ?? Record.ID(
                     recordName: ref.recordName,
                     zoneID: RecordZone.ID(zoneName: ref.zoneName, ownerName: ref.ownerName ?? RecordZone.ID.currentUserDefaultName))

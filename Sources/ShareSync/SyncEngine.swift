@@ -389,7 +389,8 @@ public final class SyncEngine: Sendable {
         continuation.finish()
     }
 
-    /// Stops the engine: no more fetches or sends, and ``events`` ends (after the one in progress).
+    /// Stops the engine: no more fetches or sends (``fetchChanges()`` and ``sendChanges()`` throw
+    /// `operationCancelled`), and ``events`` ends (after the one in progress).
     public func stop() async {
         stopped.store(true, ordering: .releasing)
         let running = tasks.withLock { t -> [Task<Void, Never>] in defer { t = [] }; return t }
@@ -433,6 +434,10 @@ public final class SyncEngine: Sendable {
                 if token == nil {
                     let now: ChangesPage = try await transport!.call(.currentChangeToken(shared: shared))
                     token = now.token
+                    // A change committed after the loop's fetch read the database feed and before this
+                    // token is behind the long-poll: one more fetch covers it. Before, it waited for
+                    // some later change to wake the loop.
+                    wakes.yield()
                 }
                 let page: ChangesPage = try await transport!.call(.changes(shared: shared, since: token, waitSeconds: 10))
                 if !page.changes.isEmpty { wakes.yield() }
@@ -462,7 +467,16 @@ public final class SyncEngine: Sendable {
 
     /// Fetches what changed in the database since the engine's tokens, reporting it as events.
     public func fetchChanges() async throws(ShareSyncError) {
+        try checkRunning()
         try await serial.run { () throws(ShareSyncError) in try await self.fetch() }
+    }
+
+    /// Throws `operationCancelled` once stopped: a fetch or send then could report nothing (``events``
+    /// has ended), so a send's new change tags would be lost and the app's stored state resent later.
+    private func checkRunning() throws(ShareSyncError) {
+        if stopped.load(ordering: .acquiring) {
+            throw ShareSyncError(.operationCancelled, "the sync engine was stopped; start a new one to fetch or send")
+        }
     }
 
     private func fetch() async throws(ShareSyncError) {
@@ -480,16 +494,18 @@ public final class SyncEngine: Sendable {
                 changes = try await database.databaseChanges(since: token.map(ServerChangeToken.init(stringValue:)))
             } catch where error.code == .changeTokenExpired && token != nil && refetch == nil {
                 // The database token expired (the history it points into is gone: trimmed, the replica
-                // rebuilt, the store restored from a copy). Everything is fetched again from no token,
-                // as CKSyncEngine does; zones known before that the refetch does not list are reported
-                // deleted at its end. Before, every fetch threw, for good.
-                configuration.logger.notice("the database change token expired; fetching everything again", metadata: ["error": "\(error)"])
+                // rebuilt, the store restored from a copy). The zones are listed again from no token,
+                // as CKSyncEngine does; zones known before that the listing does not hold are reported
+                // deleted at its end. Each zone listed resumes from its own token, or, if that expired
+                // too, is reported deleted and fetched again (``fetchZone(_:)``): the zone tokens are
+                // kept for that. Dropped with the database token, every zone came again from nil as
+                // modifications only, and records deleted meanwhile stayed in the app for good.
+                configuration.logger.notice("the database change token expired; listing the zones again", metadata: ["error": "\(error)"])
                 refetch = (state.stored.withLock { s in
                     var known: [String: RecordZone.ID] = [:]
                     for zoneID in s.knownZones { known[Self.key(zoneID)] = zoneID }
                     for key in s.zoneTokens.keys where known[key] == nil { known[key] = Self.zoneID(key: key) }
                     s.databaseToken = nil
-                    s.zoneTokens = [:]
                     return known
                 }, [])
                 continue
@@ -576,6 +592,7 @@ public final class SyncEngine: Sendable {
     /// Sends the pending changes: zones first, then records in batches, reporting the results as events.
     /// Changes that failed for a reason that may pass stay pending.
     public func sendChanges() async throws(ShareSyncError) {
+        try checkRunning()
         try await serial.run { () throws(ShareSyncError) in try await self.send() }
     }
 
@@ -634,15 +651,18 @@ public final class SyncEngine: Sendable {
     /// Sends one batch of record changes; returns whether some stay pending to try again.
     ///
     /// One request per zone, and within a zone requests of at most ``requestBytes``: a request that
-    /// fails as a whole because its zone is gone (`zoneNotFound`: deleted, or a share left or revoked)
-    /// fails its own items, each reported with that error and no longer pending, as CloudKit reports
-    /// a per-record `zoneNotFound`; changes to other zones go on. Before, the batch failed as one, the
-    /// send threw, and every change behind it waited for good.
+    /// fails as a whole for a reason that will not pass by itself (`zoneNotFound`: deleted, or a share
+    /// left or revoked; a request the node refuses as a whole) fails its own items, each reported with
+    /// that error and no longer pending, as CloudKit reports a per-record `zoneNotFound`; changes to
+    /// other zones go on. Before, the batch failed as one, the send threw, and every change behind it
+    /// waited for good. A record that cannot be encoded (a non-finite double) is reported failed on
+    /// its own, before any request: it made its whole request fail, for good, with `internalError`.
     private func sendRecords(_ batch: [State.Pending]) async throws(ShareSyncError) -> Bool {
         var requests: [(saving: [Record], deleting: [Record.ID], bytes: Int)] = []
         var lastRequest: [RecordZone.ID: Int] = [:]
         var sentBy: [Record.ID: State.Pending] = [:]
         var finished: Set<State.Pending> = []
+        var sent = SentRecordZoneChanges()
         func place(_ zoneID: RecordZone.ID, bytes: Int) -> Int {
             if let i = lastRequest[zoneID], requests[i].bytes + bytes <= Self.requestBytes || requests[i].bytes == 0 { return i }
             requests.append(([], [], 0))
@@ -659,7 +679,17 @@ public final class SyncEngine: Sendable {
                     finished.insert(pending)
                     continue
                 }
-                let bytes = (try? record.jsonData().count) ?? 0
+                let bytes: Int
+                do {
+                    bytes = try record.jsonData().count
+                } catch {
+                    // The check of its content names what is wrong (rule finiteDouble, locationRange…).
+                    var failure = error
+                    do { try record.checkContent(limits: Limits()) } catch { failure = error }
+                    sent.failedRecordSaves.append(FailedRecordSave(record: record, error: failure))
+                    finished.insert(pending)
+                    continue
+                }
                 let i = place(id.zoneID, bytes: bytes)
                 requests[i].saving.append(record)
                 requests[i].bytes += bytes
@@ -668,13 +698,15 @@ public final class SyncEngine: Sendable {
             }
         }
         var retry = false
-        var sent = SentRecordZoneChanges()
         for (saving, deleting, _) in requests {
             let results: ModifyRecordsResults
             do {
                 results = try await configuration.database.modifyRecords(
                     saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: false, queue: false)
-            } catch where error.code == .zoneNotFound {
+            } catch where Self.mayPass(error) {
+                retry = true
+                continue
+            } catch {
                 for record in saving {
                     sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
@@ -683,9 +715,6 @@ public final class SyncEngine: Sendable {
                     sent.failedRecordDeletes[id] = error
                     if let pending = sentBy[id] { finished.insert(pending) }
                 }
-                continue
-            } catch where Self.mayPass(error) {
-                retry = true
                 continue
             }
             for record in saving {

@@ -25,6 +25,8 @@ public struct ReplicaJournalEntry: Sendable, Hashable {
     public var recordName: String?
     /// What happened.
     public var kind: Kind
+    /// A deleted record's type (`nil` for other entries, and for deletions journaled before types were).
+    public var recordType: String? = nil
 }
 
 /// Where the replica's change journal stands.
@@ -77,18 +79,27 @@ extension SharedDatabaseReplica {
                     var owner: String, zone: String, name: String
                     static func < (a: Self, b: Self) -> Bool { (a.owner, a.zone, a.name) < (b.owner, b.zone, b.name) }
                 }
+                // Each key's change tag ("" for zones), and each record's type (what a deletion reports).
                 var seen: [Key: String] = [:]
                 var now: [Key: String] = [:]
+                var seenTypes: [Key: String] = [:]
+                var nowTypes: [Key: String] = [:]
                 func key(_ row: Row) -> Key { Key(owner: row[0], zone: row[1], name: row[2]) }
+                func noteNow(_ row: Row) throws {
+                    let record = try ShareSyncCore.Record(jsonData: row[3])
+                    now[key(row)] = record.recordChangeTag ?? ""
+                    nowTypes[key(row)] = record.recordType
+                }
                 if everything {
-                    for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, tag FROM replicaFeedSeen") {
+                    for row in try Row.fetchAll(db, sql: "SELECT owner, zone, name, tag, type FROM replicaFeedSeen") {
                         seen[key(row)] = row[3]
+                        seenTypes[key(row)] = row[4]
                     }
                     for row in try Row.fetchAll(db, sql: "SELECT owner, zone FROM replicaZone") {
                         now[Key(owner: row[0], zone: row[1], name: "")] = ""
                     }
                     for row in try Row.fetchAll(db, sql: "SELECT z.owner, z.zone, r.name, r.json FROM replicaRecord r JOIN replicaZone z ON z.id = r.zoneKey") {
-                        now[key(row)] = try ShareSyncCore.Record(jsonData: row[3]).recordChangeTag ?? ""
+                        try noteNow(row)
                     }
                 } else {
                     // Only the keys written since the last call; any other key is as it was seen. (CROSS
@@ -96,11 +107,12 @@ extension SharedDatabaseReplica {
                     // other table.)
                     for row in try Row.fetchAll(
                         db.cachedStatement(sql: """
-                            SELECT s.owner, s.zone, s.name, s.tag FROM (SELECT DISTINCT owner, zone, name FROM replicaFeedDirty) d
+                            SELECT s.owner, s.zone, s.name, s.tag, s.type FROM (SELECT DISTINCT owner, zone, name FROM replicaFeedDirty) d
                             CROSS JOIN replicaFeedSeen s ON s.owner = d.owner AND s.zone = d.zone AND s.name = d.name
                             """))
                     {
                         seen[key(row)] = row[3]
+                        seenTypes[key(row)] = row[4]
                     }
                     for row in try Row.fetchAll(
                         db.cachedStatement(sql: """
@@ -118,14 +130,14 @@ extension SharedDatabaseReplica {
                             WHERE d.name != ''
                             """))
                     {
-                        now[key(row)] = try ShareSyncCore.Record(jsonData: row[3]).recordChangeTag ?? ""
+                        try noteNow(row)
                     }
                 }
                 try db.executeCached("DELETE FROM replicaFeedDirty", [])
                 try db.executeCached("UPDATE replicaFeedState SET scanned = 1 WHERE id = 1", [])
                 var added = 0
                 var deletionsAdded = 0
-                func append(_ key: Key, _ kind: ReplicaJournalEntry.Kind) throws {
+                func append(_ key: Key, _ kind: ReplicaJournalEntry.Kind, type: String? = nil) throws {
                     switch kind {
                     case .changed, .deleted:
                         try db.execute(
@@ -138,8 +150,8 @@ extension SharedDatabaseReplica {
                         break  // an earlier zoneDeleted stays: older tokens must learn the old records are gone
                     }
                     try db.execute(
-                        sql: "INSERT INTO replicaFeedEntry (owner, zone, name, kind) VALUES (?, ?, ?, ?)",
-                        arguments: [key.owner, key.zone, key.name, kind.rawValue])
+                        sql: "INSERT INTO replicaFeedEntry (owner, zone, name, kind, type) VALUES (?, ?, ?, ?, ?)",
+                        arguments: [key.owner, key.zone, key.name, kind.rawValue, type])
                     added += 1
                     if kind == .deleted || kind == .zoneDeleted { deletionsAdded += 1 }
                 }
@@ -151,19 +163,25 @@ extension SharedDatabaseReplica {
                         sql: "DELETE FROM replicaFeedSeen WHERE owner = ? AND zone = ?", arguments: [key.owner, key.zone])
                 }
                 for key in seen.keys.sorted() where !key.name.isEmpty && now[key] == nil && !goneZones.contains([key.owner, key.zone]) {
-                    try append(key, .deleted)
+                    try append(key, .deleted, type: seenTypes[key])
                     try db.execute(
                         sql: "DELETE FROM replicaFeedSeen WHERE owner = ? AND zone = ? AND name = ?",
                         arguments: [key.owner, key.zone, key.name])
+                }
+                for key in now.keys.sorted() where seen[key] == now[key] && !goneZones.contains([key.owner, key.zone]) && seenTypes[key] != nowTypes[key] {
+                    // Seen before types were kept: the type is noted, and nothing is journaled.
+                    try db.execute(
+                        sql: "UPDATE replicaFeedSeen SET type = ? WHERE owner = ? AND zone = ? AND name = ?",
+                        arguments: [nowTypes[key], key.owner, key.zone, key.name])
                 }
                 for key in now.keys.sorted() where seen[key] != now[key] || goneZones.contains([key.owner, key.zone]) {
                     try append(key, key.name.isEmpty ? .zoneAdded : .changed)
                     try db.execute(
                         sql: """
-                            INSERT INTO replicaFeedSeen (owner, zone, name, tag) VALUES (?, ?, ?, ?)
-                            ON CONFLICT (owner, zone, name) DO UPDATE SET tag = excluded.tag
+                            INSERT INTO replicaFeedSeen (owner, zone, name, tag, type) VALUES (?, ?, ?, ?, ?)
+                            ON CONFLICT (owner, zone, name) DO UPDATE SET tag = excluded.tag, type = excluded.type
                             """,
-                        arguments: [key.owner, key.zone, key.name, now[key]!])
+                        arguments: [key.owner, key.zone, key.name, now[key]!, nowTypes[key]])
                 }
                 // Trimming: past `capacity` deletions, the oldest go. Only a call that added deletions
                 // can take them past it, and both statements walk the deletions' own index
@@ -223,7 +241,7 @@ extension SharedDatabaseReplica {
                     .changeTokenExpired, "this token is older than the changes the replica keeps; read again without --since",
                     rule: .changeTokenExpired)
             }
-            var sql = "SELECT seq, owner, zone, name, kind FROM replicaFeedEntry WHERE seq > ? AND seq <= ?"
+            var sql = "SELECT seq, owner, zone, name, kind, type FROM replicaFeedEntry WHERE seq > ? AND seq <= ?"
             if !zonesAdded { sql += " AND kind != 'zoneAdded'" }
             var arguments: [(any DatabaseValueConvertible)?] = [after, through]
             if let owner {
@@ -240,7 +258,7 @@ extension SharedDatabaseReplica {
                 let name: String = row["name"]
                 return ReplicaJournalEntry(
                     sequence: row["seq"], owner: row["owner"], zoneName: row["zone"], recordName: name.isEmpty ? nil : name,
-                    kind: ReplicaJournalEntry.Kind(rawValue: row["kind"]) ?? .changed)
+                    kind: ReplicaJournalEntry.Kind(rawValue: row["kind"]) ?? .changed, recordType: row["type"])
             }
         }
     }

@@ -212,6 +212,16 @@ enum ReplicaSchema {
                         PRIMARY KEY (owner, zone));
                     """)
         }
+        migrator.registerMigration("replica-v12-journal-record-types") { db in
+            // Each record's type, kept by the journal with what it saw and written into a deletion's
+            // entry: a shared database's fetched deletions carry their type, as the private
+            // database's do (before, ""; apps routing deletions by type deleted nothing).
+            try db.execute(
+                sql: """
+                    ALTER TABLE replicaFeedSeen ADD COLUMN type TEXT;
+                    ALTER TABLE replicaFeedEntry ADD COLUMN type TEXT;
+                    """)
+        }
         return migrator
     }
 

@@ -75,7 +75,7 @@ struct PersistenceTests {
             "replica-v1", "replica-v2-outbox-state", "replica-v3-change-journal", "replica-v4-pending-leaves",
             "replica-v5-owner-announced-address", "replica-v6-journal-dirty-keys", "replica-v7-query-indexes",
             "replica-v8-journal-triggers-on-use", "replica-v9-journal-deletion-index",
-            "replica-v10-record-zone-key", "replica-v11-zones-to-refetch",
+            "replica-v10-record-zone-key", "replica-v11-zones-to-refetch", "replica-v12-journal-record-types",
         ])
     }
 }

@@ -40,6 +40,16 @@ import Testing
             duplicate["title"] = "Duplicate"
             #expect(await shareSyncError { _ = try await db.save(duplicate) }?.code == .serverRecordChanged)
 
+            // Named with this node's own user record name as the zone's owner (which the store takes):
+            // saved and deleted, each answered under the ID given. The delete used to succeed, then
+            // throw "the node did not answer".
+            let explicitID = Record.ID(recordName: "explicit", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: node.userRecordName))
+            var explicit = Record(recordType: "Note", recordID: explicitID)
+            explicit["title"] = "mine"
+            _ = try await db.save(explicit)
+            try await db.deleteRecord(withID: explicitID)
+            #expect(await shareSyncError { _ = try await db.record(for: Record.ID(recordName: "explicit", zoneID: zoneID)) }?.code == .unknownItem)
+
             try await db.deleteRecord(withID: note.recordID)
             #expect(await shareSyncError { _ = try await db.record(for: note.recordID) }?.code == .unknownItem)
             #expect(await shareSyncError { try await db.deleteRecord(withID: note.recordID) }?.code == .unknownItem)

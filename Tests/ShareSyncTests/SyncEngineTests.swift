@@ -12,6 +12,9 @@ final class AppStore: Sendable {
     var events: [SyncEngine.Event] { state.withLock { $0.events } }
     var records: [Record] { state.withLock { Array($0.records.values) } }
 
+    /// A record the app holds as fetched (not dirty), as from an earlier run.
+    func put(_ record: Record) { state.withLock { $0.records[record.recordID] = record } }
+
     /// A local edit: kept, marked dirty until the engine saves it.
     func edit(_ record: Record) {
         state.withLock { s in
@@ -270,6 +273,41 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     }
 
     @Test(arguments: bothModes)
+    func aRecordThatCannotBeSentFailsAloneAndTheOthersGoOut(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, automatic: false)
+            // An average over nothing: NaN. Before, the whole request failed with internalError, the
+            // send threw, and every change stayed pending for good, unreported.
+            var bad = Record(recordType: "Stats", recordID: Record.ID(recordName: "stats", zoneID: Self.zoneID))
+            bad["average"] = .double(.nan)
+            var good = Record(recordType: "Note", recordID: Record.ID(recordName: "note", zoneID: Self.zoneID))
+            good["title"] = "Milk"
+            store.edit(bad)
+            store.edit(good)
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(bad.recordID), .saveRecord(good.recordID)])
+            try await engine.sendChanges()
+            #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+            #expect(try await db.record(for: good.recordID)["title"] == "Milk")
+            let failures = store.events.flatMap { event -> [SyncEngine.FailedRecordSave] in
+                if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves } else { [] }
+            }
+            #expect(failures.map(\.record.recordID) == [bad.recordID])
+            #expect(failures.first?.error.rule == .finiteDouble, "\(String(describing: failures.first?.error))")
+            await engine.stop()
+            await events.value
+            // Stopped, it sends nothing more (its events have ended: new change tags would be lost).
+            store.edit(good)
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(good.recordID)])
+            #expect(await shareSyncError { try await engine.sendChanges() }?.code == .operationCancelled)
+            #expect(await shareSyncError { try await engine.fetchChanges() }?.code == .operationCancelled)
+            #expect(engine.state.pendingRecordZoneChanges.count == 1, "kept for the next engine")
+        }
+    }
+
+    @Test(arguments: bothModes)
     func aStateSavedBeforeAdditionsWereNumberedKeepsItsPendingChanges(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
             let ids = (0..<2).map { Record.ID(recordName: "n\($0)", zoneID: Self.zoneID) }
@@ -313,6 +351,46 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             } })
             await engine.stop()
             await events.value
+        }
+    }
+
+    @Test(arguments: bothModes)
+    func afterAnExpiredDatabaseTokenARecordDeletedMeanwhileIsStillReportedDeleted(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let ids = ["kept", "gone"].map { Record.ID(recordName: $0, zoneID: Self.zoneID) }
+            for id in ids {
+                var note = Record(recordType: "Note", recordID: id)
+                note["title"] = .string(id.recordName)
+                _ = try await db.save(note)
+            }
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, automatic: false)
+            try await engine.fetchChanges()
+            #expect(await eventually { store.record(ids[1]) != nil })
+            await engine.stop()
+            await events.value
+            let saved = try #require(store.events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
+                if case .stateUpdate(let state) = event { state } else { nil }
+            }.first)
+
+            // "gone" is deleted; then the engine starts again from its state, except that its
+            // database token has expired (a restore from a copy, a trimmed history).
+            try await db.deleteRecord(withID: ids[1])
+            var json = try #require(try JSONSerialization.jsonObject(with: saved.data) as? [String: Any])
+            json["databaseToken"] = "private:1.0123456789abcdef.5"
+            let expired = try Self.savedState(try JSONSerialization.data(withJSONObject: json))
+            let again = AppStore()
+            for id in ids { again.put(try #require(store.record(id))) }
+            let (restarted, restartedEvents) = again.startEngine(db, state: expired, automatic: false)
+            try await restarted.fetchChanges()
+            await restarted.stop()
+            await restartedEvents.value
+            // Before: the zone tokens went with the database token, the zone came again from nil as
+            // modifications only, and "gone" stayed in the app.
+            #expect(again.record(ids[1]) == nil, "the deletion was reported")
+            #expect(again.record(ids[0])?["title"] == "kept")
         }
     }
 
@@ -548,6 +626,26 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 #expect(await eventually { Self.fetchedZones(store).contains { $0.modifications.contains(sharedZone) } })
                 #expect(Self.fetchedZones(store).allSatisfy { $0.deletions.isEmpty })
                 #expect(await eventually { store.record(Record.ID(recordName: "topic", zoneID: sharedZone)) != nil })
+
+                // A note comes and goes: its deletion carries its type, as the private database's do
+                // (it was "", and an app that routes deletions by type deleted nothing).
+                var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: Self.zoneID))
+                note.setParent(topic.recordID)
+                _ = try await db.save(note)
+                let sharedNote = Record.ID(recordName: "n1", zoneID: sharedZone)
+                #expect(try await eventually(seconds: 30) {
+                    try await engine.fetchChanges()
+                    return store.record(sharedNote) != nil
+                })
+                try await db.deleteRecord(withID: note.recordID)
+                #expect(try await eventually(seconds: 30) {
+                    try await engine.fetchChanges()
+                    return store.record(sharedNote) == nil
+                })
+                let deletions = store.events.flatMap { event -> [DeletedRecord] in
+                    if case .fetchedRecordZoneChanges(let changes) = event { changes.deletions } else { [] }
+                }
+                #expect(deletions.map(\.recordType) == ["Note"], "\(deletions)")
 
                 // Alice deletes the share: the zone is reported deleted (and the share removed).
                 try await db.stopSharing(share)

@@ -281,7 +281,8 @@ public final class NodeChangeFeeds: Sendable {
                 if let record = try replica.fetchRecord(id) { changes.append(.changed(record, owner: entry.owner)) }
             case .deleted:
                 changes.append(ChangeInfo(
-                    kind: .recordDeleted, ownerName: entry.owner, zoneName: entry.zoneName, recordName: entry.recordName))
+                    kind: .recordDeleted, ownerName: entry.owner, zoneName: entry.zoneName, recordName: entry.recordName,
+                    recordType: entry.recordType))
             case .zoneDeleted:
                 changes.append(ChangeInfo(kind: .zoneDeleted, ownerName: entry.owner, zoneName: entry.zoneName))
             case .zoneAdded:

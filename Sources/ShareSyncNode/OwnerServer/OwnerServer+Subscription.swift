@@ -137,7 +137,7 @@ enum SubscriptionPusher {
 
     private enum Next {
         case push(SplicedChangesPush, ByteBuffer)
-        /// Nothing to push now (no changes, or a read that failed: the next commit wakes it again).
+        /// Nothing to push now.
         case nothing
         /// The cursor expired: this error is written and the subscription ends.
         case expired(ByteBuffer)
@@ -161,7 +161,8 @@ enum SubscriptionPusher {
                 // transaction with the other callers' pushes.
                 next = try await pushes.batchedPush(
                     for: executor.caller, since: since, database: executor.database, threadPool: connection.server.threadPool
-                ) { () throws -> (SplicedChangesPush, ByteBuffer)? in
+                ) { [registry = connection.server.registry] () throws -> (SplicedChangesPush, ByteBuffer)? in
+                    try registry.injectedPushReadFailure()
                     guard let push = try executor.splicedChanges(since: since) else { return nil }
                     do {
                         return (push, try MessageCoding.encode(push))
@@ -191,9 +192,12 @@ enum SubscriptionPusher {
             guard let payload = try? MessageCoding.encode(ErrorResponse(id: nil, error)) else { return .stop }
             return .expired(payload)
         case let error as ShareSyncError:
-            // The next commit wakes the subscription again; the cursor has not moved.
-            logger.warning("push failed", metadata: ["error": "\(error)"])
-            return .nothing
+            // The connection closes, and the client catches up from its stored tokens when it comes
+            // back (and hears the error itself if the read keeps failing). Before, the subscription
+            // waited for the next commit: on a quiet owner a committed change was never delivered
+            // while the participant showed itself in sync.
+            abandon("a push could not be read: \(error)", connection: connection, logger: logger)
+            return .stop
         case let error as PushNotEncodable:
             abandon("the push could not be encoded: \(error.error)", connection: connection, logger: logger)
             return .stop

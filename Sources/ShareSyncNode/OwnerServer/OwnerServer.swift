@@ -285,6 +285,14 @@ final class ConnectionRegistry: Sendable {
     private let state = Mutex(State())
     /// How many `fetchZoneChanges` and `fetchRecords` began to be read, all connections (tests read it).
     let largeAnswersStarted = Atomic<Int>(0)
+    /// How many of the next push reads fail (tests set it: a storage error in the middle of a push).
+    let pushReadFailures = Atomic<Int>(0)
+
+    /// Throws if a test asked for a push read to fail.
+    func injectedPushReadFailure() throws {
+        guard pushReadFailures.load(ordering: .relaxed) > 0, pushReadFailures.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 else { return }
+        throw ShareSyncError(.internalError, "a push read failed (injected)")
+    }
     /// The address the owner advertises (see ``OwnerServer/setAdvertisedAddress(_:announce:)``).
     let advertised = Mutex<WireAddress?>(nil)
 

@@ -1,0 +1,40 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncWire
+import Testing
+@testable import ShareSyncNode
+
+/// A push the owner fails to read closes the connection: the participant comes back and catches up
+/// from its stored tokens, instead of staying "in sync" while a committed change waits for the next
+/// commit (on a quiet owner, for good).
+@Suite("A push that cannot be read")
+struct PushReadFailureTests {
+    @Test("the subscription's connection closes; a new connection catches up and gets the change")
+    func failedPushReadClosesTheConnection() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        try await connection.acceptShare(url: url)
+        let token = try await connection.fetchDatabaseChanges(since: nil).changeToken
+        let stream = try await connection.subscribe(since: token)
+
+        owner.server.registry.pushReadFailures.store(1, ordering: .relaxed)
+        try owner.saveNote("after", title: "x")
+        // The stream ends with no push (before: it stayed open, and the push waited for another commit).
+        let pushes = try await withTimeout(20) {
+            var count = 0
+            for await _ in stream { count += 1 }
+            return count
+        }
+        #expect(pushes == 0)
+        #expect(owner.server.registry.pushReadFailures.load(ordering: .relaxed) == 0, "the read was tried")
+        await connection.close()
+
+        let again = try await OwnerConnection.connect(url: url, identity: b)
+        let zones = try await again.fetchDatabaseChanges(since: token)
+        #expect(zones.changedZoneIDs.map(\.zoneName) == ["Topics"])
+        await again.close()
+        try await owner.stop()
+    }
+}
