@@ -605,6 +605,8 @@ struct ShareCommand: AsyncParsableCommand {
         @OptionGroup var target: ShareTarget
         @Option(help: "The blocked user's record name (see `share show`).") var user: String
 
+        func validate() throws { try target.ownerOnly("unblock") }
+
         func run() async throws {
             let user = self.user
             try await target.change(options, result: { _ in Done() }, human: { _ in "unblocked \(user)" }, sharedHuman: { _ in "" }) {

@@ -359,6 +359,10 @@ struct RecordCommand: AsyncParsableCommand {
                     throw Output.usage("\(file) line \(number + 1): not a record: \(error)")
                 }
             }
+            // Past the end is a mistake (a resume from another file, a typo): nothing would be saved.
+            guard skip <= records.count else {
+                throw Output.usage("--skip \(skip) is past the end of \(file): it holds \(records.count) records")
+            }
             let batches = Self.batches(Array(records.dropFirst(skip)), maximumCount: batchSize, maximumBytes: Self.batchBytes)
             var saved = 0
             var committed = 0
@@ -382,7 +386,7 @@ struct RecordCommand: AsyncParsableCommand {
                 let failed = committed < batches.count ? batches[committed].count : 0
                 Output.error(
                     committed == 0
-                        ? "no batch committed: nothing of this import was saved"
+                        ? "no batch committed: no record of this import was saved"
                         : "batches 1-\(committed) of \(batches.count) committed (records \(skip + 1)-\(skip + saved)); batch "
                             + "\(committed + 1) (records \(skip + saved + 1)-\(skip + saved + failed)) and those after it were not "
                             + "saved: run the same command with --skip \(skip + saved) to resume")

@@ -52,6 +52,27 @@ struct CLIDetailsTests {
         }
     }
 
+    @Test("owner-only share commands with --shared are usage errors (64) before anything is asked")
+    func ownerOnlyShareCommands() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        // No node at all: the check comes first. (unblock read the share, then failed with 65.)
+        for command in [["block", "--user", "_x"], ["unblock", "--user", "_x"], ["stop"], ["public", "--permission", "readOnly"]] {
+            let result = try cli(["share"] + command + ["--zone", "Z", "--shared", "--home", folder.path + "/none"])
+            #expect(result.status == 64 && result.stderr.contains("--shared does not apply"), "\(command): \(result.stderr)")
+        }
+    }
+
+    @Test("init refuses a home too deep for its control socket, and creates nothing")
+    func homeTooDeepForTheSocket() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let deep = folder.path + "/" + String(repeating: "d", count: 120)
+        let result = try cli(["init", "--home", deep, "--name", "Alice"])
+        #expect(result.status == 64 && result.stderr.contains("at most 107"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: deep))
+    }
+
     @Test("every command and subcommand's --help has an example")
     func everyHelpHasAnExample() async throws {
         try await blocking {

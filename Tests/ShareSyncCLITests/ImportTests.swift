@@ -59,6 +59,9 @@ struct ImportTests {
             // Running the whole import again saves by name: still 40 records.
             _ = try a.ok(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10"])
             #expect(try Self.count(a, zone: "Items") == 40)
+            // A --skip past the file's end is a usage error (it saved nothing and said it had imported 0).
+            let past = try cli(["record", "import", "--zone", "Items", "--file", file, "--skip", "41", "--home", a.home])
+            #expect(past.status == 64 && past.stderr.contains("holds 40 records"), "\(past.stderr)")
         }
     }
 }
