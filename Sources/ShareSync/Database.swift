@@ -122,7 +122,7 @@ public struct Database: Sendable {
                 try await transport.call(
                     .recordModify(saving: recordsToSave, deleting: deleting, policy: savePolicy, atomically: atomically))
             }
-        return ModifyRecordsResults(result, saving: recordsToSave, deleting: recordIDsToDelete)
+        return ModifyRecordsResults(result, saving: recordsToSave, deleting: recordIDsToDelete, byNameToo: !shared)
     }
 
     // MARK: Queries
@@ -250,7 +250,9 @@ public struct ModifyRecordsResults: Sendable {
     /// ``saveResults`` or ``deleteResults``.
     public var queued: [Record.ID: Int64] = [:]
 
-    init(_ result: ModifyResult, saving: [Record], deleting: [Record.ID]) {
+    /// `byNameToo`: the private database, where zone and name alone name a record (the shared one's
+    /// results could go to another owner's ID of the same zone and name).
+    init(_ result: ModifyResult, saving: [Record], deleting: [Record.ID], byNameToo: Bool = false) {
         // The node names records by zone and name; map them back to the IDs the caller gave.
         var given: [String: Record.ID] = [:]
         // By zone and name alone too: the private database answers under the default owner a record
@@ -259,7 +261,7 @@ public struct ModifyRecordsResults: Sendable {
         var byName: [String: Record.ID] = [:]
         for id in saving.map(\.recordID) + deleting {
             given[Self.key(RecordRef(id))] = id
-            byName[Self.key(RecordRef(ownerName: nil, zoneName: id.zoneID.zoneName, recordName: id.recordName))] = id
+            if byNameToo { byName[Self.key(RecordRef(ownerName: nil, zoneName: id.zoneID.zoneName, recordName: id.recordName))] = id }
         }
         func id(_ ref: RecordRef) -> Record.ID {
             given[Self.key(ref)] ?? given[Self.key(RecordRef(ownerName: nil, zoneName: ref.zoneName, recordName: ref.recordName))]

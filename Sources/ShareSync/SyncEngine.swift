@@ -468,7 +468,10 @@ public final class SyncEngine: Sendable {
     /// Fetches what changed in the database since the engine's tokens, reporting it as events.
     public func fetchChanges() async throws(ShareSyncError) {
         try checkRunning()
-        try await serial.run { () throws(ShareSyncError) in try await self.fetch() }
+        try await serial.run { () throws(ShareSyncError) in
+            try self.checkRunning()  // stopped while it waited for the one before
+            try await self.fetch()
+        }
     }
 
     /// Throws `operationCancelled` once stopped: a fetch or send then could report nothing (``events``
@@ -494,20 +497,25 @@ public final class SyncEngine: Sendable {
                 changes = try await database.databaseChanges(since: token.map(ServerChangeToken.init(stringValue:)))
             } catch where error.code == .changeTokenExpired && token != nil && refetch == nil {
                 // The database token expired (the history it points into is gone: trimmed, the replica
-                // rebuilt, the store restored from a copy). The zones are listed again from no token,
-                // as CKSyncEngine does; zones known before that the listing does not hold are reported
-                // deleted at its end. Each zone listed resumes from its own token, or, if that expired
-                // too, is reported deleted and fetched again (``fetchZone(_:)``): the zone tokens are
-                // kept for that. Dropped with the database token, every zone came again from nil as
-                // modifications only, and records deleted meanwhile stayed in the app for good.
-                configuration.logger.notice("the database change token expired; listing the zones again", metadata: ["error": "\(error)"])
-                refetch = (state.stored.withLock { s in
+                // rebuilt, the store restored from a copy). Every zone the engine knew is reported
+                // deleted, then everything is fetched again from no token, as CKSyncEngine does: the
+                // app drops what it holds of them, and what still exists comes back. Zones that do not
+                // come back get no second report; in the shared database they end in `shareRemoved`.
+                // Before, the zones came again from nil as modifications only, and records deleted
+                // meanwhile stayed in the app for good. (The zone tokens cannot be kept instead: after a
+                // restore from a copy a zone token may still look valid in a history that diverged.)
+                configuration.logger.notice("the database change token expired; fetching everything again", metadata: ["error": "\(error)"])
+                let known = state.stored.withLock { s in
                     var known: [String: RecordZone.ID] = [:]
                     for zoneID in s.knownZones { known[Self.key(zoneID)] = zoneID }
                     for key in s.zoneTokens.keys where known[key] == nil { known[key] = Self.zoneID(key: key) }
                     s.databaseToken = nil
+                    s.zoneTokens = [:]
                     return known
-                }, [])
+                }
+                refetch = (known, [])
+                let zones = known.values.sorted { Self.key($0) < Self.key($1) }
+                if !zones.isEmpty { emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: zones))) }
                 continue
             }
             for zoneID in changes.modifiedZoneIDs { refetch?.seen.insert(Self.key(zoneID)) }
@@ -531,7 +539,7 @@ public final class SyncEngine: Sendable {
             if !changes.moreComing, let (known, seen) = refetch {
                 let gone = known.filter { !seen.contains($0.key) }.map(\.value)
                 if !gone.isEmpty {
-                    emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: gone)))
+                    // Reported deleted when the refetch began.
                     if database.scope == .shared {
                         let stillKnown = Set(state.stored.withLock { $0.knownZones })
                         for zoneID in gone where stillKnown.contains(zoneID) { emit(.shareRemoved(zoneID)) }
@@ -593,7 +601,10 @@ public final class SyncEngine: Sendable {
     /// Changes that failed for a reason that may pass stay pending.
     public func sendChanges() async throws(ShareSyncError) {
         try checkRunning()
-        try await serial.run { () throws(ShareSyncError) in try await self.send() }
+        try await serial.run { () throws(ShareSyncError) in
+            try self.checkRunning()  // stopped while it waited for the one before
+            try await self.send()
+        }
     }
 
     private func send() async throws(ShareSyncError) {
@@ -628,7 +639,7 @@ public final class SyncEngine: Sendable {
                     sent.deletedZoneIDs.append(zoneID)
                 }
                 done.append(change)
-            } catch where Self.mayPass(error) {
+            } catch where Self.requestMayPass(error) {
                 retry = true
             } catch {
                 switch change {
@@ -703,7 +714,7 @@ public final class SyncEngine: Sendable {
             do {
                 results = try await configuration.database.modifyRecords(
                     saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: false, queue: false)
-            } catch where Self.mayPass(error) {
+            } catch where Self.requestMayPass(error) {
                 retry = true
                 continue
             } catch {
@@ -754,6 +765,13 @@ public final class SyncEngine: Sendable {
     /// Whether a failure may pass by itself (the change stays pending and is tried again).
     static func mayPass(_ error: ShareSyncError) -> Bool {
         [.networkFailure, .networkUnavailable, .serviceUnavailable, .requestRateLimited, .operationCancelled].contains(error.code)
+    }
+
+    /// Whether a request that failed as a whole may go through later: ``mayPass(_:)``, or the node's
+    /// store failing (a full disk, `quotaExceeded`; a storage error, `internalError`), which passes once
+    /// the cause is gone. Its changes stay pending; only a refusal of the request itself fails them.
+    static func requestMayPass(_ error: ShareSyncError) -> Bool {
+        mayPass(error) || error.code == .quotaExceeded || error.code == .internalError
     }
 }
 

@@ -222,6 +222,17 @@ enum ReplicaSchema {
                     ALTER TABLE replicaFeedEntry ADD COLUMN type TEXT;
                     """)
         }
+        migrator.registerMigration("replica-v13-journal-record-types-filled") { db in
+            // The types of the records the journal saw before v12, from the records themselves: their
+            // deletions report it too (v12 left them NULL, and such a deletion reported "").
+            try db.execute(
+                sql: """
+                    UPDATE replicaFeedSeen SET type = (
+                        SELECT r.type FROM replicaRecord r JOIN replicaZone z ON z.id = r.zoneKey
+                        WHERE z.owner = replicaFeedSeen.owner AND z.zone = replicaFeedSeen.zone AND r.name = replicaFeedSeen.name)
+                    WHERE type IS NULL AND name != '';
+                    """)
+        }
         return migrator
     }
 

@@ -55,12 +55,13 @@ struct InitCommand: AsyncParsableCommand {
             }
         }
         try Syntax.checkInvitation(email: email, phone: phone)
-        // A Unix socket's path holds at most 107 bytes: a home deeper than that could be created, and
-        // `run` then failed only after its servers had started.
+        // A Unix socket's path holds at most 103 bytes here (SwiftNIO's limit, under the kernel's 107):
+        // a home deeper than that could be created, and `run` then failed only after its servers had
+        // started.
         let socket = NodeHome.controlSocketPath(home: options.homePath)
-        guard socket.utf8.count <= 107 else {
+        guard socket.utf8.count <= 103 else {
             throw ValidationError(
-                "--home is too deep: its control socket \(socket) would be \(socket.utf8.count) bytes, and a Unix socket path holds at most 107; choose a shorter path")
+                "--home is too deep: its control socket \(socket) would be \(socket.utf8.count) bytes, and a Unix socket path holds at most 103 here; choose a shorter path")
         }
     }
 

@@ -46,3 +46,36 @@ struct ZoneRefetchTests {
         #expect(try replica.zonesToRefetch(owner: alice.ownerName).isEmpty)
     }
 }
+
+/// Deletions in the shared database's journal carry their record's type (migrations v12, v13).
+@Suite("Record types in the journal")
+struct JournalRecordTypeTests {
+    @Test("a replica from before types were kept: the types are filled in, and a deletion reports its record's")
+    func olderReplicaGetsTypes() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("shared.sqlite")
+        let note = try fetchedRecord("n1", tag: "1")
+        // As v11 left it: the journal in use and scanned, having seen the zone and the note (no types).
+        try ReplicaSchema.createOlderFile(
+            path: path, upTo: "replica-v11-zones-to-refetch",
+            sql: """
+                INSERT INTO replicaOwner (owner, host, port, fingerprint) VALUES ('\(alice.ownerName)', 'h', 1, '\(alice.fingerprint)');
+                INSERT INTO replicaZone (owner, zone, token) VALUES ('\(alice.ownerName)', 'Topics', 't');
+                INSERT INTO replicaRecord (zoneKey, name, type, json) VALUES (1, 'n1', 'Note', X'\(try hexJSON(note))');
+                INSERT INTO replicaFeedState (id, epoch, scanned) VALUES (1, 'old', 1);
+                INSERT INTO replicaFeedSeen (owner, zone, name, tag) VALUES ('\(alice.ownerName)', 'Topics', '', ''), ('\(alice.ownerName)', 'Topics', 'n1', '1');
+                """)
+        let replica = try SharedDatabaseReplica(path: path)
+        // The triggers of a journal in use (the rows above were written without them).
+        try replica.writer.write { try ReplicaSchema.installJournalTriggers($0) }
+        let before = try replica.journalChanges().position
+        try replica.apply(
+            ZoneChanges(zoneID: zone(), changes: [.deleted(DeletedRecord(recordID: note.recordID, recordType: "Note"))], changeToken: token(9), moreComing: false),
+            owner: alice.ownerName)
+        let end = try replica.journalChanges().position
+        let entries = try replica.journalEntries(after: before.sequence, through: end.sequence)
+        #expect(entries.map(\.kind) == [.deleted])
+        #expect(entries.first?.recordType == "Note", "\(entries)")
+    }
+}
