@@ -84,6 +84,23 @@ private func expectConverged(
     }
 }
 
+/// Shares a second hierarchy of the zone ("second", with a note "kept") with `p` too, and accepts both
+/// shares; returns the owner's name once the replica holds both.
+private func acceptTwoSharesOfTopics(_ sync: ParticipantSync, _ p: TestParticipant, _ fixture: InProcessFixture) async throws -> String {
+    var second = Record(recordType: "Topic", recordID: fixture.id("second"))
+    second["title"] = "Second"
+    var kept = Record(recordType: "Note", recordID: fixture.id("kept"))
+    kept.setParent(fixture.id("second"))
+    _ = try fixture.db.modifyRecords(saving: [second, kept]).get()
+    var share2 = Share(rootRecord: try fixture.db.fetchRecord(fixture.id("second")))
+    try share2.addParticipant(Participant(lookupInfo: .init(userRecordName: p.identity.userRecordName), permission: .readOnly))
+    let url2 = Share(try fixture.db.modifyRecords(saving: [share2.record]).get().first { $0.recordType == Record.shareRecordType }!)!.url!
+    try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+    try await sync.accept(url: url2, timeout: .seconds(120))
+    try await expectConverged(sync, fixture)
+    return fixture.identity.userRecordName
+}
+
 /// Accepts the fixture's share, then takes the owner offline and queues an edit of the topic's title
 /// to "mine" under `savePolicy`; returns the owner's name, or nil (an issue recorded) if the edit was
 /// not queued.
@@ -234,19 +251,7 @@ struct InProcessEngineTests {
         defer { p.remove() }
         try sync.start()
         try fixture.saveNotes("a", count: 3)
-        // A second hierarchy in the same zone, shared with the same participant.
-        var second = Record(recordType: "Topic", recordID: fixture.id("second"))
-        second["title"] = "Second"
-        var kept = Record(recordType: "Note", recordID: fixture.id("kept"))
-        kept.setParent(fixture.id("second"))
-        _ = try fixture.db.modifyRecords(saving: [second, kept]).get()
-        var share2 = Share(rootRecord: try fixture.db.fetchRecord(fixture.id("second")))
-        try share2.addParticipant(Participant(lookupInfo: .init(userRecordName: p.identity.userRecordName), permission: .readOnly))
-        let url2 = Share(try fixture.db.modifyRecords(saving: [share2.record]).get().first { $0.recordType == Record.shareRecordType }!)!.url!
-        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
-        try await sync.accept(url: url2, timeout: .seconds(120))
-        try await expectConverged(sync, fixture)
-        let ownerName = fixture.identity.userRecordName
+        let ownerName = try await acceptTwoSharesOfTopics(sync, p, fixture)
         #expect(try sync.replica.fetchRecord(Record.ID(recordName: "kept", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))) != nil)
 
         // Connected and following: leave the first share locally. Once the owner is told, the replica
@@ -266,18 +271,7 @@ struct InProcessEngineTests {
         let (sync, p) = try fixture.participant()
         defer { p.remove() }
         try sync.start()
-        var second = Record(recordType: "Topic", recordID: fixture.id("second"))
-        second["title"] = "Second"
-        var kept = Record(recordType: "Note", recordID: fixture.id("kept"))
-        kept.setParent(fixture.id("second"))
-        _ = try fixture.db.modifyRecords(saving: [second, kept]).get()
-        var share2 = Share(rootRecord: try fixture.db.fetchRecord(fixture.id("second")))
-        try share2.addParticipant(Participant(lookupInfo: .init(userRecordName: p.identity.userRecordName), permission: .readOnly))
-        let url2 = Share(try fixture.db.modifyRecords(saving: [share2.record]).get().first { $0.recordType == Record.shareRecordType }!)!.url!
-        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
-        try await sync.accept(url: url2, timeout: .seconds(120))
-        try await expectConverged(sync, fixture)
-        let ownerName = fixture.identity.userRecordName
+        let ownerName = try await acceptTwoSharesOfTopics(sync, p, fixture)
 
         // The owner removes the participant from the first share, and the replica follows (its
         // database token moves past the zone's change). Then the participant leaves that share locally:
