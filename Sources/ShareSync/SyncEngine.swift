@@ -467,9 +467,8 @@ public final class SyncEngine: Sendable {
 
     /// Fetches what changed in the database since the engine's tokens, reporting it as events.
     public func fetchChanges() async throws(ShareSyncError) {
-        try checkRunning()
         try await serial.run { () throws(ShareSyncError) in
-            try self.checkRunning()  // stopped while it waited for the one before
+            try self.checkRunning()  // checked when its turn comes: stopped meanwhile, it reports nothing
             try await self.fetch()
         }
     }
@@ -536,16 +535,12 @@ public final class SyncEngine: Sendable {
             }
             for zoneID in changes.modifiedZoneIDs { try await fetchZone(zoneID) }
             state.stored.withLock { $0.databaseToken = changes.changeToken.stringValue }
-            if !changes.moreComing, let (known, seen) = refetch {
+            if !changes.moreComing, database.scope == .shared, let (known, seen) = refetch {
+                // Shares that did not come back (their zones were reported deleted when the refetch began).
                 let gone = known.filter { !seen.contains($0.key) }.map(\.value)
-                if !gone.isEmpty {
-                    // Reported deleted when the refetch began.
-                    if database.scope == .shared {
-                        let stillKnown = Set(state.stored.withLock { $0.knownZones })
-                        for zoneID in gone where stillKnown.contains(zoneID) { emit(.shareRemoved(zoneID)) }
-                        state.stored.withLock { $0.knownZones.removeAll { gone.contains($0) } }
-                    }
-                }
+                let stillKnown = Set(state.stored.withLock { $0.knownZones })
+                for zoneID in gone where stillKnown.contains(zoneID) { emit(.shareRemoved(zoneID)) }
+                state.stored.withLock { $0.knownZones.removeAll { gone.contains($0) } }
             }
             emitState()
             if !changes.moreComing { break }
@@ -600,9 +595,8 @@ public final class SyncEngine: Sendable {
     /// Sends the pending changes: zones first, then records in batches, reporting the results as events.
     /// Changes that failed for a reason that may pass stay pending.
     public func sendChanges() async throws(ShareSyncError) {
-        try checkRunning()
         try await serial.run { () throws(ShareSyncError) in
-            try self.checkRunning()  // stopped while it waited for the one before
+            try self.checkRunning()  // checked when its turn comes: stopped meanwhile, it reports nothing
             try await self.send()
         }
     }

@@ -72,17 +72,10 @@ extension PrivateDatabase {
                 throw ShareSyncError(.zoneNotFound, "zone \(zoneName) does not exist", zoneID: zoneID(zoneName))
             }
             let owned = zoneID(zoneName)
-            let rows = try Data.fetchCursor(
+            return try listingPage(
                 db.cachedStatement(sql: "SELECT json FROM record WHERE zone = ? AND name > ? ORDER BY name LIMIT ?"),
-                arguments: [zoneName, after ?? "", max(1, limit)])
-            var records: [Record] = []
-            var bytes = 0
-            while let json = try rows.next() {
-                if !records.isEmpty, bytes + json.count > byteBudget { break }
-                bytes += json.count
-                records.append(present(try Record(jsonData: json), zoneID: owned, in: db))
-            }
-            return (records, bytes)
+                arguments: [zoneName, after ?? "", max(1, limit)], byteBudget: byteBudget
+            ) { json in present(try Record(jsonData: json), zoneID: owned, in: db) }
         }
     }
 
@@ -246,4 +239,21 @@ extension WriteContext {
         let deleted = try delete(zone: zone, name: id.recordName)
         try didDelete(deleted)
     }
+}
+
+/// One page of a record listing (the private database's and the replica's): the records of a
+/// statement's JSON rows, stopping before the row that would take them past `byteBudget` bytes (the
+/// first always comes), and the bytes they hold.
+func listingPage(
+    _ statement: Statement, arguments: StatementArguments, byteBudget: Int, _ record: (Data) throws -> ShareSyncCore.Record
+) throws -> (records: [ShareSyncCore.Record], bytes: Int) {
+    let rows = try Data.fetchCursor(statement, arguments: arguments)
+    var records: [ShareSyncCore.Record] = []
+    var bytes = 0
+    while let json = try rows.next() {
+        if !records.isEmpty, bytes + json.count > byteBudget { break }
+        bytes += json.count
+        records.append(try record(json))
+    }
+    return (records, bytes)
 }

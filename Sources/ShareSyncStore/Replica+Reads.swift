@@ -36,17 +36,10 @@ extension SharedDatabaseReplica {
     /// first), at most `limit` and no more than `byteBudget` bytes of JSON (the first always comes).
     public func records(owner: String, zoneName: String, after: String?, limit: Int, byteBudget: Int) throws(ShareSyncError) -> (records: [ShareSyncCore.Record], bytes: Int) {
         try read { db in
-            let rows = try Data.fetchCursor(
+            try listingPage(
                 db.cachedStatement(sql: "SELECT json FROM replicaRecord WHERE zoneKey = (SELECT id FROM replicaZone WHERE owner = ? AND zone = ?) AND name > ? ORDER BY name LIMIT ?"),
-                arguments: [owner, zoneName, after ?? "", max(1, limit)])
-            var records: [ShareSyncCore.Record] = []
-            var bytes = 0
-            while let json = try rows.next() {
-                if !records.isEmpty, bytes + json.count > byteBudget { break }
-                bytes += json.count
-                records.append(try Record(jsonData: json))
-            }
-            return (records, bytes)
+                arguments: [owner, zoneName, after ?? "", max(1, limit)], byteBudget: byteBudget
+            ) { try Record(jsonData: $0) }
         }
     }
 

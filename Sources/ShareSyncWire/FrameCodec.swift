@@ -156,15 +156,22 @@ public final class FrameErrorHandler: ChannelInboundHandler, RemovableChannelHan
         // A peer that stops reading never lets the frame out: the connection closes after a second
         // anyway. Before, it stayed open for good (an idle timeout included), TCP keeping it alive.
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        let closeAnyway = context.eventLoop.scheduleTask(in: Self.finalFrameGrace) { loopBound.value.close(promise: nil) }
-        context.writeAndFlush(Self.wrapOutboundOut(payload)).whenComplete { _ in
-            closeAnyway.cancel()
-            loopBound.value.close(promise: nil)
-        }
+        Self.close(after: context.writeAndFlush(Self.wrapOutboundOut(payload))) { loopBound.value.close(promise: nil) }
     }
 
     /// How long a final frame may wait to be written before the connection closes without it.
     public static let finalFrameGrace = TimeAmount.seconds(1)
+
+    /// Calls `close` once a connection's last write (`written`) completes, or after
+    /// ``finalFrameGrace`` if it does not: a peer that reads nothing, or a TLS handshake that never
+    /// completes, would otherwise keep the connection open for good.
+    public static func close(after written: EventLoopFuture<Void>, _ close: @escaping @Sendable () -> Void) {
+        let closeAnyway = written.eventLoop.scheduleTask(in: finalFrameGrace, close)
+        written.whenComplete { _ in
+            closeAnyway.cancel()
+            close()
+        }
+    }
 }
 
 @available(*, unavailable)

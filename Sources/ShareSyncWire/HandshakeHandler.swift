@@ -214,11 +214,7 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
             line.writeInteger(ByteStuffing.newline)
             // If the line cannot go out (a TLS handshake that never completes buffers it), close anyway.
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            let closeAnyway = context.eventLoop.scheduleTask(in: .seconds(1)) { loopBound.value.close(promise: nil) }
-            context.writeAndFlush(Self.wrapOutboundOut(line)).whenComplete { _ in
-                closeAnyway.cancel()
-                loopBound.value.close(promise: nil)
-            }
+            FrameErrorHandler.close(after: context.writeAndFlush(Self.wrapOutboundOut(line))) { loopBound.value.close(promise: nil) }
             context.fireErrorCaught(error)
         } else {
             context.fireErrorCaught(error)

@@ -11,6 +11,12 @@ final class AppStore: Sendable {
     func record(_ id: Record.ID) -> Record? { state.withLock { $0.records[id] } }
     var events: [SyncEngine.Event] { state.withLock { $0.events } }
     var records: [Record] { state.withLock { Array($0.records.values) } }
+    /// The state of the engine's last `stateUpdate`, as an app stores it.
+    var lastState: SyncEngine.State.Serialization? {
+        events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
+            if case .stateUpdate(let state) = event { state } else { nil }
+        }.first
+    }
 
     /// A record the app holds as fetched (not dirty), as from an earlier run.
     func put(_ record: Record) { state.withLock { $0.records[record.recordID] = record } }
@@ -155,9 +161,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 try await bobEngine.fetchChanges()
                 await bobEngine.stop()
                 await bobEvents.value
-                let saved = try #require(bobStore.events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
-                    if case .stateUpdate(let state) = event { state } else { nil }
-                }.first)
+                let saved = try #require(bobStore.lastState)
                 let restored = AppStore()
                 let (manual, manualEvents) = restored.startEngine(bob.container.sharedDatabase, state: saved, automatic: false)
                 try await manual.fetchChanges()
@@ -201,9 +205,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             #expect(engine.state.pendingRecordZoneChanges == [.saveRecord(ids[0]), .deleteRecord(ids[1]), .saveRecord(ids[2])])
             await engine.stop()
             await events.value
-            let last = try #require(store.events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
-                if case .stateUpdate(let state) = event { state } else { nil }
-            }.first)
+            let last = try #require(store.lastState)
             let next = SyncEngine(SyncEngine.Configuration(
                 database: node.container.privateDatabase, stateSerialization: last, automaticallySync: false) { _ in nil })
             #expect(next.state.pendingRecordZoneChanges == [.saveRecord(ids[0]), .deleteRecord(ids[1]), .saveRecord(ids[2])])
@@ -371,9 +373,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             #expect(await eventually { store.record(ids[1]) != nil })
             await engine.stop()
             await events.value
-            let saved = try #require(store.events.reversed().lazy.compactMap { event -> SyncEngine.State.Serialization? in
-                if case .stateUpdate(let state) = event { state } else { nil }
-            }.first)
+            let saved = try #require(store.lastState)
 
             // "gone" is deleted; then the engine starts again from its state, except that its
             // database token has expired (a restore from a copy, a trimmed history).

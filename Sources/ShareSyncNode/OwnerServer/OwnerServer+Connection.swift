@@ -138,11 +138,7 @@ struct ServerConnection {
             return
         }
         // Closed anyway if it cannot go out (a peer that reads nothing).
-        let closeAnyway = raw.eventLoop.scheduleTask(in: FrameErrorHandler.finalFrameGrace) { raw.close(promise: nil) }
-        raw.writeAndFlush(payload).whenComplete { _ in
-            closeAnyway.cancel()
-            raw.close(promise: nil)
-        }
+        FrameErrorHandler.close(after: raw.writeAndFlush(payload)) { raw.close(promise: nil) }
     }
 
     /// Writes an answer; one over the frame limit is replaced by a `limitExceeded` error for the same
