@@ -98,6 +98,9 @@ public struct Database: Sendable {
     ///   When an atomic request fails, the items that did not fail themselves carry `batchRequestFailed`.
     ///
     /// A request refused as a whole (too many items, a zone that is not shared with this node) throws.
+    /// In the shared database, items of several zones go to their owners zone by zone, in the order the
+    /// zones first appear; once one zone's items went through, a later zone refused as a whole does not
+    /// throw (the earlier results would be lost): each of its items fails with that refusal.
     public func modifyRecords(
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy = .ifServerRecordUnchanged,
         atomically: Bool = true

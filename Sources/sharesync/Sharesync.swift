@@ -22,8 +22,10 @@ struct Sharesync: AsyncParsableCommand {
               sharesync share create --zone Groceries --title "Weekly groceries"
               sharesync share invite --zone Groceries --email bob@example.org --permission readWrite
 
-            Exit codes: 0 success; 64 usage error; 65 the node refused the operation (its error code \
-            is printed); 69 the node is not running; 70 an unexpected failure; 73 the folder already is a node home (init).
+            Exit codes: 0 success; 64 usage error; 65 the node refused or could not do the operation \
+            (its error code is printed: a refusal such as permissionFailure, or a failure of the node's own, such as \
+            quotaExceeded for a full disk or internalError); 69 the node is not running; 70 a failure of this command \
+            itself; 73 the folder already is a node home (init).
 
             With --json, a failure prints one JSON object (one line) on standard error instead of the \
             message, with the same exit code: {"error": {"code", "message", "rule", "recordName", \

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import ShareSyncCore
 import ShareSyncNode
 import ShareSyncStore
@@ -86,6 +87,34 @@ struct AttackTests {
         try await other.sendJSON(["id": 5, "op": "ping", "padding": String(repeating: "A", count: 100_000)])
         #expect(try await other.json()?["id"] as? Int == 5)
         await other.close()
+        try await owner.stop()
+    }
+
+    @Test("before welcome, a small compressed frame that inflates past 64 KiB is refused as too large, and closed")
+    func compressedLargeFrameBeforeWelcome() async throws {
+        let owner = try await TestOwner.start()
+        let stranger = NodeIdentity.generate()
+        let client = try await RawClient.connect(port: owner.server.port, .tls(stranger))
+        // deflate-base64: the deflate path, in text lines the raw client reads.
+        try await client.send("SHARESYNC versions=1 encodings=deflate-base64")
+        #expect(try await client.line() == "SHARESYNC version=1 encoding=deflate-base64")
+        let hello = try JSONSerialization.data(withJSONObject: [
+            "op": "hello", "publicKey": stranger.publicKeyBase64, "nonce": AuthTranscript.makeNonce(),
+            "displayName": String(repeating: "A", count: 100_000),
+        ])
+        let encoder = try FrameEncoder(encoding: .deflateBase64)
+        let line = try encoder.encode(ByteBuffer(bytes: hello))
+        // 100 KB of payload in under 1 KB on the wire: only the inflated size can be refused.
+        #expect(line.readableBytes < 1_000)
+        try await client.channel.writeAndFlush(line)
+        let decoder = try FrameDecoder(encoding: .deflateBase64)
+        let answerLine = try #require(try await client.line())
+        let payload = try decoder.decode(line: ByteBuffer(string: answerLine))
+        let answer = try JSONSerialization.jsonObject(with: Data(payload.readableBytesView)) as? [String: Any]
+        #expect(errorCode(answer) == "limitExceeded")
+        #expect(errorRule(answer) == "frameTooLarge")
+        #expect(try await client.closes())
+        await client.close()
         try await owner.stop()
     }
 

@@ -170,22 +170,11 @@ extension ControlHandler {
             }
         case .sharedRecordModify(let saving, let deleting, let policy, let atomically, let queue):
             // Each zone's items go to its owner as one request, in the order the zones first appear.
-            struct Group {
-                var zoneID: RecordZone.ID
-                var saving: [Record] = []
-                var deleting: [String] = []
-
-                /// The records it saves and deletes.
-                var refs: [RecordRef] {
-                    saving.map { RecordRef($0.recordID) }
-                        + deleting.map { RecordRef(ownerName: zoneID.ownerName, zoneName: zoneID.zoneName, recordName: $0) }
-                }
-            }
-            var groups: [Group] = []
+            var groups: [SharedModifyGroup] = []
             func group(owner: String?, zone: String) throws(ShareSyncError) -> Int {
                 let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
                 if let index = groups.firstIndex(where: { $0.zoneID == zoneID }) { return index }
-                groups.append(Group(zoneID: zoneID))
+                groups.append(SharedModifyGroup(zoneID: zoneID))
                 return groups.count - 1
             }
             for record in saving {
@@ -204,25 +193,11 @@ extension ControlHandler {
                 let index = try group(owner: zoneID.explicitOwnerName, zone: ref.zoneName)
                 groups[index].deleting.append(ref.recordName)
             }
-            var modified = ModifyResult()
-            for group in groups {
-                let outcome: ParticipantSync.WriteOutcome
-                do {
-                    outcome = try await participant.modifyRecords(
-                        owner: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, saving: group.saving,
-                        deleting: group.deleting, savePolicy: policy ?? .ifServerRecordUnchanged, atomically: atomically ?? true,
-                        queueWhenUnreachable: queue ?? true)
-                } catch where queue == false && [.networkUnavailable, .networkFailure, .serviceUnavailable].contains(error.code) {
-                    // This zone's owner cannot take it now: each of its items fails, the other zones go on.
-                    modified.failed += group.refs.map { ModifyResult.Failure(record: $0, error: ControlError(error)) }
-                    continue
-                }
-                switch outcome {
-                case .sent(let result):
-                    modified.add(result)
-                case .queued(let operation):
-                    modified.queued.append(ModifyResult.Queued(outboxID: operation.id, records: group.refs))
-                }
+            let modified = try await Self.modifyZoneByZone(groups, queue: queue ?? true) { group throws(ShareSyncError) in
+                try await participant.modifyRecords(
+                    owner: group.zoneID.ownerName, zoneName: group.zoneID.zoneName, saving: group.saving,
+                    deleting: group.deleting, savePolicy: policy ?? .ifServerRecordUnchanged, atomically: atomically ?? true,
+                    queueWhenUnreachable: queue ?? true)
             }
             return ok(modified)
         case .outboxList:
@@ -392,4 +367,50 @@ public struct ShareMetadataInfo: Codable, Sendable, Hashable {
     public var participantCount: Int?
     /// How many records an initial sync brings, if the owner lets this node read them.
     public var recordCount: Int?
+}
+
+/// The items of a shared `modifyRecords` that go to one zone's owner as one request.
+struct SharedModifyGroup {
+    var zoneID: RecordZone.ID
+    var saving: [Record] = []
+    var deleting: [String] = []
+
+    /// The records it saves and deletes.
+    var refs: [RecordRef] {
+        saving.map { RecordRef($0.recordID) }
+            + deleting.map { RecordRef(ownerName: zoneID.ownerName, zoneName: zoneID.zoneName, recordName: $0) }
+    }
+}
+
+extension ControlHandler {
+    /// Sends each zone's items (`send`), in order, and merges the results. A zone whose request is
+    /// refused as a whole throws only while nothing went through yet; after that (an earlier zone's
+    /// items committed by their owner, or queued), throwing would lose those results and tell the
+    /// caller nothing was written, so each of the refused zone's items fails with the refusal instead,
+    /// and the other zones go on. With `queue` false, a zone whose owner cannot take it now
+    /// (`networkUnavailable`, `networkFailure`, `serviceUnavailable`) fails item by item too.
+    static func modifyZoneByZone(
+        _ groups: [SharedModifyGroup], queue: Bool,
+        send: (SharedModifyGroup) async throws(ShareSyncError) -> ParticipantSync.WriteOutcome
+    ) async throws(ShareSyncError) -> ModifyResult {
+        var modified = ModifyResult()
+        var someWentThrough = false
+        for group in groups {
+            let outcome: ParticipantSync.WriteOutcome
+            do {
+                outcome = try await send(group)
+            } catch where (!queue && [.networkUnavailable, .networkFailure, .serviceUnavailable].contains(error.code)) || someWentThrough {
+                modified.failed += group.refs.map { ModifyResult.Failure(record: $0, error: ControlError(error)) }
+                continue
+            }
+            someWentThrough = true
+            switch outcome {
+            case .sent(let result):
+                modified.add(result)
+            case .queued(let operation):
+                modified.queued.append(ModifyResult.Queued(outboxID: operation.id, records: group.refs))
+            }
+        }
+        return modified
+    }
 }

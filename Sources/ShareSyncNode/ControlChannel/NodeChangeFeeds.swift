@@ -86,7 +86,11 @@ public final class NodeChangeFeeds: Sendable {
                 shared
                 ? try sharedChanges(since: token, owner: owner, zone: zone, limit: limit)
                 : try privateChanges(since: token, zone: zone, limit: limit)
-            if !page.changes.isEmpty || token == nil || NIODeadline.now() >= deadline || Task.isCancelled { return page }
+            // A limited page can be empty and still say `moreComing` (its entries were records deleted
+            // since): its token moved on, so it returns at once rather than waiting for a commit.
+            if !page.changes.isEmpty || page.moreComing || token == nil || NIODeadline.now() >= deadline || Task.isCancelled {
+                return page
+            }
             await wakeup.wait(until: deadline)
         }
     }

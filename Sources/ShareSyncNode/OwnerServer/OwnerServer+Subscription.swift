@@ -156,19 +156,29 @@ enum SubscriptionPusher {
             // Another of the caller's connections read it already: no hop to the thread pool.
             next = shared
         } else {
+            let read: @Sendable () throws -> (SplicedChangesPush, ByteBuffer)? = { [registry = connection.server.registry] in
+                try registry.injectedPushReadFailure()
+                guard let push = try executor.splicedChanges(since: since) else { return nil }
+                do {
+                    return (push, try MessageCoding.encode(push))
+                } catch {
+                    throw PushNotEncodable(error: error)
+                }
+            }
             do {
                 // Read once for all of the caller's connections woken by the same commit, in one read
                 // transaction with the other callers' pushes.
                 next = try await pushes.batchedPush(
-                    for: executor.caller, since: since, database: executor.database, threadPool: connection.server.threadPool
-                ) { [registry = connection.server.registry] () throws -> (SplicedChangesPush, ByteBuffer)? in
-                    try registry.injectedPushReadFailure()
-                    guard let push = try executor.splicedChanges(since: since) else { return nil }
-                    do {
-                        return (push, try MessageCoding.encode(push))
-                    } catch {
-                        throw PushNotEncodable(error: error)
-                    }
+                    for: executor.caller, since: since, database: executor.database, threadPool: connection.server.threadPool, read: read)
+            } catch let error as ShareSyncError where error.code != .changeTokenExpired {
+                // A store failure (a busy or failing disk) may pass: read once more, alone, before
+                // closing the connection. A batch's transaction that could not begin fails every
+                // push in it, and closing all of those subscribers for one bad moment is harsh.
+                logger.warning("a push could not be read; trying once more", metadata: ["error": "\(error)"])
+                do {
+                    next = try await connection.server.threadPool.runIfActive { try read() }
+                } catch {
+                    return failed(error, connection: connection, logger: logger)
                 }
             } catch {
                 return failed(error, connection: connection, logger: logger)
