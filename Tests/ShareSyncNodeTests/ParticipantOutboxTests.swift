@@ -1,7 +1,7 @@
 import Foundation
 import ShareSyncCore
-import ShareSyncNode
-import ShareSyncStore
+@testable import ShareSyncNode
+@testable import ShareSyncStore
 import ShareSyncWire
 import Testing
 
@@ -90,6 +90,60 @@ struct ParticipantOutboxTests {
         #expect(try w.ownerTitle("n2") == "owner's")
         #expect(try w.sync.replica.outboxOperations().isEmpty)
 
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
+    @Test("a full disk on the owner keeps a queued write and a local leave pending, not refused; both go once there is space")
+    func ownerDiskFullKeepsPending() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        // 30 kB: stored in pages the owner's file must grow by (a short edit rewrites pages in place).
+        let title = incompressibleText(30_000, index: 1)
+        let write = try await w.queueTitle("n0", title)
+        // A second share of the owner's, left locally while offline: its leave waits to be told.
+        let other = try w.owner.db.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Other")))
+        var otherShare = Share(recordZoneID: other.zoneID)
+        try otherShare.addParticipant(Participant(lookupInfo: .init(userRecordName: b.identity.userRecordName), permission: .readOnly))
+        let savedShare = try #require(Share(try w.owner.db.modifyRecords(saving: [otherShare.record]).get()[0]))
+        _ = try w.owner.db.acceptShare(url: savedShare.url!, as: Caller(userRecordName: b.identity.userRecordName))
+        try w.sync.leaveShareLocally(owner: w.ownerName, zoneName: "Other", shareRecordName: savedShare.recordID.recordName)
+        // The owner's file may grow no more: its commits fail with SQLITE_FULL (quotaExceeded, diskFull).
+        func limitOwnerSize(_ full: Bool) throws {
+            try w.owner.db.writer.writeWithoutTransaction { db in
+                let used = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                _ = try Int.fetchOne(db, sql: "PRAGMA max_page_count = \(full ? used : 1_073_741_823)")
+            }
+        }
+        try limitOwnerSize(true)
+        let log = EventLog(w.sync)
+        @Sendable func fullDiskDisconnects() -> Int {
+            log.count { if case .disconnected(_, let error?, _) = $0 { error.code == .quotaExceeded } else { false } }
+        }
+        let server = try await w.owner.restartServer(port: w.port)
+        // The leave needs no new page of the file: its refusal is the one a full disk gives, injected
+        // (the leave goes before the outbox).
+        server.registry.injectedRefusals.withLock {
+            $0["leaveShare"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull)
+        }
+        // The link ends the connection on the full disk, saying why, and tries again with backoff.
+        try await eventually { fullDiskDisconnects() >= 2 }
+        // Before, the leave was dropped as if the owner had heard it.
+        #expect(try w.sync.replica.pendingLeaves(owner: w.ownerName).map(\.zoneName) == ["Other"])
+        server.registry.injectedRefusals.withLock { $0 = [:] }
+        try await expectEventually(w.sync, "the leave to be told") { try w.sync.replica.pendingLeaves(owner: w.ownerName).isEmpty }
+        // Now the write meets the full disk itself.
+        let before = fullDiskDisconnects()
+        try await eventually { fullDiskDisconnects() >= before + 2 }
+        // Before, it was kept as refused, as if the owner had refused it, waiting for the user.
+        let kept = try w.sync.replica.outboxOperation(id: write.id)?.operation
+        #expect(kept?.state == .pending, "\(String(describing: kept?.error))")
+        try limitOwnerSize(false)
+        try await expectEventually(w.sync, "the write to land") { try w.ownerTitle("n0") == .string(title) }
+        let member = try w.owner.db.fetchRecord(savedShare.recordID)
+        #expect(Share(member)?.participants.first { $0.userIdentity.lookupInfo?.userRecordName == b.identity.userRecordName }?.acceptanceStatus == .removed)
+        #expect(try w.sync.replica.outboxOperations().isEmpty)
         await w.sync.stop()
         try await server.shutdown()
     }

@@ -534,6 +534,12 @@ struct Session {
                 try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
                 refusal = answer.error
             default:
+                if let injected = connection.server.registry.injectedRefusal(for: request.body.op) {
+                    try await connection.writeAnswer(
+                        executor.errorResponse(id: request.id, injected), id: request.id, executor: executor, to: outbound)
+                    refusal = injected
+                    break
+                }
                 let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.answer(request) }
                 try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
                 refusal = answer.error

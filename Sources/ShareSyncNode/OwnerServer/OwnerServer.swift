@@ -288,6 +288,15 @@ final class ConnectionRegistry: Sendable {
     /// How many of the next push reads fail (tests set it: a storage error in the middle of a push).
     let pushReadFailures = Atomic<Int>(0)
 
+    /// Requests to refuse, by op, with the error given, for as long as it is set (tests set it: an
+    /// owner whose disk is full when a participant's leave comes).
+    let injectedRefusals = Mutex<[String: ShareSyncError]>([:])
+
+    /// The refusal a test asked for requests of `op`.
+    func injectedRefusal(for op: String) -> ShareSyncError? {
+        injectedRefusals.withLock { $0.isEmpty ? nil : $0[op] }
+    }
+
     /// Throws if a test asked for a push read to fail.
     func injectedPushReadFailure() throws {
         guard pushReadFailures.load(ordering: .relaxed) > 0, pushReadFailures.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 else { return }

@@ -140,8 +140,20 @@ final class ParticipantOwnerLink: Sendable {
     /// cancels the link's task). The owner may or may not have taken it; the next connection sends
     /// it again (a write that landed is recognized then). Before, a stop during a flush kept the
     /// write as refused, with `operationCancelled`, and dropped a pending leave as told.
+    ///
+    /// A full disk (`quotaExceeded`, on the owner or on this node's replica) changed nothing and passes
+    /// once there is space: the write stays pending, the connection ends, and the link tries again
+    /// with backoff, showing the failure in its status meanwhile. Before, the write was kept as
+    /// `refused`, as if the owner had refused it, and waited for the user.
     static func keepsPending(_ error: ShareSyncError) -> Bool {
-        isTransient(error) || error.code == .operationCancelled
+        isTransient(error) || error.code == .operationCancelled || error.code == .quotaExceeded
+    }
+
+    /// Whether a share left locally stays pending after the owner's answer to the leave: as a write
+    /// does (``keepsPending(_:)``), and also after `internalError`, a failure of the owner's store.
+    /// Any other refusal means the share is already gone there (left, removed, deleted).
+    static func leaveStaysPending(_ error: ShareSyncError) -> Bool {
+        keepsPending(error) || error.code == .internalError
     }
 
     // MARK: The loop
@@ -292,7 +304,7 @@ final class ParticipantOwnerLink: Sendable {
             do {
                 try await connection.leaveShare(zoneName: leave.zoneName, shareRecordName: leave.shareName)
                 logger.info("owner told of a share left locally", metadata: ["zone": "\(leave.zoneName)"])
-            } catch where Self.keepsPending(error) {
+            } catch where Self.leaveStaysPending(error) {
                 throw error
             } catch {
                 logger.info(

@@ -240,7 +240,7 @@ public final class ParticipantSync: Sendable {
         for leave in pending where leave.zoneName == share.zoneID.zoneName && leave.shareName == share.recordName {
             do {
                 try await connection.leaveShare(zoneName: leave.zoneName, shareRecordName: leave.shareName)
-            } catch where ParticipantOwnerLink.keepsPending(error) {
+            } catch where ParticipantOwnerLink.leaveStaysPending(error) {
                 throw error
             } catch {
                 // Already gone on the owner: told as much as it can be.
