@@ -128,18 +128,28 @@ public enum AccessPolicy {
         }
     }
 
-    /// The share as `user` may see it: the owner and administrators see everything; other
-    /// participants see the owner and themselves, and no invitation secrets.
+    /// Whether `user` is an administrator of the share who accepted it (and has not left or been
+    /// removed): who, besides the owner, sees the whole share.
+    public static func isAcceptedAdministrator(_ user: String, of share: Share) -> Bool {
+        share.participants.contains {
+            $0.userIdentity.userRecordName == user && $0.role == .administrator && $0.acceptanceStatus == .accepted
+        }
+    }
+
+    /// The share as `user` may see it: the owner and accepted administrators see everything; other
+    /// participants (and an administrator who left, was removed or has not accepted yet) see the
+    /// owner and themselves, and no invitation secrets.
     public static func visibleShare(_ share: Share, to user: String, isOwner: Bool) -> Share {
         var share = share
         let me = share.participants.first { $0.userIdentity.userRecordName == user }
+        let administrator = isAcceptedAdministrator(user, of: share)
         share.updateState { state in
             state.currentUserParticipantID = me?.participantID
             for i in state.participants.indices where state.participants[i].role == .publicUser {
                 state.participants[i].permission = state.publicPermission
             }
             guard !isOwner else { return }
-            if me?.role == .administrator {
+            if administrator {
                 // An administrator manages private users, not the owner or other administrators, and
                 // does not get their invitations: a pending administrator's token let an
                 // administrator accept that invitation under another identity.

@@ -146,11 +146,48 @@ extension WriteContext {
                 """), arguments: [actor, zone, name]) ?? false
     }
 
+    /// For a participant, decides what a save may reveal before anything about the record is looked
+    /// at (its tag, type or content), so that a record outside their view and one that does not exist
+    /// get the same answer:
+    /// - in a zone where they have accepted no share, every save is ``AccessPolicy/outsideView(_:)``,
+    ///   whether the zone and the record exist or not;
+    /// - a share record they cannot see is refused as a share creation (`shareCreateOwnerOnly`),
+    ///   whether it exists or not;
+    /// - a record that does not exist, saved with a change tag (`ifServerRecordUnchanged`), is
+    ///   `unknownItem` later only if it was once in their view; otherwise it is refused as outside it;
+    /// - a record that does not exist must be one they may create (its parent's share, writable)
+    ///   before its content is checked.
+    ///
+    /// Before, a missing record got `unknownItem`, `shareCreateOwnerOnly` or a content error
+    /// (`parentCycle`, `referenceSameZone`) where a record outside the view got `outsideView`: any key
+    /// could tell which zones and record names exist.
+    func gateParticipantSave(_ record: Record, policy: SavePolicy) throws {
+        let id = record.recordID
+        let zone = id.zoneID.zoneName
+        let member = try Bool.fetchOne(
+            db.cachedStatement(sql: "SELECT 1 FROM member WHERE user = ? AND zone = ? LIMIT 1"), arguments: [actor, zone]) ?? false
+        guard member else { throw AccessPolicy.outsideView(id) }
+        let exists = try rowState(zone: zone, name: id.recordName) != nil
+        if record.recordType == Record.shareRecordType {
+            if exists, (try? requireVisibleRecord(id)) != nil { return }  // a share they see: an administrator's edit
+            throw ShareSyncError(.permissionFailure, "only the owner can share records", recordID: id, rule: .shareCreateOwnerOnly)
+        }
+        try requireVisibleRecord(id)
+        guard !exists else { return }
+        if policy == .ifServerRecordUnchanged, record.recordChangeTag != nil {
+            guard try hasSeen(zone: zone, name: id.recordName) else { throw AccessPolicy.outsideView(id) }
+            return
+        }
+        let parent = record.parent?.recordID.recordName
+        let into = parent == id.recordName ? nil : try membership(zone: zone, parent: parent)
+        try AccessPolicy.checkRecordWrite(.create(into: try into.flatMap { try share(zone: zone, name: $0) }), by: actor, recordID: id)
+    }
+
     /// Saves one record under a save policy.
     mutating func save(_ record: Record, policy: SavePolicy) throws -> Record {
         let id = record.recordID
         try requireVisibleZone(id)
-        try requireVisibleRecord(id)
+        if isOwner { try requireVisibleRecord(id) } else { try gateParticipantSave(record, policy: policy) }
         if record.recordType == Record.shareRecordType { return try saveShare(record, policy: policy) }
         try record.checkContent(limits: database.limits)
         let zone = id.zoneID.zoneName

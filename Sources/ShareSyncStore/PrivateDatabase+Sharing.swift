@@ -37,8 +37,14 @@ extension PrivateDatabase {
     func present(_ record: Record, to viewer: String, zoneID: RecordZone.ID, in db: Database) -> Record {
         var record = zoneID == record.recordID.zoneID ? record : record.relocated(to: zoneID)
         guard var share = Share(record) else { return record }
+        let seesAll = viewer == ownerName || AccessPolicy.isAcceptedAdministrator(viewer, of: share)
         share = AccessPolicy.visibleShare(share, to: viewer, isOwner: viewer == ownerName)
         record = share.record
+        // Who changed the share last is one of its participants or requesters (an accept, a leave, an
+        // access request): shown only to those who see them all; others see the owner.
+        if !seesAll, let last = record.lastModifiedUserRecordID, last.recordName != viewer {
+            record.lastModifiedUserRecordID = Record.ID(recordName: ownerName)
+        }
         let token = try? String.fetchOne(
             db.cachedStatement(sql: "SELECT token FROM share WHERE zone = ? AND name = ?"),
             arguments: [zoneID.zoneName, record.recordID.recordName])
@@ -157,7 +163,11 @@ extension PrivateDatabase {
             let zoneID = caller.userRecordName == ownerName ? RecordZone.ID(zoneName: zone) : sharedZoneID(zone)
             var visible = Share(present(share.record, to: caller.userRecordName, zoneID: zoneID, in: db))!
             if !mayRead {
-                visible.updateState { $0.participants = $0.participants.filter { $0.role == .owner } }
+                visible.updateState {
+                    $0.participants = $0.participants.filter { $0.role == .owner }
+                    $0.requesters = []
+                    $0.blockedIdentities = []
+                }
             }
             var root: Record?
             if shouldFetchRootRecord, mayRead, let rootID = share.rootRecordID,

@@ -143,7 +143,7 @@ struct ParticipantOutboxTests {
         try await expectEventually(w.sync, "the write to land") { try w.ownerTitle("n0") == .string(title) }
         let member = try w.owner.db.fetchRecord(savedShare.recordID)
         #expect(Share(member)?.participants.first { $0.userIdentity.lookupInfo?.userRecordName == b.identity.userRecordName }?.acceptanceStatus == .removed)
-        #expect(try w.sync.replica.outboxOperations().isEmpty)
+        try await expectEventually(w.sync, "the outbox to empty") { try w.sync.replica.outboxOperations().isEmpty }
         await w.sync.stop()
         try await server.shutdown()
     }

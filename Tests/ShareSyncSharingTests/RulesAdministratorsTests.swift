@@ -279,4 +279,39 @@ struct RulesAdministratorsTests {
         let requester = try w.db.fetchShareMetadata(url: share.url!, for: Caller(userRecordName: "_stranger"))
         #expect(requester.participantCount == nil && requester.recordCount == nil)
     }
+
+    @Test("an administrator who left sees the share as anyone outside it does: no requesters, blocks or other participants")
+    func leftAdministratorSeesNoMore() throws {
+        let (w, share) = try world()
+        try w.db.requestAccess(url: share.url!, as: Caller(userRecordName: "_x"))
+        try w.view("_a").leaveShare(w.sid(share.recordID.recordName))
+        let asLeft = try w.db.fetchShareMetadata(url: share.url!, for: Caller(userRecordName: "_a")).share
+        #expect(asLeft.requesters.isEmpty)
+        #expect(asLeft.blockedIdentities.isEmpty)
+        #expect(Set(asLeft.participants.compactMap(\.userIdentity.userRecordName)).isSubset(of: ["_owner", "_a"]))
+        // Made public afterwards, the share is open to them as to anyone: still not its administration.
+        var open = try w.currentShare(share.recordID)
+        open.publicPermission = .readOnly
+        let opened = try w.saveShare(open)
+        let asPublic = try w.db.fetchShareMetadata(url: opened.url!, for: Caller(userRecordName: "_a")).share
+        #expect(asPublic.requesters.isEmpty)
+        #expect(!asPublic.participants.contains { $0.userIdentity.userRecordName == "_b" })
+        // An administrator still in the share sees the requester.
+        #expect(try w.db.fetchShareMetadata(url: opened.url!, for: Caller(userRecordName: "_a2")).share.requesters
+            .contains { $0.userIdentity.userRecordName == "_x" })
+    }
+
+    @Test("who changed the share last (a requester, a participant accepting) is shown only to those who see them all")
+    func lastModifierHiddenFromParticipants() throws {
+        let (w, share) = try world()
+        try w.db.requestAccess(url: share.url!, as: Caller(userRecordName: "_x"))
+        #expect(try w.currentShare(share.recordID).record.lastModifiedUserRecordID?.recordName == "_x")
+        #expect(try fetched(w, share, as: "_b").record.lastModifiedUserRecordID?.recordName == "_owner")
+        #expect(try fetched(w, share, as: "_a").record.lastModifiedUserRecordID?.recordName == "_x")
+        // Their own change they see as theirs.
+        try w.view("_c").leaveShare(w.sid(share.recordID.recordName))
+        let asC = try w.db.fetchShareMetadata(url: share.url!, for: Caller(userRecordName: "_c")).share
+        #expect(asC.record.lastModifiedUserRecordID?.recordName == "_c")
+        #expect(try fetched(w, share, as: "_b").record.lastModifiedUserRecordID?.recordName == "_owner")
+    }
 }

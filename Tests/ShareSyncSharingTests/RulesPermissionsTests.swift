@@ -284,4 +284,58 @@ struct RulesPermissionsTests {
         #expect(e?.code == .permissionFailure)
         #expect(shape(e, "other-note") == shape(ghost.error("ghost"), "ghost"))
     }
+
+    /// A save of `record` by `user`, one item; its error.
+    func saveError(_ w: World, _ user: String, _ record: Record) throws -> ShareSyncError? {
+        try w.view(user).modifyRecords(saving: [record]).error(record.recordID.recordName)
+    }
+
+    @Test("a save tells nobody whether a record or zone exists outside their view: tag, share type and content errors alike")
+    func saveRevealsNoExistence() throws {
+        let (w, _) = try world(.readWrite)
+        let privateZone = RecordZone.ID(zoneName: "Private", ownerName: "_owner")
+        let missingZone = RecordZone.ID(zoneName: "Nope", ownerName: "_owner")
+        /// Variants of a save of `name` in `zone` that used to be told apart: with a change tag; as a
+        /// share record; with content refused (its parent is itself).
+        func probes(_ name: String, in zone: RecordZone.ID) -> [Record] {
+            let id = Record.ID(recordName: name, zoneID: zone)
+            var tagged = Record(recordType: "Note", recordID: id)
+            tagged.recordChangeTag = "1"
+            var cycle = Record(recordType: "Note", recordID: id)
+            cycle.setParent(id)
+            return [tagged, Record(recordType: Record.shareRecordType, recordID: id), cycle]
+        }
+        func answers(_ user: String, _ name: String, in zone: RecordZone.ID) throws -> [String?] {
+            try probes(name, in: zone).map { shape(try saveError(w, user, $0), name) }
+        }
+        // A stranger (no share at all): a zone and record that exist, a record that does not, a zone that does not.
+        let stranger = try answers("_x", "secret", in: privateZone)
+        #expect(stranger.allSatisfy { $0 != nil })
+        #expect(try answers("_x", "ghost", in: privateZone) == stranger)
+        #expect(try answers("_x", "ghost", in: missingZone) == stranger)
+        #expect(try answers("_x", "note", in: w.sharedZone) == stranger)
+        // A participant, in the zone they share: a record outside their view and one that never existed.
+        let outside = try answers("_b", "other-note", in: w.sharedZone)
+        #expect(outside.allSatisfy { $0 != nil })
+        #expect(try answers("_b", "ghost", in: w.sharedZone) == outside)
+        // ... and in a zone of the owner's they share nothing of.
+        #expect(try answers("_b", "secret", in: privateZone) == stranger)
+        #expect(try answers("_b", "ghost", in: missingZone) == stranger)
+        #expect(try w.db.fetchRecords([w.id("ghost")])[w.id("ghost")].map { (try? $0.get()) == nil } ?? true)
+    }
+
+    @Test("a tagged save of a record deleted after the participant saw it is still unknownItem; a new child is still created")
+    func seenDeletedRecordStillUnknownItem() throws {
+        let (w, _) = try world(.readWrite)
+        let b = w.view("_b")
+        var note = try b.fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        _ = try w.db.modifyRecords(deleting: [w.id("note")]).get()
+        note["title"] = .string("edited offline")
+        #expect(try b.modifyRecords(saving: [note]).error("note")?.code == .unknownItem)
+        _ = try b.modifyRecords(saving: [w.sharedRecord("Note", "new-child", parent: "topic", title: "n")]).get()
+        #expect(try w.db.fetchRecord(w.id("new-child"))["title"] == .string("n"))
+        // A participant cannot create a share, existing name or not (the clear refusal stays).
+        let share = Record(recordType: Record.shareRecordType, recordID: w.sid("fresh"))
+        #expect(try saveError(w, "_b", share)?.rule == .shareCreateOwnerOnly)
+    }
 }
