@@ -36,6 +36,8 @@ public final class SharedDatabaseReplica: Sendable {
     let readiness = Mutex<[String: (generation: UInt64, known: Bool, writesWaiting: Bool)]>([:])
     /// Called at the start of every write transaction (tests read the connection's settings there).
     let writeProbe = Mutex<(@Sendable (Database) throws -> Void)?>(nil)
+    /// How many of the next reads fail (tests set it: a read that meets a storage error).
+    let readFailures = Atomic<Int>(0)
 
     /// Opens (or creates) a replica in a file, in WAL mode. The file is readable by its user only.
     public convenience init(path: String) throws(ShareSyncError) {
@@ -161,7 +163,10 @@ public final class SharedDatabaseReplica: Sendable {
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        try withStoreErrors("replica read", path: writer.path) { try writer.storeRead(body) }
+        if readFailures.load(ordering: .relaxed) > 0, readFailures.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 {
+            throw ShareSyncError(.internalError, "a replica read failed (injected)")
+        }
+        return try withStoreErrors("replica read", path: writer.path) { try writer.storeRead(body) }
     }
 
     /// Throws ``ShareSyncError/Code/unknownItem`` unless the owner was added with ``setOwner(_:)``:

@@ -239,7 +239,9 @@ struct StatusCommand: AsyncParsableCommand {
             as pushes; syncing: catching up; connecting or waitingToReconnect: not connected), when it \
             last was caught up, its lag (how far behind the owner it may be: 0 while following), its \
             records, and this node's writes to it: pending (waiting for the owner), conflicts and \
-            refused (kept until resolved; see `sharesync outbox`).
+            refused (kept until resolved; see `sharesync outbox`). While a link is not following, its last \
+            error says why (a wrong key pinned, a refusal, a full disk, the network); an owner none of whose \
+            zones have arrived yet (a first sync that never finished) is listed with its address.
 
             Example:
               sharesync status --home ~/.sharesync --json
@@ -277,14 +279,23 @@ struct StatusCommand: AsyncParsableCommand {
                 }
             }
             let replicas = status.replicas ?? []
-            lines.append("shared with you:" + (replicas.isEmpty ? " none" : ""))
+            // Owners none of whose zones the replica holds (an accept whose first sync never finished).
+            let zoneless = (status.owners ?? []).filter { $0.zones == 0 }
+            lines.append("shared with you:" + (replicas.isEmpty && zoneless.isEmpty ? " none" : ""))
+            func failure(_ error: ControlError?) -> String {
+                error.map { ", last error \($0.code.rawValue)\($0.rule.map { " (\($0.rawValue))" } ?? ""): \($0.message)" } ?? ""
+            }
             for replica in replicas {
                 let owner = replica.ownerDisplayName.map { "\($0) (\(replica.ownerName))" } ?? replica.ownerName
                 let lag = replica.lagSeconds.map { String(format: "%.1f s", $0) } ?? "-"
                 lines.append(
                     "  \(owner) \(replica.zoneName): \(replica.state), last sync \(replica.lastSync.map(formatter.string) ?? "never"), "
                         + "lag \(lag), \(replica.records) records, \(replica.pending) pending, \(replica.conflicts) conflicts"
-                        + (replica.refused > 0 ? ", \(replica.refused) refused" : ""))
+                        + (replica.refused > 0 ? ", \(replica.refused) refused" : "") + failure(replica.lastError))
+            }
+            for link in zoneless {
+                let owner = link.ownerDisplayName.map { "\($0) (\(link.ownerName))" } ?? link.ownerName
+                lines.append("  \(owner) at \(link.address): \(link.state), no zones yet" + failure(link.lastError))
             }
             return lines.joined(separator: "\n")
         } _: { try await $0.status() }

@@ -148,6 +148,24 @@ struct ParticipantOutboxTests {
         try await server.shutdown()
     }
 
+    @Test("a replica read that fails while the owner is away is retried: the link comes back and sends the queued write")
+    func replicaReadFailureIsRetried() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        let write = try await w.queueTitle("n0", "after a failed read")
+        let log = EventLog(w.sync)
+        w.sync.replica.readFailures.store(3, ordering: .relaxed)
+        // Before, the first failed read at the top of the link's loop stopped the link for good.
+        try await eventually { log.count { if case .disconnected(_, let error?, _) = $0 { error.code == .internalError } else { false } } >= 1 }
+        let server = try await w.owner.restartServer(port: w.port)
+        try await expectEventually(w.sync, "the write to land") { try w.ownerTitle("n0") == "after a failed read" }
+        try await expectEventually(w.sync, "the outbox to empty") { try w.sync.replica.outboxOperation(id: write.id) == nil }
+        #expect(w.sync.status(owner: w.ownerName) != .stopped)
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
     @Test("theirs drops a kept conflict; a pending write can be discarded")
     func theirsAndDiscard() async throws {
         let b = try TestParticipant()

@@ -12,7 +12,7 @@ import Synchronization
 public struct ControlHandler: Sendable {
     public let database: PrivateDatabase
     /// What `status` reports; set by the daemon once the server is bound.
-    public let status: @Sendable () -> NodeStatus
+    public let status: @Sendable () throws(ShareSyncError) -> NodeStatus
     /// The participant side: `nil` refuses its requests with `serviceUnavailable`.
     public let participant: ParticipantSync?
     /// The change feeds: `nil` refuses `changes` with `serviceUnavailable`.
@@ -24,7 +24,7 @@ public struct ControlHandler: Sendable {
 
     public init(
         database: PrivateDatabase, participant: ParticipantSync? = nil, feeds: NodeChangeFeeds? = nil,
-        status: @escaping @Sendable () -> NodeStatus,
+        status: @escaping @Sendable () throws(ShareSyncError) -> NodeStatus,
         advertise: (@Sendable (_ address: HostAndPort, _ listen: HostAndPort?) throws(ShareSyncError) -> AdvertiseResult)? = nil,
         logger: Logger
     ) {
@@ -83,7 +83,24 @@ public struct ControlHandler: Sendable {
                 state: state.map { "\($0)" } ?? "stopped", connected: state == .syncing || state == .following,
                 lastSync: participant.lastSynced(owner: owner), lagSeconds: lag,
                 records: try replica.recordCount(owner: owner, zoneName: zoneID.zoneName),
-                pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0)
+                pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0,
+                lastError: participant.lastFailure(owner: owner).map(ControlError.init))
+        }
+    }
+
+    /// Each owner of the replica with its link, whether or not the replica holds a zone of theirs.
+    func ownerStatuses(_ participant: ParticipantSync) throws(ShareSyncError) -> [OwnerLinkStatus] {
+        let replica = participant.replica
+        let identities = try Self.ownerIdentities(replica)
+        var zones: [String: Int] = [:]
+        for zoneID in try replica.allZones() { zones[zoneID.ownerName, default: 0] += 1 }
+        return try replica.owners().map { owner in
+            let state = participant.status(owner: owner.ownerName)
+            return OwnerLinkStatus(
+                ownerName: owner.ownerName, ownerDisplayName: identities[owner.ownerName]?.displayName,
+                address: HostAndPort(host: owner.host, port: owner.port), state: state.map { "\($0)" } ?? "stopped",
+                connected: state == .syncing || state == .following, zones: zones[owner.ownerName] ?? 0,
+                lastError: participant.lastFailure(owner: owner.ownerName).map(ControlError.init))
         }
     }
 
@@ -194,12 +211,13 @@ public struct ControlHandler: Sendable {
             try participant.setOwnerAddress(owner: owner, host: host, port: port)
             return ok(Done())
         case .status:
-            var status = status()
+            var status = try status()
             if let participant {
                 let counts = try participant.replica.outboxCounts()
                 status.outbox = OutboxCounts(
                     pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0)
                 status.replicas = try replicaStatuses(participant)
+                status.owners = try ownerStatuses(participant)
             }
             return ok(status)
         case .zoneCreate(let name):

@@ -490,6 +490,8 @@ public struct NodeStatus: Codable, Sendable, Hashable {
     public var shares: [ShareStatus]? = nil
     /// Each zone of the shared database, with its sync state.
     public var replicas: [ReplicaStatus]? = nil
+    /// Each owner the shared database knows, with its link.
+    public var owners: [OwnerLinkStatus]? = nil
 }
 
 /// A share of this node's private database, as `status` shows it.
@@ -587,6 +589,28 @@ public struct ReplicaStatus: Codable, Sendable, Hashable {
     public var conflicts: Int
     /// This node's writes to the zone the owner refused for good (permissions, limits), kept until `outbox discard`.
     public var refused: Int
+    /// Why the link to the owner is not following it: the failure that ended its last connection or
+    /// attempt (absent while it follows).
+    public var lastError: ControlError? = nil
+}
+
+/// The link to an owner known to the shared database, as `status` shows it: one per owner, including
+/// owners none of whose zones the replica holds yet (an accept whose first sync never finished).
+public struct OwnerLinkStatus: Codable, Sendable, Hashable {
+    /// The owner's user record name.
+    public var ownerName: String
+    /// The owner's name, as its shares give it (when known).
+    public var ownerDisplayName: String?
+    /// Where the owner is reached.
+    public var address: HostAndPort
+    /// The link's state, as ``ReplicaStatus/state`` gives it.
+    public var state: String
+    /// Whether the owner is connected now.
+    public var connected: Bool
+    /// Zones of this owner in the replica.
+    public var zones: Int
+    /// Why the link is not following the owner, as ``ReplicaStatus/lastError``.
+    public var lastError: ControlError?
 }
 
 /// How many writes to shared zones wait in the outbox, by state.

@@ -205,12 +205,13 @@ public final class NodeService: Service, Sendable {
         let feeds = NodeChangeFeeds(database: database, replica: replica)
         let handler = ControlHandler(
             database: database, participant: participant, feeds: feeds,
-            status: { [home] in
+            status: { [home] () throws(ShareSyncError) -> NodeStatus in
                 var status = NodeStatus(
                     userRecordName: identity.userRecordName, fingerprint: identity.fingerprint,
                     displayName: home.settings.displayName, listen: bound, advertised: advertised.withLock { $0 },
                     connections: server.connectionCount)
-                status.shares = try? Self.shareStatuses(database, server: server)
+                // A failed read says so (the command exits 65 naming it); it used to show "shares: none".
+                status.shares = try Self.shareStatuses(database, server: server)
                 return status
             },
             advertise: { [home, logger] address, listen throws(ShareSyncError) in

@@ -82,6 +82,11 @@ final class ParticipantOwnerLink: Sendable {
     /// How many connections have ended in a failure so far.
     var failureCount: Int { state.withLock { $0.failures } }
 
+    /// The failure that ended the last connection (or attempt), unless the link follows the owner now.
+    var currentFailure: ShareSyncError? {
+        state.withLock { $0.status == .following ? nil : $0.lastFailure }
+    }
+
     /// The last failure, if a connection ended in one after the first `count` failures and it is not a
     /// network problem the link waits out (a full disk, a refusal): what a caller waiting for a sync
     /// should be told instead of waiting for its timeout.
@@ -161,14 +166,18 @@ final class ParticipantOwnerLink: Sendable {
     private func run() async {
         var delay = configuration.initialBackoff
         while !Task.isCancelled {
-            guard let info = try? replica.owner(named: ownerName) else {
-                logger.info("owner left the replica; link stops")
-                break
-            }
             setStatus(.connecting)
             var reachedFollowing = false
             var failure: ShareSyncError?
             do {
+                // A failed read of the replica is a failure like any other, retried with backoff; only
+                // an owner no longer in the replica stops the link. Before, a read error (a busy
+                // timeout, a descriptor limit) stopped it for good, logged as the owner leaving: later
+                // writes queued for nobody until the daemon restarted.
+                guard let info = try replica.owner(named: ownerName) else {
+                    logger.info("owner left the replica; link stops")
+                    break
+                }
                 let connection = try await configuration.effectiveConnector.connect(
                     host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
                     displayName: configuration.displayName)

@@ -430,6 +430,10 @@ public final class ParticipantSync: Sendable {
     /// Where each owner's link stands.
     public func status(owner: String) -> LinkStatus? { existingLink(owner)?.status }
 
+    /// Why the link to an owner is not following it, when a connection or an attempt to connect ended
+    /// in a failure (a wrong key pinned, a refusal, a full disk, the network); nil while it follows.
+    public func lastFailure(owner: String) -> ShareSyncError? { existingLink(owner)?.currentFailure }
+
     /// How far behind an owner the replica may be: zero while its link follows the owner's pushes, else
     /// the time since it last did (`nil` for an owner this engine has no link to).
     public func syncLag(owner: String) -> Duration? { existingLink(owner)?.lag }
