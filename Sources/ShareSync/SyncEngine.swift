@@ -102,6 +102,17 @@ public final class SyncEngine: Sendable {
         case willSendChanges
         /// A send ended.
         case didSendChanges
+        /// With ``Configuration/automaticallySync``: a fetch the engine started failed (after its
+        /// ``didFetchChanges``). The engine tries again after ``Configuration/retryInterval``; an error
+        /// that does not pass by itself (a foreign token, a failing store, the node gone) comes again
+        /// each time, so the app can tell the user. A fetch the app calls throws instead.
+        case fetchFailed(ShareSyncError)
+        /// A request of a send failed as a whole for a reason that may pass (the node not running, the
+        /// network, a full disk): its changes stay pending, and with ``Configuration/automaticallySync``
+        /// the engine tries again after ``Configuration/retryInterval`` (changes refused one by one are
+        /// in ``sentRecordZoneChanges(_:)``). Also when the engine's own send threw. Before, such a
+        /// send said nothing: pending changes could wait for ever while the app showed them as sent.
+        case sendFailed(ShareSyncError)
     }
 
     /// A change the app made locally, waiting to be sent, like `CKSyncEngine.PendingRecordZoneChange`.
@@ -261,9 +272,6 @@ public final class SyncEngine: Sendable {
         /// The record changes waiting to be sent, in the order their records were first added.
         public var pendingRecordZoneChanges: [PendingRecordZoneChange] { stored.withLock { $0.pendingRecordZoneChanges.values.map(\.change) } }
 
-        /// The pending record changes with their additions, for a send.
-        var pendingSnapshot: [Pending] { stored.withLock { Array($0.pendingRecordZoneChanges.values) } }
-
         /// The zone changes waiting to be sent.
         public var pendingDatabaseChanges: [PendingDatabaseChange] { stored.withLock { Array($0.pendingDatabaseChanges.values) } }
 
@@ -363,17 +371,25 @@ public final class SyncEngine: Sendable {
             for await _ in wakeStream {
                 guard let self, !self.stopped.load(ordering: .acquiring) else { return }
                 // A fetch that fails does not keep local changes from going out, nor the other way round.
+                // Each failure is an event (before, only the logger heard of it, a no-op by default:
+                // a failure that kept coming back looped in silence).
                 var failed = false
-                do {
+                do throws(ShareSyncError) {
                     try await self.fetchChanges()
+                } catch where error.code == .operationCancelled && self.stopped.load(ordering: .acquiring) {
+                    return
                 } catch {
-                    self.configuration.logger.info("fetch failed; trying again", metadata: ["error": "\(error)"])
+                    self.logFailure("fetch", error)
+                    self.emit(.fetchFailed(error))
                     failed = true
                 }
-                do {
+                do throws(ShareSyncError) {
                     try await self.sendChanges()
+                } catch where error.code == .operationCancelled && self.stopped.load(ordering: .acquiring) {
+                    return
                 } catch {
-                    self.configuration.logger.info("send failed; trying again", metadata: ["error": "\(error)"])
+                    self.logFailure("send", error)
+                    self.emit(.sendFailed(error))
                     failed = true
                 }
                 if failed { self.retryLater() }
@@ -461,6 +477,13 @@ public final class SyncEngine: Sendable {
     }
 
     private func emit(_ event: Event) { continuation.yield(event) }
+
+    /// Logs a failed automatic fetch or send: at notice for what passes by itself (the network, a
+    /// busy node), at warning for what does not.
+    private func logFailure(_ what: String, _ error: ShareSyncError) {
+        let level: Logger.Level = Self.requestMayPass(error) && error.code != .internalError ? .notice : .warning
+        configuration.logger.log(level: level, "\(what) failed; trying again", metadata: ["error": "\(error)"])
+    }
     private func emitState() { emit(.stateUpdate(state.serialization())) }
 
     // MARK: Fetching
@@ -602,28 +625,45 @@ public final class SyncEngine: Sendable {
     }
 
     private func send() async throws(ShareSyncError) {
-        let zoneChanges = state.pendingDatabaseChanges
-        let recordChanges = state.pendingSnapshot
+        // Both read at once: zone changes go before record changes, and a zone added just before its
+        // records must not be missed by a send that sees the records (they would fail with zoneNotFound).
+        let (zoneChanges, recordChanges) = state.stored.withLock {
+            (Array($0.pendingDatabaseChanges.values), Array($0.pendingRecordZoneChanges.values))
+        }
         guard !zoneChanges.isEmpty || !recordChanges.isEmpty else { return }
         emit(.willSendChanges)
         defer { emit(.didSendChanges) }
         var retry = false
-        if !zoneChanges.isEmpty { retry = try await sendZones(zoneChanges) || retry }
+        /// A request that failed as a whole and stays pending: the app hears of it (``Event/sendFailed(_:)``).
+        var failure: ShareSyncError?
+        if !zoneChanges.isEmpty {
+            let outcome = try await sendZones(zoneChanges)
+            retry = outcome.retry || retry
+            failure = outcome.failure ?? failure
+        }
         var start = 0
         while start < recordChanges.count {
             let batch = Array(recordChanges[start..<min(start + Self.batchSize, recordChanges.count)])
             start += batch.count
-            retry = try await sendRecords(batch) || retry
+            let outcome = try await sendRecords(batch)
+            retry = outcome.retry || retry
+            failure = outcome.failure ?? failure
         }
         emitState()
+        if let failure {
+            logFailure("send", failure)
+            emit(.sendFailed(failure))
+        }
         if retry, configuration.automaticallySync { retryLater() }
     }
 
-    /// Sends zone changes; returns whether some stay pending to try again.
-    private func sendZones(_ changes: [PendingDatabaseChange]) async throws(ShareSyncError) -> Bool {
+    /// Sends zone changes; returns whether some stay pending to try again, and the last error of a
+    /// request that failed as a whole and stays pending.
+    private func sendZones(_ changes: [PendingDatabaseChange]) async throws(ShareSyncError) -> (retry: Bool, failure: ShareSyncError?) {
         var sent = SentDatabaseChanges()
         var done: [PendingDatabaseChange] = []
         var retry = false
+        var failure: ShareSyncError?
         for change in changes {
             do {
                 switch change {
@@ -635,6 +675,7 @@ public final class SyncEngine: Sendable {
                 done.append(change)
             } catch where Self.requestMayPass(error) {
                 retry = true
+                failure = error
             } catch {
                 switch change {
                 case .saveZone(let zone): sent.failedZoneSaves.append((zone, error))
@@ -645,7 +686,7 @@ public final class SyncEngine: Sendable {
         }
         state.finish(records: [], zones: Set(done))
         emit(.sentDatabaseChanges(sent))
-        return retry
+        return (retry, failure)
     }
 
     /// The most bytes of record JSON one request carries: a control line is at most 4 MiB (a
@@ -653,7 +694,8 @@ public final class SyncEngine: Sendable {
     /// legal size (1 MB) always fits in a request of its own.
     static let requestBytes = 3 * 1024 * 1024
 
-    /// Sends one batch of record changes; returns whether some stay pending to try again.
+    /// Sends one batch of record changes; returns whether some stay pending to try again, and the last
+    /// error of a request that failed as a whole and stays pending.
     ///
     /// One request per zone, and within a zone requests of at most ``requestBytes``: a request that
     /// fails as a whole for a reason that will not pass by itself (`zoneNotFound`: deleted, or a share
@@ -662,7 +704,7 @@ public final class SyncEngine: Sendable {
     /// other zones go on. Before, the batch failed as one, the send threw, and every change behind it
     /// waited for good. A record that cannot be encoded (a non-finite double) is reported failed on
     /// its own, before any request: it made its whole request fail, for good, with `internalError`.
-    private func sendRecords(_ batch: [State.Pending]) async throws(ShareSyncError) -> Bool {
+    private func sendRecords(_ batch: [State.Pending]) async throws(ShareSyncError) -> (retry: Bool, failure: ShareSyncError?) {
         var requests: [(saving: [Record], deleting: [Record.ID], bytes: Int)] = []
         var lastRequest: [RecordZone.ID: Int] = [:]
         var sentBy: [Record.ID: State.Pending] = [:]
@@ -703,6 +745,7 @@ public final class SyncEngine: Sendable {
             }
         }
         var retry = false
+        var failure: ShareSyncError?
         for (saving, deleting, _) in requests {
             let results: ModifyRecordsResults
             do {
@@ -710,6 +753,7 @@ public final class SyncEngine: Sendable {
                     saving: saving, deleting: deleting, savePolicy: .ifServerRecordUnchanged, atomically: false, queue: false)
             } catch where Self.requestMayPass(error) {
                 retry = true
+                failure = error
                 continue
             } catch {
                 for record in saving {
@@ -753,7 +797,7 @@ public final class SyncEngine: Sendable {
         }
         state.finish(records: finished)
         emit(.sentRecordZoneChanges(sent))
-        return retry
+        return (retry, failure)
     }
 
     /// Whether a failure may pass by itself (the change stays pending and is tried again).

@@ -1,11 +1,31 @@
 import Foundation
 import ShareSync
+import ShareSyncTestSupport
 import Testing
 
 /// The calls the other suites leave out: zone deletion, tokens for now, status, roles, public and
 /// one-time shares, stopping a share, leaving locally, and a closed container.
 @Suite struct MoreAPITests {
     static let zoneID = RecordZone.ID(zoneName: "Topics")
+
+    @Test("a connected container outlives its daemon: serviceUnavailable while it is down, and it reconnects once it is back")
+    func connectedContainerReconnects() async throws {
+        let node = try await TestNode.open(.connected)
+        let db = node.container.privateDatabase
+        try await db.save(RecordZone(zoneID: Self.zoneID))
+        // A clean stop, as an operator's restart does: the daemon closes the control connection.
+        node.daemon?.signal()
+        _ = try await blocking { try node.daemon?.waitForExit(timeout: 30) }
+        let down = await shareSyncError { _ = try await db.allRecordZones() }
+        #expect(down?.code == .serviceUnavailable, "\(String(describing: down))")
+        #expect(down?.rule == .nodeNotRunning)
+        let again = try ChildProcess.start(sharesync, ["run", "--home", node.home])
+        defer { again.kill() }
+        _ = try await blocking { try again.waitForLine(containing: "listening on", timeout: 30) }
+        // Before, every call failed with networkFailure on the dead connection until the app opened a new container.
+        #expect(try await db.allRecordZones().map(\.zoneID.zoneName).sorted() == ["Topics", "_defaultZone"])
+        await node.close()
+    }
 
     @Test(arguments: bothModes)
     func zonesTokensStatusAndClosing(mode: Container.Mode) async throws {

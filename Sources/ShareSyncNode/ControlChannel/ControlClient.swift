@@ -3,6 +3,7 @@ import NIOCore
 import NIOExtras
 import NIOPosix
 import ShareSyncCore
+import Synchronization
 
 /// Why a control request did not get an answer.
 public enum ControlClientError: Error, Sendable, CustomStringConvertible {
@@ -25,19 +26,30 @@ public enum ControlClientError: Error, Sendable, CustomStringConvertible {
 ///
 /// One client can send any number of requests; their responses come back in order. Keeping one
 /// client open saves the connection set-up on every call (an application driving its node should);
-/// ``close()`` ends it.
+/// ``close()`` ends it. When the daemon closed the connection (it stopped, or restarted), the next
+/// request connects again first: nothing was sent on the closed connection, so nothing is sent twice.
+/// A request in flight when the connection ends fails (its outcome is unknown), and so does a request
+/// while no daemon listens (``ControlClientError/unreachable(path:reason:)``).
 public final class ControlClient: Sendable {
-    private let channel: any Channel
+    private let path: String
+    private let state: Mutex<(channel: any Channel, closed: Bool)>
 
-    private init(channel: any Channel) { self.channel = channel }
+    private init(channel: any Channel, path: String) {
+        self.path = path
+        self.state = Mutex((channel, false))
+    }
 
     /// Connects; ``ControlClientError/unreachable(path:reason:)`` if no daemon listens there.
     public static func connect(path: String) async throws(ControlClientError) -> ControlClient {
+        ControlClient(channel: try await openChannel(path: path), path: path)
+    }
+
+    private static func openChannel(path: String) async throws(ControlClientError) -> any Channel {
         guard FileManager.default.fileExists(atPath: path) else {
             throw .unreachable(path: path, reason: "no such socket")
         }
         do {
-            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(
@@ -46,10 +58,26 @@ public final class ControlClient: Sendable {
                     }
                 }
                 .connect(unixDomainSocketPath: path).get()
-            return ControlClient(channel: channel)
         } catch {
             throw .unreachable(path: path, reason: "\(error)")
         }
+    }
+
+    /// The connection to send on: the open one, or a new one if the daemon closed it.
+    private func activeChannel() async throws -> any Channel {
+        let (channel, closed) = state.withLock { $0 }
+        guard !closed else { throw ControlClientError.malformedResponse("the connection to the node was closed") }
+        if channel.isActive { return channel }
+        let fresh = try await Self.openChannel(path: path)
+        let (chosen, superseded) = state.withLock { s -> (any Channel, (any Channel)?) in
+            if s.closed { return (fresh, fresh) }  // closed meanwhile: this one goes too
+            if s.channel.isActive { return (s.channel, fresh) }  // another request reconnected first
+            s.channel = fresh
+            return (fresh, nil)
+        }
+        if let superseded { try? await superseded.close() }
+        guard chosen.isActive else { throw ControlClientError.malformedResponse("the connection to the node was closed") }
+        return chosen
     }
 
     /// Whether a daemon accepts connections on `path`.
@@ -71,6 +99,7 @@ public final class ControlClient: Sendable {
                     + "bytes (send fewer or smaller records at a time)")
         }
         line.append(UInt8(ascii: "\n"))
+        let channel = try await activeChannel()
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
         let written = channel.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenFailure { error in
@@ -86,8 +115,12 @@ public final class ControlClient: Sendable {
         try ControlResponse<T>.result(of: try await send(request))
     }
 
-    /// Closes the connection; requests still waiting fail.
+    /// Closes the connection; requests still waiting fail, and later ones too.
     public func close() async {
+        let channel = state.withLock { s -> any Channel in
+            s.closed = true
+            return s.channel
+        }
         try? await channel.close()
     }
 }

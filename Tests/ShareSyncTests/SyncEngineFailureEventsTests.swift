@@ -1,0 +1,58 @@
+import Foundation
+import ShareSyncTestSupport
+import Synchronization
+import Testing
+@testable import ShareSync
+
+/// Failures of the engine's requests reach the app as events: before, a send whose request failed as a
+/// whole said nothing (its changes stayed pending, quietly), and an automatic fetch or send that failed
+/// was heard only by the logger (a no-op by default).
+@Suite("SyncEngine: failures are events")
+struct SyncEngineFailureEventsTests {
+    static let zoneID = RecordZone.ID(zoneName: "Topics")
+
+    /// Collects an engine's events.
+    final class Events: Sendable {
+        final class Box: Sendable { let events = Mutex<[SyncEngine.Event]>([]) }
+        let box = Box()
+        init(_ engine: SyncEngine) {
+            let box = self.box
+            Task { for await event in engine.events { box.events.withLock { $0.append(event) } } }
+        }
+        func failures(_ pick: (SyncEngine.Event) -> ShareSyncError?) -> [ShareSyncError] { box.events.withLock { $0.compactMap(pick) } }
+    }
+
+    @Test("with the daemon gone, a send keeps its change pending and says why; an automatic engine's fetches say why too")
+    func daemonGone() async throws {
+        let node = try await TestNode.open(.connected)
+        let db = node.container.privateDatabase
+        try await db.save(RecordZone(zoneID: Self.zoneID))
+        let id = Record.ID(recordName: "n", zoneID: Self.zoneID)
+        let manual = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { recordID in
+            Record(recordType: "Note", recordID: recordID)
+        })
+        let manualEvents = Events(manual)
+        manual.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+        node.daemon?.signal()
+        _ = try await blocking { try node.daemon?.waitForExit(timeout: 30) }
+
+        try await manual.sendChanges()
+        #expect(manual.state.pendingRecordZoneChanges == [.saveRecord(id)])
+        #expect(await eventually {
+            manualEvents.failures { if case .sendFailed(let e) = $0 { e } else { nil } }.first?.code == .serviceUnavailable
+        })
+
+        let automatic = SyncEngine(SyncEngine.Configuration(database: db, retryInterval: .milliseconds(100)) { recordID in
+            Record(recordType: "Note", recordID: recordID)
+        })
+        let automaticEvents = Events(automatic)
+        // Tried again and again, and each time the app hears why.
+        #expect(await eventually {
+            automaticEvents.failures { if case .fetchFailed(let e) = $0 { e } else { nil } }.count >= 2
+        })
+        #expect(automaticEvents.failures { if case .fetchFailed(let e) = $0 { e } else { nil } }.allSatisfy { $0.code == .serviceUnavailable })
+        await manual.stop()
+        await automatic.stop()
+        await node.close()
+    }
+}
