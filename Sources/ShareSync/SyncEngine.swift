@@ -113,6 +113,11 @@ public final class SyncEngine: Sendable {
         /// in ``sentRecordZoneChanges(_:)``). Also when the engine's own send threw. Before, such a
         /// send said nothing: pending changes could wait for ever while the app showed them as sent.
         case sendFailed(ShareSyncError)
+        /// The saved state given in ``Configuration/stateSerialization`` could not be read (damaged, or
+        /// written by a newer ShareSync): the engine started from no state, and the pending changes it
+        /// held are not sent. The first event; the next ``stateUpdate(_:)`` replaces the saved state,
+        /// so keep a copy of the old one first if you may want it. Before, only the logger heard of it.
+        case stateUnreadable(ShareSyncError)
     }
 
     /// A change the app made locally, waiting to be sent, like `CKSyncEngine.PendingRecordZoneChange`.
@@ -254,8 +259,12 @@ public final class SyncEngine: Sendable {
         let stored: Mutex<Stored>
         private let changed: @Sendable () -> Void
 
+        /// Why the saved state could not be read, if it could not (the engine started from no state).
+        let unreadable: ShareSyncError?
+
         init(_ serialization: Serialization?, logger: Logger? = nil, changed: @escaping @Sendable () -> Void) {
             var decoded: Stored?
+            var unreadable: ShareSyncError?
             if let serialization {
                 do {
                     decoded = try JSONDecoder().decode(Stored.self, from: serialization.data)
@@ -263,8 +272,13 @@ public final class SyncEngine: Sendable {
                     logger?.error(
                         "the saved sync engine state cannot be read; starting from no state (changes it held are not sent)",
                         metadata: ["error": "\(error)"])
+                    unreadable = ShareSyncError(
+                        .invalidArguments,
+                        "the saved sync engine state cannot be read (\(error)); the engine started from no state, and the changes "
+                            + "it held are not sent")
                 }
             }
+            self.unreadable = unreadable
             stored = Mutex(decoded ?? Stored())
             self.changed = changed
         }
@@ -365,6 +379,7 @@ public final class SyncEngine: Sendable {
             if automatic { wakes.yield() }
         }
         stateBox.withLock { $0 = state }
+        if let unreadable = state.unreadable { continuation.yield(.stateUnreadable(unreadable)) }
         guard automatic else { return }
         wakes.yield()
         let loop = Task { [weak self] in

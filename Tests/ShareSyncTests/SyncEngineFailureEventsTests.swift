@@ -55,4 +55,35 @@ struct SyncEngineFailureEventsTests {
         await automatic.stop()
         await node.close()
     }
+
+    @Test("a saved state that cannot be read is the first event, with why; a readable one is not")
+    func unreadableState() async throws {
+        let node = try await TestNode.open(.embedded)
+        let db = node.container.privateDatabase
+        let damaged = try JSONDecoder().decode(
+            SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(Data("not a state".utf8).base64EncodedString())\"}".utf8))
+        let engine = SyncEngine(SyncEngine.Configuration(database: db, stateSerialization: damaged, automaticallySync: false) { _ in nil })
+        var first: SyncEngine.Event?
+        for await event in engine.events {
+            first = event
+            break
+        }
+        guard case .stateUnreadable(let error)? = first else {
+            Issue.record("the first event is \(String(describing: first))")
+            return
+        }
+        #expect(error.message.contains("cannot be read"))
+        #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+        // A state the engine wrote itself reads back without a word.
+        engine.state.add(pendingRecordZoneChanges: [.saveRecord(Record.ID(recordName: "n", zoneID: Self.zoneID))])
+        let good = engine.state.serialization()
+        await engine.stop()
+        let again = SyncEngine(SyncEngine.Configuration(database: db, stateSerialization: good, automaticallySync: false) { _ in nil })
+        #expect(again.state.pendingRecordZoneChanges.count == 1)
+        await again.stop()
+        var events: [SyncEngine.Event] = []
+        for await event in again.events { events.append(event) }
+        #expect(!events.contains { if case .stateUnreadable = $0 { true } else { false } })
+        await node.close()
+    }
 }
