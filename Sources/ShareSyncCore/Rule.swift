@@ -161,6 +161,9 @@ extension Rule {
     public static let publicUserPermission = Rule(rawValue: "publicUserPermission")
     /// The share has the most participants allowed.
     public static let maximumParticipants = Rule(rawValue: "maximumParticipants")
+    /// The share holds the most access requests allowed (``Share/maximumRequesters``), waiting for the
+    /// owner or an administrator to approve, deny or block some.
+    public static let maximumRequesters = Rule(rawValue: "maximumRequesters")
     /// A participant's lookup info (user record name, email or phone) is malformed.
     public static let participantLookupInfo = Rule(rawValue: "participantLookupInfo")
     /// A participant's role cannot be set this way.

@@ -27,6 +27,12 @@ public struct Share: Sendable, Hashable {
     /// The record name of a zone-wide share.
     public static let zoneShareRecordName = "cloudkit.zoneshare"
 
+    /// The most access requests a share holds at once (``requesters``); a request past it is refused
+    /// with `limitExceeded`, rule `maximumRequesters`, until the owner or an administrator answers some.
+    /// 100 requesters take at most about 80 KB of the share record (each identity's display name, email
+    /// and phone are at most 256 bytes), well under the record size limit.
+    public static let maximumRequesters = 100
+
     /// Keys of the share's system fields, like `CKShare.SystemFieldKey`.
     public enum SystemFieldKey {
         /// The share's title, shown to people offered it.

@@ -153,12 +153,15 @@ extension WriteContext {
     ///   whether the zone and the record exist or not;
     /// - a share record they cannot see is refused as a share creation (`shareCreateOwnerOnly`),
     ///   whether it exists or not;
-    /// - a record that does not exist, saved with a change tag (`ifServerRecordUnchanged`), is
-    ///   `unknownItem` later only if it was once in their view; otherwise it is refused as outside it;
-    /// - a record that does not exist must be one they may create (its parent's share, writable)
-    ///   before its content is checked.
+    /// - any other record they cannot see must first be one they could create (its parent's share,
+    ///   writable): a read-only participant gets `readOnlyParticipant` whether it exists or not;
+    /// - only then does one that exists outside their view get `outsideView`, and one that does not
+    ///   exist, saved with a change tag (`ifServerRecordUnchanged`), `unknownItem` later only if it was
+    ///   once in their view (`outsideView` otherwise).
     ///
-    /// Before, a missing record got `unknownItem`, `shareCreateOwnerOnly` or a content error
+    /// (A participant who may create a record under a parent still learns whether its name is taken
+    /// outside their view, by creating it: names are the zone's, as in CloudKit.) Before, a missing
+    /// record got `unknownItem`, `shareCreateOwnerOnly`, `readOnlyParticipant` or a content error
     /// (`parentCycle`, `referenceSameZone`) where a record outside the view got `outsideView`: any key
     /// could tell which zones and record names exist.
     func gateParticipantSave(_ record: Record, policy: SavePolicy) throws {
@@ -168,19 +171,18 @@ extension WriteContext {
             db.cachedStatement(sql: "SELECT 1 FROM member WHERE user = ? AND zone = ? LIMIT 1"), arguments: [actor, zone]) ?? false
         guard member else { throw AccessPolicy.outsideView(id) }
         let exists = try rowState(zone: zone, name: id.recordName) != nil
+        let visible = exists && (try? requireVisibleRecord(id)) != nil
         if record.recordType == Record.shareRecordType {
-            if exists, (try? requireVisibleRecord(id)) != nil { return }  // a share they see: an administrator's edit
+            if visible { return }  // a share they see: an administrator's edit
             throw ShareSyncError(.permissionFailure, "only the owner can share records", recordID: id, rule: .shareCreateOwnerOnly)
         }
-        try requireVisibleRecord(id)
-        guard !exists else { return }
-        if policy == .ifServerRecordUnchanged, record.recordChangeTag != nil {
-            guard try hasSeen(zone: zone, name: id.recordName) else { throw AccessPolicy.outsideView(id) }
-            return
-        }
-        let parent = record.parent?.recordID.recordName
-        let into = parent == id.recordName ? nil : try membership(zone: zone, parent: parent)
+        if visible { return }
+        let into = try membership(zone: zone, parent: record.parent?.recordID.recordName)
         try AccessPolicy.checkRecordWrite(.create(into: try into.flatMap { try share(zone: zone, name: $0) }), by: actor, recordID: id)
+        if exists { throw AccessPolicy.outsideView(id) }
+        if policy == .ifServerRecordUnchanged, record.recordChangeTag != nil, try !hasSeen(zone: zone, name: id.recordName) {
+            throw AccessPolicy.outsideView(id)
+        }
     }
 
     /// Saves one record under a save policy.

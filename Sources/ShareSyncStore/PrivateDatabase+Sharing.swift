@@ -264,10 +264,16 @@ extension PrivateDatabase {
             var share = existing
             var ctx = try WriteContext(db: db, database: self, actor: caller.userRecordName)
             let now = ctx.now
-            share.updateState { state in
-                guard !state.requesters.contains(where: { $0.userRecordName == caller.userRecordName }) else { return }
-                state.requesters.append(AccessRequester(userIdentity: caller.identity, requestDate: now))
+            guard !share.requesters.contains(where: { $0.userRecordName == caller.userRecordName }) else { return }
+            // Any key may ask: without a bound, enough keys grew the share record to the record size
+            // limit, and then neither the owner nor an administrator could save the share again.
+            guard share.requesters.count < Share.maximumRequesters else {
+                throw ShareSyncError(
+                    .limitExceeded,
+                    "the share already holds \(Share.maximumRequesters) access requests waiting for an answer; ask the owner directly",
+                    rule: .maximumRequesters)
             }
+            share.updateState { $0.requesters.append(AccessRequester(userIdentity: caller.identity, requestDate: now)) }
             _ = try ctx.storeShareState(share)
             try ctx.settleSharing()
             try ctx.finish()

@@ -280,7 +280,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
             let replicas = status.replicas ?? []
             // Owners none of whose zones the replica holds (an accept whose first sync never finished).
-            let zoneless = (status.owners ?? []).filter { $0.zones == 0 }
+            let zoneless = (status.owners ?? []).filter { $0.zones == 0 && !$0.synced }
             lines.append("shared with you:" + (replicas.isEmpty && zoneless.isEmpty ? " none" : ""))
             func failure(_ error: ControlError?) -> String {
                 error.map { ", last error \($0.code.rawValue)\($0.rule.map { " (\($0.rawValue))" } ?? ""): \($0.message)" } ?? ""

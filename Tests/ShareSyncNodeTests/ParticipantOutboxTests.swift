@@ -94,7 +94,7 @@ struct ParticipantOutboxTests {
         try await server.shutdown()
     }
 
-    @Test("a full disk on the owner keeps a queued write and a local leave pending, not refused; both go once there is space")
+    @Test("a full disk on the owner keeps a queued write and a local leave pending, not refused, while the link follows; both go once there is space")
     func ownerDiskFullKeepsPending() async throws {
         let b = try TestParticipant()
         defer { b.remove() }
@@ -118,8 +118,8 @@ struct ParticipantOutboxTests {
         }
         try limitOwnerSize(true)
         let log = EventLog(w.sync)
-        @Sendable func fullDiskDisconnects() -> Int {
-            log.count { if case .disconnected(_, let error?, _) = $0 { error.code == .quotaExceeded } else { false } }
+        @Sendable func fullDiskErrors() -> Int {
+            log.count { if case .error(_, let error) = $0 { error.code == .quotaExceeded } else { false } }
         }
         let server = try await w.owner.restartServer(port: w.port)
         // The leave needs no new page of the file: its refusal is the one a full disk gives, injected
@@ -127,23 +127,27 @@ struct ParticipantOutboxTests {
         server.registry.injectedRefusals.withLock {
             $0["leaveShare"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull)
         }
-        // The link ends the connection on the full disk, saying why, and tries again with backoff.
-        try await eventually { fullDiskDisconnects() >= 2 }
+        // The link says why, tries again after a pause, and meanwhile goes on following the owner.
+        try await eventually { fullDiskErrors() >= 2 }
         // Before, the leave was dropped as if the owner had heard it.
         #expect(try w.sync.replica.pendingLeaves(owner: w.ownerName).map(\.zoneName) == ["Other"])
+        try await expectEventually(w.sync, "the link to follow the owner") { w.sync.status(owner: w.ownerName) == .following }
+        #expect(w.sync.lastFailure(owner: w.ownerName)?.code == .quotaExceeded)
         server.registry.injectedRefusals.withLock { $0 = [:] }
         try await expectEventually(w.sync, "the leave to be told") { try w.sync.replica.pendingLeaves(owner: w.ownerName).isEmpty }
         // Now the write meets the full disk itself.
-        let before = fullDiskDisconnects()
-        try await eventually { fullDiskDisconnects() >= before + 2 }
+        let before = fullDiskErrors()
+        try await eventually { fullDiskErrors() >= before + 2 }
         // Before, it was kept as refused, as if the owner had refused it, waiting for the user.
         let kept = try w.sync.replica.outboxOperation(id: write.id)?.operation
         #expect(kept?.state == .pending, "\(String(describing: kept?.error))")
+        #expect(w.sync.status(owner: w.ownerName) == .following)
         try limitOwnerSize(false)
         try await expectEventually(w.sync, "the write to land") { try w.ownerTitle("n0") == .string(title) }
         let member = try w.owner.db.fetchRecord(savedShare.recordID)
         #expect(Share(member)?.participants.first { $0.userIdentity.lookupInfo?.userRecordName == b.identity.userRecordName }?.acceptanceStatus == .removed)
         try await expectEventually(w.sync, "the outbox to empty") { try w.sync.replica.outboxOperations().isEmpty }
+        #expect(w.sync.lastFailure(owner: w.ownerName) == nil)
         await w.sync.stop()
         try await server.shutdown()
     }

@@ -38,6 +38,7 @@ struct StatusFailureTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(link?.zones == 0)
+        #expect(link?.synced == false)
         #expect(link?.connected == false)
         #expect(link?.address == HostAndPort(host: "127.0.0.1", port: 1))
         #expect([.networkFailure, .networkUnavailable].contains(link?.lastError?.code), "\(String(describing: link))")

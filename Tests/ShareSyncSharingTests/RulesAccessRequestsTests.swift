@@ -186,4 +186,24 @@ struct RulesAccessRequestsTests {
         try w.db.requestAccess(url: saved.url!, as: caller("_y"))
         #expect(failure { try w.db.requestAccess(url: saved.url!, as: caller("_z")) }?.code == .participantMayNeedVerification)
     }
+
+    @Test("a share holds at most 100 access requests: the 101st key is refused, the owner can still save the share, and an answer makes room")
+    func requestersAreBounded() throws {
+        let (w, saved) = try world(allowsRequests: true)
+        let url = try #require(saved.url)
+        for i in 0..<Share.maximumRequesters { try w.db.requestAccess(url: url, as: caller("_k\(i)")) }
+        #expect(try w.currentShare(saved.recordID).requesters.count == Share.maximumRequesters)
+        let refused = failure { try w.db.requestAccess(url: url, as: caller("_late")) }
+        #expect(refused?.code == .limitExceeded)
+        #expect(refused?.rule == .maximumRequesters)
+        #expect(try !w.currentShare(saved.recordID).requesters.contains { $0.userRecordName == "_late" })
+        // Asking again while one's request waits is not a new request.
+        try w.db.requestAccess(url: url, as: caller("_k0"))
+        // The owner still saves the share, and denying one request makes room for another.
+        var share = try w.currentShare(saved.recordID)
+        share.denyRequesters([share.requesters[0]])
+        try w.saveShare(share)
+        try w.db.requestAccess(url: url, as: caller("_late"))
+        #expect(try w.currentShare(saved.recordID).requesters.contains { $0.userRecordName == "_late" })
+    }
 }

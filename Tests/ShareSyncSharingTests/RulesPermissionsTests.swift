@@ -338,4 +338,29 @@ struct RulesPermissionsTests {
         let share = Record(recordType: Record.shareRecordType, recordID: w.sid("fresh"))
         #expect(try saveError(w, "_b", share)?.rule == .shareCreateOwnerOnly)
     }
+
+    @Test("a read-only participant cannot tell an existing record outside their view from a missing one either")
+    func readOnlySaveRevealsNoExistence() throws {
+        let (w, _) = try world(.readOnly)
+        /// A new record under their share's root, without a tag: what a read-only participant would try.
+        func underRoot(_ name: String) -> Record { w.sharedRecord("Note", name, parent: "topic") }
+        let outside = try saveError(w, "_b", underRoot("other-note"))
+        #expect(outside?.rule == .readOnlyParticipant)
+        #expect(shape(try saveError(w, "_b", underRoot("ghost")), "ghost") == shape(outside, "other-note"))
+        // And an edit of a record in their view says read-only too.
+        var note = try w.view("_b").fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        note["title"] = .string("x")
+        #expect(try saveError(w, "_b", note)?.rule == .readOnlyParticipant)
+    }
+
+    @Test("in a zone-wide share, where the whole zone is in view, a record that is its own parent is parentCycle")
+    func zoneWideSelfParentIsParentCycle() throws {
+        let w = try World()
+        try w.save(w.record("Topic", "topic"))
+        let share = try w.shareZone(invite: [("_b", .readWrite)])
+        try w.accept(share, "_b")
+        var cycle = w.sharedRecord("Note", "loop")
+        cycle.setParent(w.sid("loop"))
+        #expect(try saveError(w, "_b", cycle)?.rule == .parentCycle)
+    }
 }

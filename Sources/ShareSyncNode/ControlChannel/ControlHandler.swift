@@ -94,14 +94,17 @@ public struct ControlHandler: Sendable {
         let identities = try Self.ownerIdentities(replica)
         var zones: [String: Int] = [:]
         for zoneID in try replica.allZones() { zones[zoneID.ownerName, default: 0] += 1 }
-        return try replica.owners().map { owner in
+        var statuses: [OwnerLinkStatus] = []
+        for owner in try replica.owners() {
             let state = participant.status(owner: owner.ownerName)
-            return OwnerLinkStatus(
+            statuses.append(OwnerLinkStatus(
                 ownerName: owner.ownerName, ownerDisplayName: identities[owner.ownerName]?.displayName,
                 address: HostAndPort(host: owner.host, port: owner.port), state: state.map { "\($0)" } ?? "stopped",
                 connected: state == .syncing || state == .following, zones: zones[owner.ownerName] ?? 0,
-                lastError: participant.lastFailure(owner: owner.ownerName).map(ControlError.init))
+                synced: try replica.databaseChangeToken(owner: owner.ownerName) != nil,
+                lastError: participant.lastFailure(owner: owner.ownerName).map(ControlError.init)))
         }
+        return statuses
     }
 
     private static let requestNumbers = Atomic<UInt64>(0)

@@ -609,6 +609,9 @@ public struct OwnerLinkStatus: Codable, Sendable, Hashable {
     public var connected: Bool
     /// Zones of this owner in the replica.
     public var zones: Int
+    /// Whether a first sync with the owner completed (the replica holds its database token). An owner
+    /// with no zones that has synced is one whose shares were all left or revoked.
+    public var synced: Bool
     /// Why the link is not following the owner, as ``ReplicaStatus/lastError``.
     public var lastError: ControlError?
 }

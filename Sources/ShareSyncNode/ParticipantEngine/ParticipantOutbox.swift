@@ -8,11 +8,14 @@ import ShareSyncWire
 // "Writes".
 
 extension ParticipantOwnerLink {
-    /// Sends every pending write of this owner in order. A network failure stops here and keeps the
-    /// write (and the later ones) pending for the next connection; a conflict or any other failure keeps
-    /// the write as `conflict` or `refused` (``ParticipantSync/Event/operationKept(owner:operation:)``)
-    /// and the later writes still go.
+    /// Sends every pending write of this owner in order. A network failure (or the engine stopping)
+    /// stops here and keeps the write (and the later ones) pending for the next connection; the owner's
+    /// disk being full stops here too, keeps them pending and tries again after a pause, while the
+    /// link goes on reading (``holdsBackWrite(_:)``); a conflict or any other failure keeps the write
+    /// as `conflict` or `refused` (``ParticipantSync/Event/operationKept(owner:operation:)``) and the
+    /// later writes still go.
     func flushOutbox(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
+        defer { if (try? replica.pendingOperations(owner: ownerName).isEmpty) == true { clearHeldBack() } }
         for id in try replica.pendingOperations(owner: ownerName).map(\.id) {
             // Read again: an earlier save may have rebased it, the user may have discarded it.
             guard let operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
@@ -24,6 +27,9 @@ extension ParticipantOwnerLink {
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
             } catch where Self.keepsPending(error) {
                 throw error
+            } catch where Self.holdsBackWrite(error) {
+                holdBack(error, what: "queued writes")
+                return
             } catch {
                 var refused = operation
                 refused.state = .refused

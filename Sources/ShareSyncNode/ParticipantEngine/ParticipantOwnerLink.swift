@@ -29,6 +29,8 @@ final class ParticipantOwnerLink: Sendable {
         var syncCompleted = 0
         var failures = 0
         var lastFailure: ShareSyncError?
+        /// Why writes or leaves wait although the owner is connected (its disk full, its store failing).
+        var heldBack: ShareSyncError?
         var task: Task<Void, Never>?
         /// When the link last was caught up (following), or started when it never was.
         var caughtUpAt = Date()
@@ -82,9 +84,10 @@ final class ParticipantOwnerLink: Sendable {
     /// How many connections have ended in a failure so far.
     var failureCount: Int { state.withLock { $0.failures } }
 
-    /// The failure that ended the last connection (or attempt), unless the link follows the owner now.
+    /// The failure that ended the last connection (or attempt), unless the link follows the owner now;
+    /// while it follows, why its writes or leaves wait, if they do.
     var currentFailure: ShareSyncError? {
-        state.withLock { $0.status == .following ? nil : $0.lastFailure }
+        state.withLock { $0.status == .following ? $0.heldBack : $0.lastFailure }
     }
 
     /// The last failure, if a connection ended in one after the first `count` failures and it is not a
@@ -146,19 +149,44 @@ final class ParticipantOwnerLink: Sendable {
     /// it again (a write that landed is recognized then). Before, a stop during a flush kept the
     /// write as refused, with `operationCancelled`, and dropped a pending leave as told.
     ///
-    /// A full disk (`quotaExceeded`, on the owner or on this node's replica) changed nothing and passes
-    /// once there is space: the write stays pending, the connection ends, and the link tries again
-    /// with backoff, showing the failure in its status meanwhile. Before, the write was kept as
-    /// `refused`, as if the owner had refused it, and waited for the user.
+    /// A full disk (`quotaExceeded`) is not one of these: the connection is fine, and the link goes on
+    /// reading (``holdsBackWrite(_:)``).
     static func keepsPending(_ error: ShareSyncError) -> Bool {
-        isTransient(error) || error.code == .operationCancelled || error.code == .quotaExceeded
+        isTransient(error) || error.code == .operationCancelled
     }
 
-    /// Whether a share left locally stays pending after the owner's answer to the leave: as a write
-    /// does (``keepsPending(_:)``), and also after `internalError`, a failure of the owner's store.
-    /// Any other refusal means the share is already gone there (left, removed, deleted).
-    static func leaveStaysPending(_ error: ShareSyncError) -> Bool {
-        keepsPending(error) || error.code == .internalError
+    /// Whether the owner's answer to a write is a failure of its own store that passes once the cause
+    /// is gone: a full disk (`quotaExceeded`). The write stays pending, and so do the later ones, but the
+    /// connection goes on: the link catches up and follows pushes, and sends the outbox again after a
+    /// pause (``holdBack(_:what:)``), showing the failure in its status meanwhile. Before, the write
+    /// was kept as `refused`, as if the owner had refused it, and waited for the user.
+    static func holdsBackWrite(_ error: ShareSyncError) -> Bool {
+        error.code == .quotaExceeded
+    }
+
+    /// The same for a share left locally: a full disk, or `internalError` (a failure of the owner's
+    /// store). Any other refusal means the share is already gone there (left, removed, deleted).
+    static func holdsBackLeave(_ error: ShareSyncError) -> Bool {
+        holdsBackWrite(error) || error.code == .internalError
+    }
+
+    /// Notes that the owner could not take writes or leaves now (``holdsBackWrite(_:)``): they stay
+    /// pending, the failure is logged and emitted and shown in the link's status, and the outbox is
+    /// poked again after ``ParticipantSync/Configuration/maximumBackoff``.
+    func holdBack(_ error: ShareSyncError, what: String) {
+        state.withLock { $0.heldBack = error }
+        logger.warning("the owner cannot take \(what) now; they stay pending", metadata: ["owner": "\(ownerName)", "error": "\(error)"])
+        hub.emit(.error(owner: ownerName, error))
+        let pause = configuration.maximumBackoff
+        Task { [weak self] in
+            try? await Task.sleep(for: pause)
+            self?.pokeOutbox()
+        }
+    }
+
+    /// The owner took what was held back: the status no longer shows it.
+    func clearHeldBack() {
+        state.withLock { $0.heldBack = nil }
     }
 
     // MARK: The loop
@@ -236,8 +264,7 @@ final class ParticipantOwnerLink: Sendable {
         connection.onAddressAnnounced { [self] address in self.noteAnnounced(address) }
         if let address = connection.announcedAddress { noteAnnounced(address) }
         setStatus(.syncing)
-        try await sendPendingLeaves(connection)
-        try await flushOutbox(connection)
+        if try await !sendPendingLeaves(connection).heldBack { try await flushOutbox(connection) }
         while !Task.isCancelled {
             try await catchUpAndMark(connection)
             // The subscription's pushes are queued as the connection reads them (``receiver(_:)``) and
@@ -306,15 +333,20 @@ final class ParticipantOwnerLink: Sendable {
     /// from the start (``SharedDatabaseReplica/resolvePendingLeave(_:)``), so the catch-up brings back
     /// another share of the same zone that the node keeps. A push applied instead recreated the zone
     /// with a current token and none of that share's records.
-    @discardableResult
-    private func sendPendingLeaves(_ connection: any OwnerDatabase) async throws(ShareSyncError) -> Bool {
+    ///
+    /// Returns whether one was resolved, and whether the owner held the leaves back
+    /// (``holdsBackLeave(_:)``): the outbox then waits too, as it would behind them.
+    private func sendPendingLeaves(_ connection: any OwnerDatabase) async throws(ShareSyncError) -> (purged: Bool, heldBack: Bool) {
         var purged = false
         for leave in try replica.pendingLeaves(owner: ownerName) {
             do {
                 try await connection.leaveShare(zoneName: leave.zoneName, shareRecordName: leave.shareName)
                 logger.info("owner told of a share left locally", metadata: ["zone": "\(leave.zoneName)"])
-            } catch where Self.leaveStaysPending(error) {
+            } catch where Self.keepsPending(error) {
                 throw error
+            } catch where Self.holdsBackLeave(error) {
+                holdBack(error, what: "the shares left locally")
+                return (purged, true)
             } catch {
                 logger.info(
                     "share left locally was already gone on the owner",
@@ -323,7 +355,7 @@ final class ParticipantOwnerLink: Sendable {
             try replica.resolvePendingLeave(leave)
             purged = true
         }
-        return purged
+        return (purged, false)
     }
 
     /// Applies pushes and serves pokes until the subscription ends (or the task is cancelled).
@@ -348,8 +380,9 @@ final class ParticipantOwnerLink: Sendable {
                 }
             }
             if outboxPoked {
-                if try await sendPendingLeaves(connection) { fallenBehind = true }
-                try await flushOutbox(connection)
+                let leaves = try await sendPendingLeaves(connection)
+                if leaves.purged { fallenBehind = true }
+                if !leaves.heldBack { try await flushOutbox(connection) }
             }
             if fallenBehind || syncWanted { try await catchUpAndMark(connection) }
             if ended { return }

@@ -62,8 +62,11 @@ import Synchronization
 /// ### The outbox and its states
 /// Every queued write is an ``OutboxOperation`` in one of three states (``OutboxOperation/State``):
 /// - **pending**: waiting to be sent; sent on each connection, in id order. Network failures
-///   (`networkFailure`, `networkUnavailable`, `serviceUnavailable`, `requestRateLimited`) keep it
-///   pending. A write whose answer was lost on the network is sent again and then usually meets its own
+///   (`networkFailure`, `networkUnavailable`, `serviceUnavailable`, `requestRateLimited`) and the engine
+///   stopping (`operationCancelled`) keep it pending. So does the owner's disk being full
+///   (`quotaExceeded`): the link goes on following the owner, shows the error in
+///   ``lastFailure(owner:)`` and sends the outbox again after ``Configuration/maximumBackoff``. (A
+///   share left locally waits the same way, and also after `internalError` from the owner.) A write whose answer was lost on the network is sent again and then usually meets its own
 ///   earlier save as a conflict. When a pending save is accepted, later pending saves of the same record
 ///   based on the same change tag are rebased on the new tag, so successive offline edits of a record
 ///   do not conflict with each other.
@@ -240,7 +243,7 @@ public final class ParticipantSync: Sendable {
         for leave in pending where leave.zoneName == share.zoneID.zoneName && leave.shareName == share.recordName {
             do {
                 try await connection.leaveShare(zoneName: leave.zoneName, shareRecordName: leave.shareName)
-            } catch where ParticipantOwnerLink.leaveStaysPending(error) {
+            } catch where ParticipantOwnerLink.keepsPending(error) || ParticipantOwnerLink.holdsBackLeave(error) {
                 throw error
             } catch {
                 // Already gone on the owner: told as much as it can be.
