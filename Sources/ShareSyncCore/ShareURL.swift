@@ -31,19 +31,26 @@ public struct ShareURL: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a share URL; `nil` if it is not one.
     public init?(string: String) {
-        guard let components = URLComponents(string: string), components.scheme == Self.scheme,
+        guard let components = URLComponents(string: string), components.scheme?.lowercased() == Self.scheme,
             let host = components.host, !host.isEmpty
         else { return nil }
         let parts = components.path.split(separator: "/")
         guard parts.count == 2, parts[0] == "share", Self.isToken(parts[1]) else { return nil }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        guard !bare.isEmpty, (1...65535).contains(components.port ?? 7420) else { return nil }
+        guard HostName.isValid(bare), (1...65535).contains(components.port ?? 7420) else { return nil }
         self.host = bare
         self.port = components.port ?? 7420
         self.token = String(parts[1])
         let items = components.queryItems ?? []
-        self.ownerFingerprint = items.first { $0.name == "owner" }?.value
-        self.invitation = items.first { $0.name == "invite" }?.value
+        // One of each at most: with two, which one counts would depend on who reads the URL.
+        let owners = items.filter { $0.name == "owner" }
+        let invitations = items.filter { $0.name == "invite" }
+        guard owners.count <= 1, invitations.count <= 1 else { return nil }
+        self.ownerFingerprint = owners.first?.value?.lowercased()
+        self.invitation = invitations.first?.value
+        // A fingerprint is hex: anything else (a percent-encoded `&invite=…`, say) would read back
+        // differently once the URL is written out again.
+        if let ownerFingerprint, !ownerFingerprint.allSatisfy(\.isHexDigit) { return nil }
         if let invitation, !Self.isToken(Substring(invitation)) { return nil }
     }
 

@@ -42,7 +42,8 @@ public enum TransportSecurity {
     public static func isLoopback(host: String) -> Bool {
         var name = host.lowercased()
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        // `localhost` itself only: a `*.localhost` name may be resolved through DNS to any host.
+        if name == "localhost" { return true }
         guard let address = try? SocketAddress(ipAddress: name, port: 0) else { return false }
         switch address {
         case .v4(let v4):

@@ -35,6 +35,31 @@ struct ShareURLTests {
         #expect(ShareURL(host: "h", port: 1, token: "t", ownerFingerprint: nil).absoluteString == "sharesync://h:1/share/t")
     }
 
+    @Test("hosts: DNS names, IPv4 and bare IPv6 addresses pass; anything a URL or a connection could not use does not")
+    func hostNames() {
+        for good in ["a", "localhost", "owner.example.org", "node_a", "10.0.0.2", "0.0.0.0", "::1", "fd00::2", "::ffff:10.0.0.1",
+                     String(repeating: "a", count: 63) + ".org"] {
+            #expect(HostName.isValid(good), "\(good)")
+        }
+        for bad in ["", "alice.example.org/x", "alice example.org", "a?b", "a#b", "user@host", "[::1]", "-a.org", "a-.org", "a..org",
+                    ".a", "300.1.1.1", "1.2.3", String(repeating: "a", count: 64) + ".org", String(repeating: "a.", count: 127) + "a",
+                    "fe80::1%eth0", ":"] {
+            #expect(!HostName.isValid(bad), "\(bad)")
+        }
+    }
+
+    @Test("a URL with two owner= or invite= parts, a fingerprint that is not hex, or a host that is not one is refused; the scheme's case does not matter")
+    func strictQueryAndHost() throws {
+        #expect(ShareURL(string: "sharesync://h:1/share/t?owner=f00d&owner=beef") == nil)
+        #expect(ShareURL(string: "sharesync://h:1/share/t?owner=f00d&invite=a&invite=b") == nil)
+        // A percent-encoded invitation hidden in the fingerprint would come back as an invitation once written out.
+        #expect(ShareURL(string: "sharesync://h:1/share/t?owner=ab%26invite%3Dxyz") == nil)
+        #expect(ShareURL(string: "sharesync://a%20b:1/share/t?owner=f00d") == nil)
+        let upper = try #require(ShareURL(string: "SHARESYNC://h:1/share/t?owner=F00D"))
+        #expect(upper.ownerFingerprint == "f00d")
+        #expect(upper.absoluteString == "sharesync://h:1/share/t?owner=f00d")
+    }
+
     @Test("an IPv6 host is written in brackets")
     func ipv6Format() {
         let url = ShareURL(host: "::1", port: 7420, token: "tok", ownerFingerprint: nil)

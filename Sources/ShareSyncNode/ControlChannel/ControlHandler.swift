@@ -199,12 +199,14 @@ public struct ControlHandler: Sendable {
             return ok(ImportResult(saved: result.saveResults.count))
         case .advertise(let host, let port, let listen):
             guard let advertise else { throw Self.unavailable("advertising an address") }
-            guard !host.isEmpty, (1...65535).contains(port) else {
+            guard HostName.isValid(host), (1...65535).contains(port) else {
                 throw ShareSyncError(
-                    .invalidArguments, "\(HostAndPort(host: host, port: port)) is not an address participants can reach (port 1-65535)",
+                    .invalidArguments,
+                    "\(HostAndPort(host: host, port: port)) is not an address participants can reach (a DNS name or an IP "
+                        + "address, port 1-65535)",
                     rule: .advertisedAddress)
             }
-            if let listen, listen.host.isEmpty || !(0...65535).contains(listen.port) {
+            if let listen, !HostName.isValid(listen.host) || !(0...65535).contains(listen.port) {
                 throw ShareSyncError(
                     .invalidArguments, "\(listen) is not an address to listen on (port 0-65535)", rule: .advertisedAddress)
             }

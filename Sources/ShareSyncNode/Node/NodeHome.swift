@@ -13,7 +13,8 @@ public struct HostAndPort: Sendable, Hashable, Codable, CustomStringConvertible 
         self.port = port
     }
 
-    /// Parses `HOST:PORT` or `[V6]:PORT`; `nil` if it is not one (port 0...65535).
+    /// Parses `HOST:PORT` or `[V6]:PORT`; `nil` if it is not one (port 0...65535, a host
+    /// ``HostName/isValid(_:)`` accepts).
     public init?(parsing text: String) {
         let host: Substring
         let port: Substring
@@ -29,7 +30,7 @@ public struct HostAndPort: Sendable, Hashable, Codable, CustomStringConvertible 
             // `::1` or `fe80::1:7420` without brackets: where the host ends is a guess; IPv6 needs them.
             guard !host.contains(":") else { return nil }
         }
-        guard !host.isEmpty, let number = Int(port), (0...65535).contains(number) else { return nil }
+        guard HostName.isValid(String(host)), let number = Int(port), (0...65535).contains(number) else { return nil }
         self.init(host: String(host), port: number)
     }
 

@@ -294,6 +294,14 @@ final class ParticipantOwnerLink: Sendable {
 
     /// Stores an address the owner announced (see ``SharedDatabaseReplica/noteAnnouncedAddress(owner:host:port:)``).
     private func noteAnnounced(_ address: WireAddress) {
+        // Only the proven owner announces, but an address nobody can reach would replace the working one
+        // for good: ignored, and said.
+        guard HostName.isValid(address.host), (1...65535).contains(address.port) else {
+            logger.warning(
+                "the owner announced an address that is not one; ignored",
+                metadata: ["host": "\(address.host.prefix(80).debugDescription)", "port": "\(address.port)"])
+            return
+        }
         do {
             if let moved = try replica.noteAnnouncedAddress(owner: ownerName, host: address.host, port: address.port) {
                 logger.notice("the owner announced a new address; reconnecting there from now on", metadata: ["address": "\(address)"])

@@ -262,9 +262,11 @@ public final class ParticipantSync: Sendable {
     /// `unknownItem` (rule `ownerUnknown`); a port outside 1...65535 or an empty host is
     /// `invalidArguments` (rule `ownerAddress`).
     public func setOwnerAddress(owner: String, host: String, port: Int) throws(ShareSyncError) {
-        guard !host.isEmpty, (1...65535).contains(port) else {
+        guard HostName.isValid(host), (1...65535).contains(port) else {
             throw ShareSyncError(
-                .invalidArguments, "\(host.isEmpty ? "an empty host" : "port \(port)") is not an address an owner can be reached at",
+                .invalidArguments,
+                "\(HostName.isValid(host) ? "port \(port)" : "host \(host.prefix(80).debugDescription)") is not an address an owner "
+                    + "can be reached at (a DNS name or an IP address, port 1-65535)",
                 rule: .ownerAddress)
         }
         guard var info = try replica.owner(named: owner) else {
