@@ -161,6 +161,9 @@ extension Rule {
     public static let publicUserPermission = Rule(rawValue: "publicUserPermission")
     /// The share has the most participants allowed.
     public static let maximumParticipants = Rule(rawValue: "maximumParticipants")
+    /// An invitation names someone already in the share with another permission or role: change those
+    /// instead (the control channel's `shareInvite`, `sharesync share invite`).
+    public static let alreadyParticipant = Rule(rawValue: "alreadyParticipant")
     /// The share holds the most access requests allowed (``Share/maximumRequesters``), waiting for the
     /// owner or an administrator to approve, deny or block some.
     public static let maximumRequesters = Rule(rawValue: "maximumRequesters")

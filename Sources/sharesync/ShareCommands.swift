@@ -280,6 +280,11 @@ struct ShareCommand: AsyncParsableCommand {
             for key in clear where !["title", "thumbnail", "type"].contains(key) {
                 throw ValidationError("--clear takes title, thumbnail or type, not \(key.debugDescription)")
             }
+            // Both set and cleared: which one was meant cannot be told (the clear used to win in silence).
+            for (key, given) in [("title", title != nil), ("thumbnail", thumbnail != nil), ("type", shareType != nil)]
+            where given && clear.contains(key) {
+                throw ValidationError("--\(key) and --clear \(key) contradict each other: give one of them")
+            }
         }
 
         func run() async throws {
@@ -347,6 +352,13 @@ struct ShareCommand: AsyncParsableCommand {
                     : "give exactly one of --email, --phone or --user, or --one-time")
             }
             try Syntax.checkInvitation(email: email, phone: phone)
+            // A user record name is `_` and the 32 hex digits of a key's fingerprint: anything else admits
+            // nobody (a name like "Bob" used to give a link nobody could use, and exit 0).
+            if let user, !(user.hasPrefix("_") && user.utf8.count == 33 && user.dropFirst().allSatisfy(\.isHexDigit)) {
+                throw ValidationError(
+                    "--user takes a user record name: _ and 32 hex digits, as `sharesync status` on their node shows it, not "
+                        + "\(user.prefix(80).debugDescription); to invite someone by address, use --email or --phone")
+            }
             try checkParticipantPermission(permission)
             try checkParticipantRole(role)
         }

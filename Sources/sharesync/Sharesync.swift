@@ -30,7 +30,7 @@ struct Sharesync: AsyncParsableCommand {
             With --json, a failure prints one JSON object (one line) on standard error instead of the \
             message, with the same exit code: {"error": {"code", "message", "rule", "recordName", \
             "zoneName", "serverRecord", "exitCode"}} (code is the node's error code, or usage, \
-            nodeNotRunning, internalError).
+            nodeNotRunning, malformedResponse, internalError).
             """,
         subcommands: [
             InitCommand.self, RunCommand.self, StatusCommand.self, ZoneCommand.self, RecordCommand.self,

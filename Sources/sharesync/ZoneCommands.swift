@@ -157,8 +157,14 @@ struct RecordCommand: AsyncParsableCommand {
         var ifTag: String?
 
         func validate() throws {
+            var keys: Set<String> = []
             for field in fields {
-                do { _ = try FieldAssignment(parsing: field) } catch { throw ValidationError(error.message) }
+                let assignment: FieldAssignment
+                do { assignment = try FieldAssignment(parsing: field) } catch { throw ValidationError(error.message) }
+                // Given twice, the last one used to win in silence.
+                guard keys.insert(assignment.key).inserted else {
+                    throw ValidationError("--field \(assignment.key.debugDescription) is given twice: give each field once")
+                }
             }
             if let ifTag {
                 if ifTag.isEmpty { throw ValidationError("--if-tag must not be empty") }
@@ -343,8 +349,10 @@ struct RecordCommand: AsyncParsableCommand {
                 data = contents
             }
             var records: [Record] = []
-            for (number, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                let text = line.trimmingCharacters(in: .whitespaces)
+            // Split on the byte 0x0A: as Characters, a "\r\n" pair is one, and a file with Windows line
+            // ends read as one line.
+            for (number, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+                let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 if text.isEmpty { continue }
                 do {
                     guard var object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
@@ -368,7 +376,10 @@ struct RecordCommand: AsyncParsableCommand {
             var committed = 0
             do {
                 try await onNode(options) { container in
-                    try await container.privateDatabase.save(RecordZone(zoneID: RecordZone.ID(zoneName: zone)))
+                    // The default zone always exists (and creating it is refused).
+                    if !RecordZone.ID(zoneName: zone).isDefaultZone {
+                        try await container.privateDatabase.save(RecordZone(zoneID: RecordZone.ID(zoneName: zone)))
+                    }
                     for (number, batch) in batches.enumerated() {
                         saved += try await container.send(.recordImport(zone: zone, records: batch, policy: policy), as: ImportResult.self).saved
                         committed = number + 1

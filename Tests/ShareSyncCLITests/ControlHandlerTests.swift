@@ -228,4 +228,30 @@ struct OutboxControlCodingTests {
             #expect(conflict.outboxState == .conflict && conflict.outboxID == 8)
         }
     }
+
+}
+
+extension ControlHandlerTests {
+    @Test("inviting someone already in the share again changes nothing, and with another permission or role is refused")
+    func reinviteDoesNotDemote() async throws {
+        let handler = try makeHandler()
+        func call(_ request: ControlRequest) async throws -> [String: Any] {
+            try await respond(handler, String(decoding: try request.line(), as: UTF8.self))
+        }
+        _ = try await call(.zoneCreate(name: "Groceries"))
+        _ = try await call(.shareCreate(zone: "Groceries", root: nil, title: nil, publicPermission: .none, allowsAccessRequests: false))
+        let bob = UserIdentity.LookupInfo(userRecordName: "_" + String(repeating: "b", count: 32))
+        let first = try await call(.shareInvite(zone: "Groceries", share: nil, lookup: bob, permission: .readWrite, role: .administrator))
+        #expect(first["ok"] as? Bool == true)
+        // Again with no role: the same person, unchanged (before, the role went back to privateUser).
+        let again = try await call(.shareInvite(zone: "Groceries", share: nil, lookup: bob, permission: .readWrite))
+        #expect((again["result"] as? [String: Any])?["role"] as? String == "administrator", "\(again)")
+        let demote = try await call(.shareInvite(zone: "Groceries", share: nil, lookup: bob, permission: .readOnly))
+        #expect((demote["error"] as? [String: Any])?["rule"] as? String == "alreadyParticipant", "\(demote)")
+        let share = try await call(.shareGet(zone: "Groceries", share: nil))
+        let participants = ((share["result"] as? [String: Any])?["participants"] as? [[String: Any]]) ?? []
+        let entry = participants.first { ($0["userRecordName"] as? String) == bob.userRecordName }
+        #expect(entry?["permission"] as? String == "readWrite", "\(participants)")
+        #expect(entry?["role"] as? String == "administrator")
+    }
 }

@@ -88,7 +88,7 @@ struct ShareManagementCLITests {
                         code: "permissionFailure", rule: .adminSelfEdit)
             try refused(b, ["share", "role", "--zone", "Topics", "--shared", "--participant", cID, "administrator"],
                         code: "permissionFailure", rule: .administratorRoleOwnerOnly)
-            try refused(b, ["share", "invite", "--zone", "Topics", "--shared", "--user", "_0123456789abcdef", "--permission", "readOnly",
+            try refused(b, ["share", "invite", "--zone", "Topics", "--shared", "--user", "_0123456789abcdef0123456789abcdef", "--permission", "readOnly",
                             "--role", "administrator"], code: "permissionFailure", rule: .administratorRoleOwnerOnly)
             try refused(b, ["share", "remove", "--zone", "Topics", "--shared", "--participant", ownerID], code: "invalidArguments", rule: .oneOwner)
             #expect(try b.run(["share", "public", "--zone", "Topics", "--shared", "--permission", "readOnly"]).status == 64)

@@ -226,7 +226,16 @@ public final class ParticipantSync: Sendable {
         let replica = self.replica
         let owner = OwnerInfo(ownerName: ownerName, host: parsed.host, port: parsed.port, fingerprint: fingerprint)
         try await StoreThreads.run { () throws(ShareSyncError) in try replica.setOwner(owner) }
-        try await waitUntilSynced(owner: ownerName, timeout: timeout)
+        do {
+            try await waitUntilSynced(owner: ownerName, timeout: timeout)
+        } catch where error.code == .networkFailure {
+            // Said as it is: the share is accepted, only its first sync is not done. Before, the message
+            // read as if the accept had failed.
+            throw ShareSyncError(
+                .networkFailure,
+                "the share is accepted, but its first sync did not finish within \(timeout) (\(error.message)); it goes on in the "
+                    + "background: see `sharesync status`")
+        }
         return metadata
     }
 
