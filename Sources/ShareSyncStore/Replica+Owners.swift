@@ -69,6 +69,18 @@ extension SharedDatabaseReplica {
         }
     }
 
+    /// The address an owner last announced (``noteAnnouncedAddress(owner:host:port:)``), if it announced
+    /// one: where to try when the stored address no longer answers.
+    public func announcedAddress(owner: String) throws(ShareSyncError) -> (host: String, port: Int)? {
+        try read { db in
+            guard let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT announcedHost, announcedPort FROM replicaOwner WHERE owner = ?"), arguments: [owner]),
+                let host = row["announcedHost"] as String?, let port = row["announcedPort"] as Int?
+            else { return nil }
+            return (host, port)
+        }
+    }
+
     /// Forgets an owner and everything replicated from it: zones, records, tokens and pending writes.
     /// Changes that arrive for it afterwards are refused until it is added again.
     public func removeOwner(_ ownerName: String) throws(ShareSyncError) {

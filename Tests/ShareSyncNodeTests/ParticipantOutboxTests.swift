@@ -152,6 +152,32 @@ struct ParticipantOutboxTests {
         try await server.shutdown()
     }
 
+    @Test("an owner that does not answer at its stored address is tried at the address it announced, which is kept")
+    func announcedAddressIsTriedWhenTheStoredOneIsDead() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        await w.sync.stop()
+        // The replica knows the owner at a port where nothing listens (an old share URL's, say), and has
+        // heard it announce its real address once (a first announcement is only remembered).
+        let replica = try SharedDatabaseReplica(path: b.replicaPath)
+        var info = try #require(try replica.owner(named: w.ownerName))
+        let server = try await w.owner.restartServer(port: w.port)
+        info.port = 1
+        try replica.setOwner(info)
+        _ = try replica.noteAnnouncedAddress(owner: w.ownerName, host: "127.0.0.1", port: server.port)
+        #expect(try replica.owner(named: w.ownerName)?.port == 1)
+        let sync = ParticipantSync(
+            replica: replica, identity: b.identity,
+            configuration: .init(initialBackoff: .milliseconds(20), maximumBackoff: .milliseconds(200)))
+        try sync.start()
+        // Before, the link retried port 1 for ever.
+        try await expectEventually(sync, "the link to follow the owner") { sync.status(owner: w.ownerName) == .following }
+        #expect(try replica.owner(named: w.ownerName)?.port == server.port)
+        await sync.stop()
+        try await server.shutdown()
+    }
+
     @Test("a replica read that fails while the owner is away is retried: the link comes back and sends the queued write")
     func replicaReadFailureIsRetried() async throws {
         let b = try TestParticipant()

@@ -31,6 +31,8 @@ final class ParticipantOwnerLink: Sendable {
         var lastFailure: ShareSyncError?
         /// Why writes or leaves wait although the owner is connected (its disk full, its store failing).
         var heldBack: ShareSyncError?
+        /// The owner's latest announced address, not yet noted in the replica.
+        var announced: WireAddress?
         var task: Task<Void, Never>?
         /// When the link last was caught up (following), or started when it never was.
         var caughtUpAt = Date()
@@ -40,6 +42,8 @@ final class ParticipantOwnerLink: Sendable {
 
     private let state = Mutex(State())
     private let wakeup = ParticipantWakeup()
+    /// Held while an announced address is noted: one at a time, in the order they were taken.
+    private let announcing = Mutex(())
 
     init(
         ownerName: String, replica: SharedDatabaseReplica, identity: NodeIdentity,
@@ -206,9 +210,7 @@ final class ParticipantOwnerLink: Sendable {
                     logger.info("owner left the replica; link stops")
                     break
                 }
-                let connection = try await configuration.effectiveConnector.connect(
-                    host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
-                    displayName: configuration.displayName)
+                let connection = try await connect(info)
                 try await session(connection) { reachedFollowing = true }
             } catch {
                 failure = error
@@ -239,6 +241,35 @@ final class ParticipantOwnerLink: Sendable {
         setStatus(.stopped)
     }
 
+    /// Connects to the owner at its stored address; if nothing answers there and the owner announced
+    /// another address, tries that one (the owner's key is checked there as anywhere) and keeps it. An
+    /// owner that moved while this node only knew its old address (a share URL handed out before the
+    /// move, accepted while the old address still answered) is found again instead of being lost.
+    private func connect(_ info: OwnerInfo) async throws(ShareSyncError) -> any OwnerDatabase {
+        let connector = configuration.effectiveConnector
+        do {
+            return try await connector.connect(
+                host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
+                displayName: configuration.displayName)
+        } catch where Self.isTransient(error) {
+            guard let announced = try replica.announcedAddress(owner: ownerName),
+                announced.host != info.host || announced.port != info.port,
+                HostName.isValid(announced.host), (1...65535).contains(announced.port)
+            else { throw error }
+            let connection = try await connector.connect(
+                host: announced.host, port: announced.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
+                displayName: configuration.displayName)
+            var moved = info
+            (moved.host, moved.port) = (announced.host, announced.port)
+            try replica.setOwner(moved)
+            logger.notice(
+                "the owner did not answer at its stored address but did at the one it announced; using that from now on",
+                metadata: ["from": "\(info.host):\(info.port)", "to": "\(announced.host):\(announced.port)"])
+            hub.emit(.ownerAddressChanged(owner: ownerName, host: announced.host, port: announced.port, announced: true))
+            return connection
+        }
+    }
+
     /// One connection's life: outbox, catch-up, then pushes until the connection ends.
     private func session(_ connection: any OwnerDatabase, reachedFollowing: () -> Void) async throws(ShareSyncError) {
         // The pushes start empty with each subscription (``runSession(_:reachedFollowing:)``).
@@ -261,7 +292,19 @@ final class ParticipantOwnerLink: Sendable {
         }
         hub.emit(.connected(owner: ownerName))
         // The owner says where it is reached: remembered, and followed when it changes (it moved).
-        connection.onAddressAnnounced { [self] address in self.noteAnnounced(address) }
+        // The listener runs on the connection's reading task, on an event loop: the synced write of
+        // the replica goes to the store's threads, the latest announcement first and one at a time.
+        connection.onAddressAnnounced { [self] address in
+            state.withLock { $0.announced = address }
+            Task(executorPreference: StoreThreads.executor) { [self] in
+                announcing.withLock { _ in
+                    guard let latest = state.withLock({ s -> WireAddress? in defer { s.announced = nil }; return s.announced }) else {
+                        return
+                    }
+                    noteAnnounced(latest)
+                }
+            }
+        }
         if let address = connection.announcedAddress { noteAnnounced(address) }
         setStatus(.syncing)
         if try await !sendPendingLeaves(connection).heldBack { try await flushOutbox(connection) }
