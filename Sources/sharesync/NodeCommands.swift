@@ -68,7 +68,9 @@ struct InitCommand: AsyncParsableCommand {
     private func advertiseAddress(_ text: String) -> (host: String, port: Int?)? {
         if let parsed = HostAndPort(parsing: text), parsed.port > 0 { return (parsed.host, parsed.port) }
         if !text.isEmpty, !text.contains(":") || (text.hasPrefix("[") && text.hasSuffix("]")) {
-            return (text.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), nil)
+            let host = text.hasPrefix("[") ? String(text.dropFirst().dropLast()) : text
+            // The same check as with a port: a host share URLs can carry (it used to pass unchecked).
+            return HostName.isValid(host) ? (host, nil) : nil
         }
         return nil
     }

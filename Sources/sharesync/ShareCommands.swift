@@ -354,9 +354,9 @@ struct ShareCommand: AsyncParsableCommand {
             try Syntax.checkInvitation(email: email, phone: phone)
             // A user record name is `_` and the 32 hex digits of a key's fingerprint: anything else admits
             // nobody (a name like "Bob" used to give a link nobody could use, and exit 0).
-            if let user, !(user.hasPrefix("_") && user.utf8.count == 33 && user.dropFirst().allSatisfy(\.isHexDigit)) {
+            if let user, !(user.hasPrefix("_") && user.utf8.count == 33 && user.dropFirst().allSatisfy({ $0.isHexDigit && !$0.isUppercase })) {
                 throw ValidationError(
-                    "--user takes a user record name: _ and 32 hex digits, as `sharesync status` on their node shows it, not "
+                    "--user takes a user record name: _ and 32 lowercase hex digits, as `sharesync status` on their node shows it, not "
                         + "\(user.prefix(80).debugDescription); to invite someone by address, use --email or --phone")
             }
             try checkParticipantPermission(permission)

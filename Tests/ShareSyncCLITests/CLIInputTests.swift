@@ -17,6 +17,9 @@ struct CLIInputTests {
             (["share", "invite", "--zone", "Z", "--user", "Bob", "--permission", "readOnly"], "user record name"),
             (["record", "save", "--zone", "Z", "--type", "T", "--name", "n", "--field", "t=string:A", "--field", "t=int64:1"], "given twice"),
             (["advertise", "alice.example.org/x:7421"], ""),
+            (["init", "--name", "A", "--advertise", "alice.example.org/x"], "--advertise"),
+            (["init", "--name", "A", "--advertise", "[]"], "--advertise"),
+            (["share", "invite", "--zone", "Z", "--user", "_" + String(repeating: "A", count: 32), "--permission", "readOnly"], "lowercase"),
         ]
         for (arguments, says) in cases {
             let result = try cli(arguments + home)

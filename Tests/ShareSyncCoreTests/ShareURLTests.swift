@@ -37,12 +37,13 @@ struct ShareURLTests {
 
     @Test("hosts: DNS names, IPv4 and bare IPv6 addresses pass; anything a URL or a connection could not use does not")
     func hostNames() {
-        for good in ["a", "localhost", "owner.example.org", "node_a", "10.0.0.2", "0.0.0.0", "::1", "fd00::2", "::ffff:10.0.0.1",
+        for good in ["a", "localhost", "owner.example.org", "example.org.", "localhost.", "123", "1e100.net", "node_a", "10.0.0.2",
+                     "0.0.0.0", "::1", "fd00::2", "::ffff:10.0.0.1",
                      String(repeating: "a", count: 63) + ".org"] {
             #expect(HostName.isValid(good), "\(good)")
         }
         for bad in ["", "alice.example.org/x", "alice example.org", "a?b", "a#b", "user@host", "[::1]", "-a.org", "a-.org", "a..org",
-                    ".a", "300.1.1.1", "1.2.3", String(repeating: "a", count: 64) + ".org", String(repeating: "a.", count: 127) + "a",
+                    ".a", ".", "a..", "300.1.1.1", "1.2.3", String(repeating: "a", count: 64) + ".org", String(repeating: "a.", count: 127) + "a",
                     "fe80::1%eth0", ":"] {
             #expect(!HostName.isValid(bad), "\(bad)")
         }

@@ -152,7 +152,7 @@ struct ParticipantOutboxTests {
         try await server.shutdown()
     }
 
-    @Test("an owner that does not answer at its stored address is tried at the address it announced, which is kept")
+    @Test("an owner that does not answer at its stored address is tried at the address it announced; the stored one stays")
     func announcedAddressIsTriedWhenTheStoredOneIsDead() async throws {
         let b = try TestParticipant()
         defer { b.remove() }
@@ -173,7 +173,8 @@ struct ParticipantOutboxTests {
         try sync.start()
         // Before, the link retried port 1 for ever.
         try await expectEventually(sync, "the link to follow the owner") { sync.status(owner: w.ownerName) == .following }
-        #expect(try replica.owner(named: w.ownerName)?.port == server.port)
+        // Kept: it may be the address that works from here most of the time (a port forwarded).
+        #expect(try replica.owner(named: w.ownerName)?.port == 1)
         await sync.stop()
         try await server.shutdown()
     }

@@ -294,21 +294,7 @@ public struct ControlHandler: Sendable {
                     .invalidArguments, "an invited participant's role is privateUser or administrator, not \(participant.role.rawValue)",
                     rule: .participantRole)
             }
-            // Someone already in the share: inviting them again with what they have changes nothing; with
-            // another permission or role it is refused. It used to change both in silence (the role to
-            // privateUser when none was given): an administrator invited again lost the role.
-            if let key = participant.identityKey,
-                let existing = share.participants.first(where: { $0.identityKey == key && $0.acceptanceStatus != .removed })
-            {
-                guard existing.permission == permission, existing.role == (role ?? existing.role) else {
-                    throw ShareSyncError(
-                        .invalidArguments,
-                        "they are already a participant, \(existing.permission.rawValue) and \(existing.role.rawValue): change that with "
-                            + "`share permission` or `share role`",
-                        recordID: share.recordID, rule: .alreadyParticipant)
-                }
-                return ok(ParticipantInfo(existing, in: share))
-            }
+            if let existing = try share.alreadyInvited(participant, role: role) { return ok(ParticipantInfo(existing, in: share)) }
             try share.addParticipant(participant)
             let saved = try save(share)
             let key = participant.identityKey

@@ -789,6 +789,7 @@ public enum ShareEdit: Sendable, Hashable, Codable {
                 ? Participant.oneTimeURLParticipant(permission: permission)
                 : Participant(lookupInfo: lookup, permission: permission)
             participant.role = role ?? .privateUser
+            if let existing = try share.alreadyInvited(participant, role: role) { return existing.participantID }
             try share.addParticipant(participant)
             let key = participant.identityKey
             return share.participants.first { $0.participantID == participant.participantID }?.participantID
@@ -838,5 +839,29 @@ public struct ShareEditResult: Codable, Sendable, Hashable {
         self.share = share
         self.participant = participant
         self.shareRecord = shareRecord
+    }
+}
+
+extension Share {
+    /// The participant an invitation names when they are already in the share (and have not left or
+    /// been removed) with the same permission and role (`role` nil: whatever they have): inviting them
+    /// again changes nothing. With another permission or role it is refused (`invalidArguments`, rule
+    /// `alreadyParticipant`): it used to change both in silence (the role to privateUser when none was
+    /// given), so an administrator invited again lost the role. Public users are left to the share's
+    /// own rules. `nil` when the invitation names nobody in the share.
+    func alreadyInvited(_ participant: Participant, role: Participant.Role?) throws(ShareSyncError) -> Participant? {
+        guard let key = participant.identityKey,
+            let existing = participants.first(where: {
+                $0.identityKey == key && $0.acceptanceStatus != .removed && $0.role != .publicUser && $0.role != .owner
+            })
+        else { return nil }
+        guard existing.permission == participant.permission, existing.role == (role ?? existing.role) else {
+            throw ShareSyncError(
+                .invalidArguments,
+                "they are already a participant, \(existing.permission.rawValue) and \(existing.role.rawValue): change that with "
+                    + "`share permission` or `share role`",
+                recordID: recordID, rule: .alreadyParticipant)
+        }
+        return existing
     }
 }

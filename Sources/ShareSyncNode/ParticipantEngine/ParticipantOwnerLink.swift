@@ -241,31 +241,31 @@ final class ParticipantOwnerLink: Sendable {
         setStatus(.stopped)
     }
 
-    /// Connects to the owner at its stored address; if nothing answers there and the owner announced
-    /// another address, tries that one (the owner's key is checked there as anywhere) and keeps it. An
-    /// owner that moved while this node only knew its old address (a share URL handed out before the
-    /// move, accepted while the old address still answered) is found again instead of being lost.
+    /// Connects to the owner at its stored address; if nothing answers there (a connection that could
+    /// not be made, not a refusal from the owner) and the owner announced another address, tries that
+    /// one for this connection (the owner's key is checked there as anywhere). The stored address is
+    /// kept: it may be the one that works from here most of the time (a port forwarded, a name set by
+    /// hand), and `owner address` or the owner's next announcement changes it. An owner that moved
+    /// while this node only knew its old address (a share URL handed out before the move, accepted
+    /// while the old address still answered) is found again instead of being lost. When both fail,
+    /// the stored address's error is the one reported.
     private func connect(_ info: OwnerInfo) async throws(ShareSyncError) -> any OwnerDatabase {
         let connector = configuration.effectiveConnector
         do {
             return try await connector.connect(
                 host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
                 displayName: configuration.displayName)
-        } catch where Self.isTransient(error) {
+        } catch where [.networkFailure, .networkUnavailable].contains(error.code) {
             guard let announced = try replica.announcedAddress(owner: ownerName),
                 announced.host != info.host || announced.port != info.port,
-                HostName.isValid(announced.host), (1...65535).contains(announced.port)
+                HostName.isValid(announced.host), (1...65535).contains(announced.port),
+                let connection = try? await connector.connect(
+                    host: announced.host, port: announced.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
+                    displayName: configuration.displayName)
             else { throw error }
-            let connection = try await connector.connect(
-                host: announced.host, port: announced.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
-                displayName: configuration.displayName)
-            var moved = info
-            (moved.host, moved.port) = (announced.host, announced.port)
-            try replica.setOwner(moved)
             logger.notice(
-                "the owner did not answer at its stored address but did at the one it announced; using that from now on",
-                metadata: ["from": "\(info.host):\(info.port)", "to": "\(announced.host):\(announced.port)"])
-            hub.emit(.ownerAddressChanged(owner: ownerName, host: announced.host, port: announced.port, announced: true))
+                "the owner did not answer at its stored address; connected at the one it announced",
+                metadata: ["stored": "\(info.host):\(info.port)", "announced": "\(announced.host):\(announced.port)"])
             return connection
         }
     }
@@ -294,18 +294,10 @@ final class ParticipantOwnerLink: Sendable {
         // The owner says where it is reached: remembered, and followed when it changes (it moved).
         // The listener runs on the connection's reading task, on an event loop: the synced write of
         // the replica goes to the store's threads, the latest announcement first and one at a time.
-        connection.onAddressAnnounced { [self] address in
-            state.withLock { $0.announced = address }
-            Task(executorPreference: StoreThreads.executor) { [self] in
-                announcing.withLock { _ in
-                    guard let latest = state.withLock({ s -> WireAddress? in defer { s.announced = nil }; return s.announced }) else {
-                        return
-                    }
-                    noteAnnounced(latest)
-                }
-            }
-        }
-        if let address = connection.announcedAddress { noteAnnounced(address) }
+        // The welcome's address goes the same way, after the listener is set: `announcedAddress` is the
+        // latest heard, so an older one is never noted after a newer one.
+        connection.onAddressAnnounced { [self] address in self.announce(address) }
+        if let address = connection.announcedAddress { announce(address) }
         setStatus(.syncing)
         if try await !sendPendingLeaves(connection).heldBack { try await flushOutbox(connection) }
         while !Task.isCancelled {
@@ -332,6 +324,19 @@ final class ParticipantOwnerLink: Sendable {
             }
             // The subscription ended with the connection still open: its token expired. Start over.
             setStatus(.syncing)
+        }
+    }
+
+    /// Notes the owner's announced address on the store's threads: the latest one first, one at a time.
+    private func announce(_ address: WireAddress) {
+        state.withLock { $0.announced = address }
+        Task(executorPreference: StoreThreads.executor) { [self] in
+            announcing.withLock { _ in
+                guard let latest = state.withLock({ s -> WireAddress? in defer { s.announced = nil }; return s.announced }) else {
+                    return
+                }
+                noteAnnounced(latest)
+            }
         }
     }
 
