@@ -254,13 +254,24 @@ struct RecordCommand: AsyncParsableCommand {
                 With --shared, writes of this node the owner has not accepted yet show in place of the \
                 replica's records, marked as `record get` marks them.
 
+                --jsonl prints one record per line, in the compact JSON form `record import` reads, \
+                leaving out share records (they are not imported: shares are made with `share create`): \
+                an export that `record import` takes back as it is.
+
                 Example:
                   sharesync record list --zone Groceries --json
+                  sharesync record list --zone Groceries --jsonl > groceries.jsonl
                   sharesync record list --shared --zone Groceries
                 """)
         @OptionGroup var options: NodeOptions
         @Option(help: "The zone.") var zone: String
         @OptionGroup var sharing: SharedOptions
+        @Flag(help: "One record per line, as `record import` reads them (JSON Lines), without share records.")
+        var jsonl = false
+
+        func validate() throws {
+            if jsonl, options.json { throw ValidationError("--jsonl and --json are two output forms: give one") }
+        }
 
         /// Records asked for per request: the daemon answers a listing in pages, so that a large zone
         /// never makes one answer of hundreds of megabytes.
@@ -276,11 +287,26 @@ struct RecordCommand: AsyncParsableCommand {
                 }
                 return
             }
+            if jsonl {
+                try await runOnNode(options, human: Self.jsonLines) { node in
+                    try await Self.allPages(name: \.recordID.recordName) { after in
+                        try await node.send(.recordList(zone: zone, after: after, limit: Self.pageSize), as: [Record].self)
+                    }.filter { $0.recordType != Record.shareRecordType }
+                }
+                return
+            }
             try await runOnNode(options, human: { (records: [Record]) in records.map(Output.describe).joined(separator: "\n") }) { node in
                 try await Self.allPages(name: \.recordID.recordName) { after in
                     try await node.send(.recordList(zone: zone, after: after, limit: Self.pageSize), as: [Record].self)
                 }
             }
+        }
+
+        /// Records as JSON Lines: each the compact form of `record get --json`.
+        static func jsonLines(_ records: [Record]) -> String {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return records.compactMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n")
         }
 
         /// Every page, each asked for after the last name of the one before, until one comes back empty.
@@ -300,7 +326,8 @@ struct RecordCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Save many records into a zone of your private database from a JSON Lines file.",
             discussion: """
-                Each line is one record in the JSON form `record get --json` prints; only recordName, \
+                Each line is one record in the JSON form `record get --json` prints (`record list --jsonl` \
+                writes a zone that way); only recordName, \
                 recordType, fields and parent matter (the zone is --zone, and an existing record of that \
                 name is replaced). Records are sent to the daemon in batches of at most --batch-size \
                 records and at most 3 MiB of JSON; each batch is one transaction: all of its records are \
@@ -349,6 +376,7 @@ struct RecordCommand: AsyncParsableCommand {
                 data = contents
             }
             var records: [Record] = []
+            var lineOfName: [String: Int] = [:]
             // Split on the byte 0x0A: as Characters, a "\r\n" pair is one, and a file with Windows line
             // ends read as one line.
             for (number, line) in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
@@ -365,6 +393,15 @@ struct RecordCommand: AsyncParsableCommand {
                     records.append(try decoder.decode(Record.self, from: try JSONSerialization.data(withJSONObject: object)))
                 } catch {
                     throw Output.usage("\(file) line \(number + 1): not a record: \(error)")
+                }
+                // Found here, with their lines, rather than as a failed batch: a share record (shares are
+                // made with `share create`), and a name given twice (which one won depended on --batch-size).
+                let record = records[records.count - 1]
+                if record.recordType == Record.shareRecordType {
+                    throw Output.usage("\(file) line \(number + 1): \(record.recordID.recordName) is a share record; shares are not imported (see `share create`)")
+                }
+                if let first = lineOfName.updateValue(number + 1, forKey: record.recordID.recordName) {
+                    throw Output.usage("\(file) lines \(first) and \(number + 1) both hold record \(record.recordID.recordName): give each record once")
                 }
             }
             // Past the end is a mistake (a resume from another file, a typo): nothing would be saved.
