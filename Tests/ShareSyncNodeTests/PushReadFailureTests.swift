@@ -9,15 +9,23 @@ import Testing
 /// for the next commit (on a quiet owner, for good). A single failed read is tried once more.
 @Suite("A push that cannot be read")
 struct PushReadFailureTests {
-    @Test("a read that fails once is tried again: the push comes on the same connection")
-    func failedPushReadIsRetriedOnce() async throws {
+    /// An owner sharing its topic with `b`, who accepted it, fetched the database's changes and subscribed.
+    private func subscribedParticipant() async throws -> (
+        owner: TestOwner, b: NodeIdentity, url: String, connection: OwnerConnection, token: ServerChangeToken,
+        stream: AsyncStream<OwnerConnection.Push>
+    ) {
         let owner = try await TestOwner.start()
         let b = NodeIdentity.generate()
         let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
         let connection = try await OwnerConnection.connect(url: url, identity: b)
         try await connection.acceptShare(url: url)
         let token = try await connection.fetchDatabaseChanges(since: nil).changeToken
-        let stream = try await connection.subscribe(since: token)
+        return (owner, b, url, connection, token, try await connection.subscribe(since: token))
+    }
+
+    @Test("a read that fails once is tried again: the push comes on the same connection")
+    func failedPushReadIsRetriedOnce() async throws {
+        let (owner, _, _, connection, _, stream) = try await subscribedParticipant()
 
         owner.server.registry.pushReadFailures.store(1, ordering: .relaxed)
         try owner.saveNote("after", title: "x")
@@ -39,13 +47,7 @@ struct PushReadFailureTests {
 
     @Test("the subscription's connection closes; a new connection catches up and gets the change")
     func failedPushReadClosesTheConnection() async throws {
-        let owner = try await TestOwner.start()
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        try await connection.acceptShare(url: url)
-        let token = try await connection.fetchDatabaseChanges(since: nil).changeToken
-        let stream = try await connection.subscribe(since: token)
+        let (owner, b, url, connection, token, stream) = try await subscribedParticipant()
 
         owner.server.registry.pushReadFailures.store(2, ordering: .relaxed)  // the read and its retry
         try owner.saveNote("after", title: "x")
