@@ -80,13 +80,19 @@ public struct ControlHandler: Sendable {
             let lag = participant.syncLag(owner: owner)?.inSeconds
             return ReplicaStatus(
                 ownerName: owner, ownerDisplayName: identities[owner]?.displayName, zoneName: zoneID.zoneName,
-                state: state.map { "\($0)" } ?? "stopped", connected: state == .syncing || state == .following,
+                state: Self.linkState(state), connected: Self.isConnected(state),
                 lastSync: participant.lastSynced(owner: owner), lagSeconds: lag,
                 records: try replica.recordCount(owner: owner, zoneName: zoneID.zoneName),
                 pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0,
                 lastError: participant.lastFailure(owner: owner).map(ControlError.init))
         }
     }
+
+    /// A link's state as `status` names it (`stopped` for an owner with no link).
+    static func linkState(_ state: ParticipantSync.LinkStatus?) -> String { state.map { "\($0)" } ?? "stopped" }
+
+    /// Whether a link in `state` has the owner connected.
+    static func isConnected(_ state: ParticipantSync.LinkStatus?) -> Bool { state == .syncing || state == .following }
 
     /// Each owner of the replica with its link, whether or not the replica holds a zone of theirs.
     func ownerStatuses(_ participant: ParticipantSync) throws(ShareSyncError) -> [OwnerLinkStatus] {
@@ -99,8 +105,8 @@ public struct ControlHandler: Sendable {
             let state = participant.status(owner: owner.ownerName)
             statuses.append(OwnerLinkStatus(
                 ownerName: owner.ownerName, ownerDisplayName: identities[owner.ownerName]?.displayName,
-                address: HostAndPort(host: owner.host, port: owner.port), state: state.map { "\($0)" } ?? "stopped",
-                connected: state == .syncing || state == .following, zones: zones[owner.ownerName] ?? 0,
+                address: HostAndPort(host: owner.host, port: owner.port), state: Self.linkState(state),
+                connected: Self.isConnected(state), zones: zones[owner.ownerName] ?? 0,
                 synced: try replica.databaseChangeToken(owner: owner.ownerName) != nil,
                 lastError: participant.lastFailure(owner: owner.ownerName).map(ControlError.init)))
         }

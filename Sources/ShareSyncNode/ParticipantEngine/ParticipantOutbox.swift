@@ -15,7 +15,6 @@ extension ParticipantOwnerLink {
     /// as `conflict` or `refused` (``ParticipantSync/Event/operationKept(owner:operation:)``) and the
     /// later writes still go.
     func flushOutbox(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
-        defer { if (try? replica.pendingOperations(owner: ownerName).isEmpty) == true { clearHeldBack() } }
         for id in try replica.pendingOperations(owner: ownerName).map(\.id) {
             // Read again: an earlier save may have rebased it, the user may have discarded it.
             guard let operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
@@ -39,6 +38,8 @@ extension ParticipantOwnerLink {
             }
             try settle(operation, answer.0, dropped: answer.dropped)
         }
+        // Every pending write was answered: nothing is held back any more.
+        clearHeldBack()
     }
 
     /// Removes an answered write, or keeps what of it the owner did not accept, as a conflict or a refusal.
