@@ -243,7 +243,9 @@ struct StatusCommand: AsyncParsableCommand {
             records, and this node's writes to it: pending (waiting for the owner), conflicts and \
             refused (kept until resolved; see `sharesync outbox`). While a link is not following, its last \
             error says why (a wrong key pinned, a refusal, a full disk, the network); an owner none of whose \
-            zones have arrived yet (a first sync that never finished) is listed with its address.
+            zones have arrived yet (a first sync that never finished) is listed with its address. A part \
+            the node cannot read from its own databases (a failing disk) is shown as "could not be read" \
+            and named on standard error (in the JSON: `errors`); the rest is shown, and the command exits 65.
 
             Example:
               sharesync status --home ~/.sharesync --json
@@ -252,54 +254,69 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var options: NodeOptions
 
     func run() async throws {
-        try await runOnNode(options) { (status: NodeStatus) in
-            var lines = [
-                "user record name: \(status.userRecordName)",
-                "fingerprint: \(status.fingerprint)",
-                "name: \(status.displayName)",
-                "listening on \(status.listen), advertised as \(status.advertised)",
-                "participant connections: \(status.connections)",
-            ]
-            if let outbox = status.outbox {
-                lines.append("outbox: \(outbox.pending) pending, \(outbox.conflicts) conflicts, \(outbox.refused) refused")
-            }
-            let shares = status.shares ?? []
-            lines.append("shares:" + (shares.isEmpty ? " none" : ""))
-            let formatter = ISO8601DateFormatter()
-            for share in shares {
-                let what = share.rootRecordName.map { "record \($0)" } ?? "whole zone"
+        let status: NodeStatus
+        do {
+            status = try await onNode(options) { try await $0.status() }
+        } catch {
+            throw Output.fail(error)
+        }
+        Output.emit(status, json: options.json, human: Self.human)
+        // A part that could not be read was left out above: say which, and fail (65).
+        if let errors = status.errors, let first = errors.first {
+            var failure = ShareSyncError(first.code, errors.map(\.message).joined(separator: "; "))
+            failure.rule = first.rule
+            throw Output.fail(failure)
+        }
+    }
+
+    private static func human(_ status: NodeStatus) -> String {
+        var lines = [
+            "user record name: \(status.userRecordName)",
+            "fingerprint: \(status.fingerprint)",
+            "name: \(status.displayName)",
+            "listening on \(status.listen), advertised as \(status.advertised)",
+            "participant connections: \(status.connections)",
+        ]
+        if let outbox = status.outbox {
+            lines.append("outbox: \(outbox.pending) pending, \(outbox.conflicts) conflicts, \(outbox.refused) refused")
+        }
+        let shares = status.shares ?? []
+        lines.append("shares:" + (status.shares == nil && status.errors != nil ? " could not be read" : shares.isEmpty ? " none" : ""))
+        let formatter = ISO8601DateFormatter()
+        for share in shares {
+            let what = share.rootRecordName.map { "record \($0)" } ?? "whole zone"
+            lines.append(
+                "  \(share.zoneName)/\(share.shareName) (\(what)\(share.title.map { ", \"\($0)\"" } ?? "")): "
+                    + "\(share.accepted) of \(share.participants) participants accepted, \(share.connected) connected"
+                    + (share.publicPermission == .none ? "" : ", public \(share.publicPermission.rawValue)"))
+            for participant in share.participantSync ?? [] {
+                let who = participant.displayName.map { "\($0) (\(participant.userRecordName))" } ?? participant.userRecordName
                 lines.append(
-                    "  \(share.zoneName)/\(share.shareName) (\(what)\(share.title.map { ", \"\($0)\"" } ?? "")): "
-                        + "\(share.accepted) of \(share.participants) participants accepted, \(share.connected) connected"
-                        + (share.publicPermission == .none ? "" : ", public \(share.publicPermission.rawValue)"))
-                for participant in share.participantSync ?? [] {
-                    let who = participant.displayName.map { "\($0) (\(participant.userRecordName))" } ?? participant.userRecordName
-                    lines.append(
-                        "    \(who): \(participant.connected ? "connected" : "not connected"), "
-                            + "last sync \(participant.lastSync.map(formatter.string) ?? "unknown"), "
-                            + "\(participant.pending.map(String.init) ?? "unknown") pending")
-                }
+                    "    \(who): \(participant.connected ? "connected" : "not connected"), "
+                        + "last sync \(participant.lastSync.map(formatter.string) ?? "unknown"), "
+                        + "\(participant.pending.map(String.init) ?? "unknown") pending")
             }
-            let replicas = status.replicas ?? []
-            // Owners none of whose zones the replica holds (an accept whose first sync never finished).
-            let zoneless = (status.owners ?? []).filter { $0.zones == 0 && !$0.synced }
-            lines.append("shared with you:" + (replicas.isEmpty && zoneless.isEmpty ? " none" : ""))
-            func failure(_ error: ControlError?) -> String {
-                error.map { ", last error \($0.code.rawValue)\($0.rule.map { " (\($0.rawValue))" } ?? ""): \($0.message)" } ?? ""
-            }
-            for replica in replicas {
-                let owner = replica.ownerDisplayName.map { "\($0) (\(replica.ownerName))" } ?? replica.ownerName
-                let lag = replica.lagSeconds.map { String(format: "%.1f s", $0) } ?? "-"
-                lines.append(
-                    "  \(owner) \(replica.zoneName): \(replica.state), last sync \(replica.lastSync.map(formatter.string) ?? "never"), "
-                        + "lag \(lag), \(replica.records) records, \(replica.pending) pending, \(replica.conflicts) conflicts"
-                        + (replica.refused > 0 ? ", \(replica.refused) refused" : "") + failure(replica.lastError))
-            }
-            for link in zoneless {
-                let owner = link.ownerDisplayName.map { "\($0) (\(link.ownerName))" } ?? link.ownerName
-                lines.append("  \(owner) at \(link.address): \(link.state), no zones yet" + failure(link.lastError))
-            }
-            return lines.joined(separator: "\n")
-        } _: { try await $0.status() }
+        }
+        let replicas = status.replicas ?? []
+        // Owners none of whose zones the replica holds (an accept whose first sync never finished).
+        let zoneless = (status.owners ?? []).filter { $0.zones == 0 && !$0.synced }
+        let unread = status.errors != nil && (status.replicas == nil || status.owners == nil)
+        lines.append("shared with you:" + (unread ? " could not be read in full" : replicas.isEmpty && zoneless.isEmpty ? " none" : ""))
+        func failure(_ error: ControlError?) -> String {
+            error.map { ", last error \($0.code.rawValue)\($0.rule.map { " (\($0.rawValue))" } ?? ""): \($0.message)" } ?? ""
+        }
+        for replica in replicas {
+            let owner = replica.ownerDisplayName.map { "\($0) (\(replica.ownerName))" } ?? replica.ownerName
+            let lag = replica.lagSeconds.map { String(format: "%.1f s", $0) } ?? "-"
+            lines.append(
+                "  \(owner) \(replica.zoneName): \(replica.state), last sync \(replica.lastSync.map(formatter.string) ?? "never"), "
+                    + "lag \(lag), \(replica.records) records, \(replica.pending) pending, \(replica.conflicts) conflicts"
+                    + (replica.refused > 0 ? ", \(replica.refused) refused" : "") + failure(replica.lastError))
+        }
+        for link in zoneless {
+            let owner = link.ownerDisplayName.map { "\($0) (\(link.ownerName))" } ?? link.ownerName
+            lines.append("  \(owner) at \(link.address): \(link.state), no zones yet" + failure(link.lastError))
+        }
+        return lines.joined(separator: "\n")
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import ShareSyncCore
-import ShareSyncStore
+@testable import ShareSyncStore
 import Testing
 @testable import ShareSyncNode
 
@@ -43,6 +43,44 @@ struct StatusFailureTests {
         #expect(link?.address == HostAndPort(host: "127.0.0.1", port: 1))
         #expect([.networkFailure, .networkUnavailable].contains(link?.lastError?.code), "\(String(describing: link))")
         await sync.stop()
+    }
+
+    @Test("a part of the replica that cannot be read is named in errors; the other parts are still shown")
+    func unreadableReplicaPartsAreNamed() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let replica = try SharedDatabaseReplica(path: b.replicaPath)
+        try replica.setOwner(OwnerInfo(ownerName: "_gone", host: "127.0.0.1", port: 1, fingerprint: String(repeating: "a", count: 64)))
+        // Not started: no link reads the replica meanwhile, so each injected failure meets status's own reads.
+        let sync = ParticipantSync(replica: replica, identity: b.identity)
+        let base = Self.baseStatus
+        let handler = ControlHandler(
+            database: try PrivateDatabase(inMemoryOwnerName: "_b"), participant: sync, status: { base }, logger: Logger(label: "test"))
+
+        // The first read (the outbox's counts) fails; the zones and owners are read after it.
+        replica.readFailures.store(1, ordering: .relaxed)
+        let one = try await status(handler)
+        #expect(one.outbox == nil)
+        #expect(one.errors?.count == 1)
+        #expect(one.errors?.first?.message.contains("the replica's outbox could not be read") == true, "\(String(describing: one.errors))")
+        #expect(one.owners?.map(\.ownerName) == ["_gone"])
+        #expect(one.userRecordName == "_b")
+
+        // Every read fails: each part is named, and the node's own lines are still there.
+        replica.readFailures.store(1000, ordering: .relaxed)
+        let all = try await status(handler)
+        replica.readFailures.store(0, ordering: .relaxed)
+        #expect(all.outbox == nil && all.replicas == nil && all.owners == nil)
+        let messages = all.errors?.map(\.message) ?? []
+        #expect(messages.count == 3, "\(messages)")
+        for part in ["outbox", "zones", "owners"] {
+            #expect(messages.contains { $0.contains("the replica's \(part) could not be read") }, "\(part): \(messages)")
+        }
+        #expect(all.fingerprint == "00")
+
+        let healthy = try await status(handler)
+        #expect(healthy.errors == nil)
+        #expect(healthy.outbox != nil && healthy.replicas != nil && healthy.owners != nil)
     }
 
     @Test("a status whose own database cannot be read is an error, not an empty list")

@@ -224,11 +224,23 @@ public struct ControlHandler: Sendable {
         case .status:
             var status = try status()
             if let participant {
-                let counts = try participant.replica.outboxCounts()
-                status.outbox = OutboxCounts(
-                    pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0)
-                status.replicas = try replicaStatuses(participant)
-                status.owners = try ownerStatuses(participant)
+                // Each part on its own: one that cannot be read is named in `errors`, the others are shown.
+                func part<T>(_ what: String, _ read: () throws(ShareSyncError) -> T) -> T? {
+                    do {
+                        return try read()
+                    } catch {
+                        var failure = error
+                        failure.message = "the replica's \(what) could not be read: " + failure.message
+                        status.errors = (status.errors ?? []) + [ControlError(failure)]
+                        return nil
+                    }
+                }
+                status.outbox = part("outbox") { () throws(ShareSyncError) in
+                    let counts = try participant.replica.outboxCounts()
+                    return OutboxCounts(pending: counts[.pending] ?? 0, conflicts: counts[.conflict] ?? 0, refused: counts[.refused] ?? 0)
+                }
+                status.replicas = part("zones") { () throws(ShareSyncError) in try replicaStatuses(participant) }
+                status.owners = part("owners") { () throws(ShareSyncError) in try ownerStatuses(participant) }
             }
             return ok(status)
         case .zoneCreate(let name):

@@ -492,6 +492,11 @@ public struct NodeStatus: Codable, Sendable, Hashable {
     public var replicas: [ReplicaStatus]? = nil
     /// Each owner the shared database knows, with its link.
     public var owners: [OwnerLinkStatus]? = nil
+    /// The parts of the status that could not be read (the private database's shares, the replica's
+    /// zones, owners or outbox), each error naming its part and why; those parts are `nil`, and the
+    /// rest is shown. `nil` when everything was read. The CLI prints what it has, then these, and
+    /// exits 65.
+    public var errors: [ControlError]? = nil
 }
 
 /// A share of this node's private database, as `status` shows it.

@@ -211,7 +211,14 @@ public final class NodeService: Service, Sendable {
                     displayName: home.settings.displayName, listen: bound, advertised: advertised.withLock { $0 },
                     connections: server.connectionCount)
                 // A failed read says so (the command exits 65 naming it); it used to show "shares: none".
-                status.shares = try Self.shareStatuses(database, server: server)
+                // The rest is still shown: the replica's lines matter most when the node's disk fails.
+                do throws(ShareSyncError) {
+                    status.shares = try Self.shareStatuses(database, server: server)
+                } catch {
+                    var failure = error
+                    failure.message = "the private database's shares could not be read: " + failure.message
+                    status.errors = [ControlError(failure)]
+                }
                 return status
             },
             advertise: { [home, logger] address, listen throws(ShareSyncError) in
