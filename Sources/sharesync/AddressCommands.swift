@@ -17,7 +17,9 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
             Example (move to a new port, then restart):
               sharesync advertise alice.example.org:7421 --listen 0.0.0.0:7421
-              kill -TERM $DAEMON_PID; sharesync run &
+              kill -TERM "$DAEMON_PID"    # the daemon's process ($! after `sharesync run &`)
+              while kill -0 "$DAEMON_PID" 2>/dev/null; do sleep 0.1; done   # until it has stopped
+              sharesync run & DAEMON_PID=$!
             """)
 
     @OptionGroup var options: NodeOptions

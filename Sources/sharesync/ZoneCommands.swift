@@ -95,7 +95,7 @@ struct RecordCommand: AsyncParsableCommand {
     static func describe(_ result: SharedWriteResult) -> String {
         switch result.outcome {
         case .sent: "sent" + (result.record.map { ": saved " + Output.describe($0) } ?? "")
-        case .queued: "queued (owner offline); `sharesync outbox` lists it until the owner accepts it"
+        case .queued: "queued (not sent now: the owner is not connected, or earlier writes to it wait); `sharesync outbox` lists it until the owner accepts it"
         }
     }
 
@@ -279,6 +279,16 @@ struct RecordCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (owner, zone) = (sharing.owner, zone)
+            if sharing.shared, jsonl {
+                // The zone as this node shows it: its own writes not yet accepted included, the records
+                // it deletes left out, and no share records.
+                try await runOnNode(options, human: Self.jsonLines) { node in
+                    try await Self.allPages(name: \.record.recordID.recordName) { after in
+                        try await node.send(.sharedRecordList(owner: owner, zone: zone, after: after, limit: Self.pageSize), as: [SharedRecord].self)
+                    }.filter { !$0.deleted && $0.record.recordType != Record.shareRecordType }.map(\.record)
+                }
+                return
+            }
             if sharing.shared {
                 try await runOnNode(options, human: { (records: [SharedRecord]) in records.map(RecordCommand.describe).joined(separator: "\n") }) { node in
                     try await Self.allPages(name: \.record.recordID.recordName) { after in
@@ -430,14 +440,24 @@ struct RecordCommand: AsyncParsableCommand {
                     "imported \($0.saved) records into zone \(zone) in \(batches.count) batches"
                 }
             } catch {
-                let exit = Output.fail(error)
                 let failed = committed < batches.count ? batches[committed].count : 0
-                Output.error(
-                    committed == 0
-                        ? "no batch committed: no record of this import was saved"
-                        : "batches 1-\(committed) of \(batches.count) committed (records \(skip + 1)-\(skip + saved)); batch "
-                            + "\(committed + 1) (records \(skip + saved + 1)-\(skip + saved + failed)) and those after it were not "
-                            + "saved: run the same command with --skip \(skip + saved) to resume")
+                let progress = committed == 0
+                    ? "no batch committed: no record of this import was saved"
+                    : "batches 1-\(committed) of \(batches.count) committed (records \(skip + 1)-\(skip + saved)); batch "
+                        + "\(committed + 1) (records \(skip + saved + 1)-\(skip + saved + failed)) and those after it were not "
+                        + "saved: run the same command with --skip \(skip + saved) to resume"
+                // With --json, one JSON object on standard error (as the root help promises): the progress
+                // goes into its message. Before, a plain line followed the JSON.
+                if options.json, var failure = error as? ShareSyncError {
+                    failure.message += " (\(progress))"
+                    throw Output.fail(failure)
+                }
+                if options.json, var failure = error as? ControlError {
+                    failure.message += " (\(progress))"
+                    throw Output.fail(failure)
+                }
+                let exit = Output.fail(error)
+                Output.error(progress)
                 throw exit
             }
         }

@@ -92,6 +92,17 @@ struct ChangeFeedCLITests {
                 let present = listed.compactMap { $0["recordName"] as? String }
                 return present.contains("t4") && !present.contains("t1")
             })
+            // --jsonl with --shared: the zone as record import reads it, without its share record.
+            let listed = try #require(try b.ok(["record", "list", "--shared", "--zone", "Topics"]) as? [[String: Any]])
+            let exported = try cli(["record", "list", "--shared", "--zone", "Topics", "--jsonl", "--home", b.home])
+            #expect(exported.status == 0, "\(exported.stderr)")
+            let lines = try exported.stdout.split(separator: "\n").map {
+                try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+            }
+            #expect(!lines.isEmpty && lines.allSatisfy { $0["recordType"] as? String != "cloudkit.share" }, "\(exported.stdout)")
+            #expect(Set(lines.compactMap { $0["recordName"] as? String })
+                == Set(listed.filter { $0["recordType"] as? String != "cloudkit.share" }.compactMap { $0["recordName"] as? String }),
+                "\(exported.stdout)")
             let after = try #require(try b.ok(["changes", "--shared", "--since", token]) as? [String: Any])
             #expect(names(after).contains("t4") && !names(after).contains("t2"), "\(after)")
             #expect(names(after, kind: "recordDeleted") == ["t1"], "\(after)")

@@ -224,7 +224,11 @@ struct EndToEndTests {
                     as? [String: Any])
             #expect(queued["outcome"] as? String == "queued")
             let human = try cli(["record", "save", "--shared", "--zone", "Topics", "--type", "Note", "--name", "offline-2", "--home", c.home])
-            #expect(human.status == 0 && human.stdout.contains("queued (owner offline)"), "\(human.stdout) \(human.stderr)")
+            #expect(human.status == 0 && human.stdout.contains("queued (not sent now: the owner is not connected"), "\(human.stdout) \(human.stderr)")
+            // A queued new record is not the owner's to delete yet: the refusal points to the outbox.
+            let delete = try c.run(["record", "delete", "--shared", "--zone", "Topics", "--name", "offline"])
+            #expect(delete.status == 65 && delete.stderr.contains("not accepted by the owner yet: `sharesync outbox discard "),
+                    "\(delete.stderr)")
         }
     }
 

@@ -46,6 +46,13 @@ struct ImportTests {
             #expect(failed.stderr.contains("recordSize") || failed.stderr.contains("limit"), "\(failed.stderr)")
             #expect(failed.stderr.contains("batches 1-2 of 4 committed (records 1-20)"), "\(failed.stderr)")
             #expect(failed.stderr.contains("--skip 20"), "\(failed.stderr)")
+            // With --json, the failure is one JSON object on standard error, its message saying where to resume.
+            let failedJSON = try cli(["record", "import", "--zone", "Items", "--file", file, "--batch-size", "10", "--json", "--home", a.home])
+            let errorLines = failedJSON.stderr.split(separator: "\n")
+            #expect(failedJSON.status == 65 && errorLines.count == 1, "\(failedJSON.stderr)")
+            let object = try JSONSerialization.jsonObject(with: Data((errorLines.first ?? "").utf8)) as? [String: Any]
+            let message = (object?["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(message.contains("batches 1-2 of 4 committed") && message.contains("--skip 20"), "\(failedJSON.stderr)")
             // Exactly the committed batches are there: none of the failed batch's 9 good records.
             #expect(try Self.count(a, zone: "Items") == 20)
 

@@ -74,11 +74,43 @@ struct DiskFullTests {
             #expect(error.code == .quotaExceeded, "\(error)")
             #expect(error.rule == .diskFull)
             #expect(error.message.contains(b.replicaPath), "\(error.message)")
+            // The owner took the accept: the message says so, not only the local failure.
+            #expect(error.message.hasPrefix("the share is accepted, but its first sync failed"), "\(error.message)")
         }
         // Space again: the engine, still running, completes the sync from its tokens.
         try limitReplicaSize(sync.replica, extraPages: nil)
         try await sync.waitUntilSynced(owner: owner.identity.userRecordName, timeout: .seconds(60))
         try await expectReplicaMatches(sync, owner)
+        await sync.stop()
+        try await owner.stop()
+    }
+
+    @Test("a leave the owner took, whose catch-up then fails, says the owner took it rather than reading as refused")
+    func leaveTakenThenCatchUpFails() async throws {
+        let owner = try await TestOwner.start()
+        try owner.saveNotes("n", count: 3)
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, shareName) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let ownerName = owner.identity.userRecordName
+        let sync = try b.makeSync()
+        try sync.start()
+        try await sync.accept(url: url)
+        // The replica cannot be read (a failing disk): the owner hears the leave, the catch-up fails.
+        sync.replica.readFailures.store(1_000_000, ordering: .relaxed)
+        do {
+            try await sync.leaveShare(owner: ownerName, zoneName: "Topics", shareRecordName: shareName, timeout: .seconds(10))
+            Issue.record("the catch-up should fail")
+        } catch {
+            #expect(error.message.hasPrefix("the owner took the leave, but this node's replica has not caught up"), "\(error.message)")
+            #expect(error.message.contains("do not run the command again"))
+        }
+        sync.replica.readFailures.store(0, ordering: .relaxed)
+        let share = try #require(Share(try owner.db.fetchRecord(owner.id(shareName))))
+        #expect(share.participants.first { $0.userIdentity.userRecordName == b.identity.userRecordName }?.acceptanceStatus == .removed)
+        // Readable again: the catch-up purges the zone.
+        try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30))
+        #expect(try sync.replica.fetchAllZones(owner: ownerName).isEmpty)
         await sync.stop()
         try await owner.stop()
     }

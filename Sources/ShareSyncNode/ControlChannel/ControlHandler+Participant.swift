@@ -159,7 +159,13 @@ extension ControlHandler {
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let id = Record.ID(recordName: name, zoneID: zoneID)
             guard try replica.fetchRecord(id) != nil else {
-                throw ShareSyncError(.unknownItem, "record \(name) is not in shared zone \(zone)", recordID: id)
+                // This node's own save of it, not accepted yet, shows in `record get --shared` but is not the
+                // owner's to delete: the outbox holds it.
+                let queued = try replica.outboxOperations(owner: zoneID.ownerName).first { entry in
+                    entry.operation.zoneName == zone && entry.operation.saving.contains { $0.recordID.recordName == name }
+                }
+                let hint = queued.map { "; it is your own save, not accepted by the owner yet: `sharesync outbox discard \($0.operation.id)` drops it" } ?? ""
+                throw ShareSyncError(.unknownItem, "record \(name) is not in shared zone \(zone)\(hint)", recordID: id)
             }
             switch try await participant.modifyRecords(owner: zoneID.ownerName, zoneName: zone, deleting: [name]) {
             case .sent(let result):

@@ -36,7 +36,11 @@ extension ParticipantSync {
                 zoneName: zoneName, saving: [share.record], deleting: [], savePolicy: .ifServerRecordUnchanged, atomically: true)
             switch result.saveResults[id] {
             case .success(let saved)?:
-                try await waitUntilSynced(owner: owner, timeout: timeout)
+                do {
+                    try await waitUntilSynced(owner: owner, timeout: timeout)
+                } catch {
+                    throw error.afterOwnerCommitted("the owner saved the share")
+                }
                 guard let savedShare = Share(saved) else {
                     throw ShareSyncError(.internalError, "the owner answered a share save with a \(saved.recordType)", recordID: id)
                 }
@@ -49,5 +53,18 @@ extension ParticipantSync {
                 throw ShareSyncError(.internalError, "the owner did not answer for share \(shareRecordName)", recordID: id)
             }
         }
+    }
+}
+
+extension ShareSyncError {
+    /// This error, said as what it is when it comes after the owner committed a request: the wait for
+    /// the replica to catch up failed, not the request. Its code and rule are kept. Before, a `leave`
+    /// or an administrator's share edit whose catch-up failed read as if the owner had refused it, and
+    /// running the command again made a second invitation.
+    func afterOwnerCommitted(_ what: String) -> ShareSyncError {
+        var failure = self
+        failure.message = "\(what), but this node's replica has not caught up with it yet (\(message)); it does in the "
+            + "background (see `sharesync status`): do not run the command again"
+        return failure
     }
 }

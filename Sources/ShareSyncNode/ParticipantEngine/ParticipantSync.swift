@@ -225,16 +225,28 @@ public final class ParticipantSync: Sendable {
         let ownerName = connection.ownerName
         let replica = self.replica
         let owner = OwnerInfo(ownerName: ownerName, host: parsed.host, port: parsed.port, fingerprint: fingerprint)
-        try await StoreThreads.run { () throws(ShareSyncError) in try replica.setOwner(owner) }
+        do {
+            try await StoreThreads.run { () throws(ShareSyncError) in try replica.setOwner(owner) }
+        } catch {
+            // The owner took the accept: saying only the local error read as if nothing had happened.
+            var failure = error
+            failure.message = "the owner accepted the share, but this node could not store it (\(error.message)); accept "
+                + "the same URL again once that is fixed (accepting twice changes nothing on the owner)"
+            throw failure
+        }
         do {
             try await waitUntilSynced(owner: ownerName, timeout: timeout)
-        } catch where error.code == .networkFailure {
-            // Said as it is: the share is accepted, only its first sync is not done. Before, the message
+        } catch {
+            // Said as it is: the share is accepted, only its first sync is not done, whatever stopped it
+            // (the network, a full disk, a refusal); its code and rule are kept. Before, the message
             // read as if the accept had failed.
-            throw ShareSyncError(
-                .networkFailure,
-                "the share is accepted, but its first sync did not finish within \(timeout) (\(error.message)); it goes on in the "
-                    + "background: see `sharesync status`")
+            var failure = error
+            failure.message = error.code == .networkFailure
+                ? "the share is accepted, but its first sync did not finish within \(timeout) (\(error.message)); it goes on in the "
+                    + "background: see `sharesync status`"
+                : "the share is accepted, but its first sync failed (\(error.message)); it is retried in the background: see "
+                    + "`sharesync status`"
+            throw failure
         }
         return metadata
     }
@@ -341,7 +353,11 @@ public final class ParticipantSync: Sendable {
             throw ShareSyncError(.networkUnavailable, "owner \(owner) is not connected; leave the share when it is")
         }
         try await connection.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName)
-        try await waitUntilSynced(owner: owner, timeout: timeout)
+        do {
+            try await waitUntilSynced(owner: owner, timeout: timeout)
+        } catch {
+            throw error.afterOwnerCommitted("the owner took the leave")
+        }
     }
 
     /// Leaves a share without waiting for its owner (which may be gone for good): the zone leaves the
