@@ -18,9 +18,11 @@ public enum FrameCodec {
         to pipeline: ChannelPipeline.SynchronousOperations,
         configuration: ServerConfiguration = ServerConfiguration(),
         completion: EventLoopPromise<NegotiatedSession>? = nil,
-        gate: FrameSizeGate? = nil
+        gate: FrameSizeGate? = nil,
+        framesDecodedByReader: Bool = false
     ) throws {
-        try pipeline.addHandler(HandshakeHandler(role: .server(configuration), completion: completion, gate: gate))
+        try pipeline.addHandler(
+            HandshakeHandler(role: .server(configuration), completion: completion, gate: gate, framesDecodedByReader: framesDecodedByReader))
     }
 
     /// Adds the client side of the transport: a ``HandshakeHandler`` with the client role, which
@@ -28,9 +30,11 @@ public enum FrameCodec {
     public static func addClientHandlers(
         to pipeline: ChannelPipeline.SynchronousOperations,
         configuration: ClientConfiguration = ClientConfiguration(),
-        completion: EventLoopPromise<NegotiatedSession>? = nil
+        completion: EventLoopPromise<NegotiatedSession>? = nil,
+        framesDecodedByReader: Bool = false
     ) throws {
-        try pipeline.addHandler(HandshakeHandler(role: .client(configuration), completion: completion))
+        try pipeline.addHandler(
+            HandshakeHandler(role: .client(configuration), completion: completion, framesDecodedByReader: framesDecodedByReader))
     }
 
     /// A frame decoder for a pipeline that skips the handshake (tests, or an encoding agreed otherwise):

@@ -11,6 +11,7 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
     public typealias InboundOut = ByteBuffer
 
     private let frameDecoder: FrameDecoder
+    private let decodesFrames: Bool
     private let lineLimit: Int
     /// A lower frame size limit until the peer authenticates, if the connection set one: lines are
     /// then held to twice it (the most a frame's encoding grows it, escaped deflate output), so an
@@ -20,8 +21,19 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
     private var scanned = 0
 
     /// Creates a decoder for one connection.
-    public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), gate: FrameSizeGate? = nil) throws(FrameError) {
+    ///
+    /// With `decodesFrames` false it hands on each line as it came (without its newline), checked
+    /// only for its length, and the channel's reader decodes it with a ``FrameReader`` when it takes
+    /// it. A connection's servers and clients read that way: decoded here, every complete line of one
+    /// read (up to 256 KiB of input) was inflated at once and held until the reader took it, so a
+    /// peer sending lines of deflate that inflate a thousandfold (16 KB to 16 MiB) made a connection
+    /// hold hundreds of MiB. Left to the reader, a connection holds the lines as sent, and one
+    /// inflated frame at a time.
+    public init(
+        encoding: FrameEncoding, limits: FrameLimits = FrameLimits(), gate: FrameSizeGate? = nil, decodesFrames: Bool = true
+    ) throws(FrameError) {
         self.frameDecoder = try FrameDecoder(encoding: encoding, limits: limits, gate: gate)
+        self.decodesFrames = decodesFrames
         self.lineLimit = limits.maximumLineLength
         self.gate = gate
     }
@@ -35,6 +47,10 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let line = try self.nextLine(&buffer) else { return .needMoreData }
+        guard decodesFrames else {
+            context.fireChannelRead(Self.wrapInboundOut(line))
+            return .continue
+        }
         let payload = try self.frameDecoder.decode(line: line)
         ShareSyncMetrics.frameReceived(wireBytes: line.readableBytes + 1, payloadBytes: payload.readableBytes)
         context.fireChannelRead(Self.wrapInboundOut(payload))
@@ -79,6 +95,30 @@ public struct FrameLineDecoder: ByteToMessageDecoder {
 
 @available(*, unavailable)
 extension FrameLineDecoder: Sendable {}
+
+/// Decodes the lines a ``FrameLineDecoder`` hands on undecoded (`decodesFrames: false`) into their
+/// payloads, one at a time, as the channel's reader takes them. Make one per connection once its
+/// session is negotiated, and give it every line in order: a deflate stream spans the connection.
+public struct FrameReader {
+    private let decoder: FrameDecoder
+
+    /// A reader for a connection's lines in `session`'s encoding, within `limits` (and `gate`'s lower
+    /// limit until it is lifted: the same gate as the line decoder's).
+    public init(session: NegotiatedSession, limits: FrameLimits, gate: FrameSizeGate? = nil) throws(FrameError) {
+        self.decoder = try FrameDecoder(encoding: session.encoding, limits: limits, gate: gate)
+    }
+
+    /// The payload of the next line: the same checks and errors as ``FrameDecoder/decode(line:)``.
+    /// After an error the connection is to close: the stream cannot go on.
+    public func payload(of line: ByteBuffer) throws(FrameError) -> ByteBuffer {
+        let payload = try decoder.decode(line: line)
+        ShareSyncMetrics.frameReceived(wireBytes: line.readableBytes + 1, payloadBytes: payload.readableBytes)
+        return payload
+    }
+}
+
+@available(*, unavailable)
+extension FrameReader: Sendable {}
 
 /// An outbound handler that encodes each payload `ByteBuffer` written to it into one line with a
 /// ``FrameEncoder``. A payload the encoder refuses fails only that write's promise (with the

@@ -34,6 +34,7 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
     private let role: Role
     private let completion: EventLoopPromise<NegotiatedSession>?
     private let gate: FrameSizeGate?
+    private let framesDecodedByReader: Bool
     private var state = State.idle
     private var received: ByteBuffer?
     private var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
@@ -43,10 +44,17 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// - Parameter completion: succeeded with the negotiated session, or failed with a ``FrameError``.
     /// - Parameter gate: a lower frame size limit for the frame decoder it installs, lifted by the
     ///   connection once its peer has authenticated (``FrameSizeGate``).
-    public init(role: Role, completion: EventLoopPromise<NegotiatedSession>? = nil, gate: FrameSizeGate? = nil) {
+    /// - Parameter framesDecodedByReader: the installed ``FrameLineDecoder`` hands on each frame's
+    ///   line as it came (checked for its length only), and whoever reads the channel decodes it with
+    ///   a ``FrameReader`` when it takes it (see ``FrameLineDecoder/init(encoding:limits:gate:decodesFrames:)``).
+    public init(
+        role: Role, completion: EventLoopPromise<NegotiatedSession>? = nil, gate: FrameSizeGate? = nil,
+        framesDecodedByReader: Bool = false
+    ) {
         self.role = role
         self.completion = completion
         self.gate = gate
+        self.framesDecodedByReader = framesDecodedByReader
     }
 
     private var limits: FrameLimits {
@@ -172,7 +180,7 @@ public final class HandshakeHandler: ChannelDuplexHandler, RemovableChannelHandl
         }
         inbound.append(
             ByteToMessageHandler(
-                try FrameLineDecoder(encoding: session.encoding, limits: limits, gate: self.gate),
+                try FrameLineDecoder(encoding: session.encoding, limits: limits, gate: self.gate, decodesFrames: !self.framesDecodedByReader),
                 maximumBufferSize: limits.maximumLineLength + 1
             )
         )

@@ -47,6 +47,44 @@ private final class EventRecorder: ChannelInboundHandler {
         _ = try channel.finish()
     }
 
+    @Test("read by the reader: the pipeline hands on each line as sent, and the reader inflates one at a time, within the gate")
+    func framesDecodedByTheReaderStayCompressedInThePipeline() throws {
+        let channel = EmbeddedChannel()
+        let gate = FrameSizeGate(limit: 64 * 1024)
+        try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations, gate: gate, framesDecodedByReader: true)
+        let recorder = EventRecorder()
+        try channel.pipeline.syncOperations.addHandler(recorder)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+
+        // Twenty lines that each inflate a thousandfold (1 MiB of one byte), in one read.
+        let bomb = ByteBuffer(repeating: UInt8(ascii: "a"), count: 1 << 20)
+        let payloads = [ByteBuffer(string: #"{"op":"hello"}"#)] + Array(repeating: bomb, count: 20)
+        var input = ByteBuffer(string: "SHARESYNC versions=1 encodings=deflate\n")
+        var stream = try encodeStream(payloads, encoding: .deflate)
+        let wireBytes = stream.readableBytes
+        input.writeBuffer(&stream)
+        try channel.writeInbound(input)
+        _ = try channel.readOutbound(as: ByteBuffer.self)  // the server's handshake answer
+
+        // What waits for the reader is what the peer sent, not what it inflates to.
+        var lines: [ByteBuffer] = []
+        while let line = try channel.readInbound(as: ByteBuffer.self) { lines.append(line) }
+        #expect(lines.count == 21)
+        #expect(lines.reduce(0) { $0 + $1.readableBytes } < wireBytes)
+        #expect(lines.dropFirst().allSatisfy { $0.readableBytes < 8 * 1024 }, "\(lines.map(\.readableBytes))")
+
+        let reader = try FrameReader(session: try #require(recorder.sessions.first), limits: FrameLimits(), gate: gate)
+        #expect(try reader.payload(of: lines[0]) == payloads[0])
+        // Before the gate lifts, a frame over its limit is refused as the pipeline refused it.
+        #expect(throws: FrameError.self) { try reader.payload(of: lines[1]) }
+        // Lifted: each line inflates in turn (a fresh reader, as a connection's stream starts over).
+        gate.lift()
+        let lifted = try FrameReader(session: try #require(recorder.sessions.first), limits: FrameLimits(), gate: gate)
+        #expect(try lifted.payload(of: lines[0]) == payloads[0])
+        for line in lines.dropFirst() { #expect(try lifted.payload(of: line) == bomb) }
+        _ = try channel.finish()
+    }
+
     @Test(arguments: [
         ("SHARESYNC versions=2 encodings=deflate\n", "unsupportedVersion"),
         ("SHARESYNC versions=1 encodings=zstd\n", "unsupportedEncoding"),

@@ -72,7 +72,10 @@ struct ServerConnection {
         // Frames before `welcome` are small (a hello, an authenticate): larger ones are refused
         // before they are inflated, until the peer has proved a key.
         let gate = FrameSizeGate(limit: context.configuration.maximumFrameSizeBeforeWelcome)
-        try FrameCodec.addServerHandlers(to: pipeline, configuration: context.configuration.transport, gate: gate)
+        // Frames are inflated by the connection's task as it takes them (``FrameReader``), not in the
+        // pipeline: a connection holds the lines its peer sent and one inflated frame at a time.
+        try FrameCodec.addServerHandlers(
+            to: pipeline, configuration: context.configuration.transport, gate: gate, framesDecodedByReader: true)
         let events = SessionEventsHandler(eventLoop: channel.eventLoop)
         let writability = WritabilityHandler()
         try pipeline.addHandlers([events, writability])
@@ -99,9 +102,11 @@ struct ServerConnection {
         do {
             try await channel.executeThenClose { inbound, outbound in
                 let security: ConnectionSecurity
+                let reader: FrameReader
                 do {
                     security = try await events.security.get()
-                    _ = try await events.session.get()
+                    let session = try await events.session.get()
+                    reader = try FrameReader(session: session, limits: server.configuration.transport.limits, gate: frameGate)
                 } catch {
                     // The transport refused the connection and answered the peer itself.
                     logger.debug("connection failed before the handshake", metadata: ["error": "\(error)"])
@@ -117,7 +122,20 @@ struct ServerConnection {
                 defer { deadline.cancel() }
                 try await withThrowingDiscardingTaskGroup { group in
                     var session = Session(connection: self, security: security, shared: shared, outbound: outbound)
-                    for try await frame in inbound {
+                    var unreadable = false
+                    for try await line in inbound {
+                        // After a line that could not be decoded nothing more is read: the stream is broken.
+                        // The connection closes once the error handler has told the peer.
+                        if unreadable { continue }
+                        let frame: ByteBuffer
+                        do {
+                            frame = try reader.payload(of: line)
+                        } catch {
+                            // As when the pipeline decoded: the error handler names the broken rule, then closes.
+                            unreadable = true
+                            raw.pipeline.fireErrorCaught(error)
+                            continue
+                        }
                         guard try await session.receive(frame, group: &group) else { break }
                     }
                     // The peer closed (or the connection is being closed): stop pushes and requests.

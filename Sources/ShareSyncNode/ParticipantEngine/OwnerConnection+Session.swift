@@ -58,11 +58,14 @@ final class ClientSession: Sendable {
     let settings: Settings
     let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
     let events: SessionEvents
+    /// The frame limits the session's lines are decoded within (``Frames``).
+    let limits: FrameLimits
     /// Where the owner's address announcements go (the welcome's and `ownerAddress` pushes).
     let announcements = OwnerAddressAnnouncements()
     private let state = Mutex(State())
 
-    private init(settings: Settings, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents) {
+    private init(settings: Settings, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents, limits: FrameLimits) {
+        self.limits = limits
         self.settings = Settings(
             identity: settings.identity, expectedOwnerFingerprint: settings.expectedOwnerFingerprint.lowercased(),
             displayName: settings.displayName, requiresTLS: settings.requiresTLS, pingInterval: settings.pingInterval,
@@ -81,11 +84,13 @@ final class ClientSession: Sendable {
         if let tls {
             try TransportSecurity.addClientHandlers(to: pipeline, context: tls, expectedPeerFingerprint: settings.expectedOwnerFingerprint)
         }
-        try FrameCodec.addClientHandlers(to: pipeline, configuration: configuration)
+        // Frames are inflated by the session's task as it takes them (``FrameReader``), not in the
+        // pipeline: the connection holds the lines the owner sent and one inflated frame at a time.
+        try FrameCodec.addClientHandlers(to: pipeline, configuration: configuration, framesDecodedByReader: true)
         let events = SessionEventsHandler(eventLoop: channel.eventLoop)
         try pipeline.addHandlers([events, FrameErrorHandler()])
         let wrapped = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-        return ClientSession(settings: settings, channel: wrapped, events: events.events)
+        return ClientSession(settings: settings, channel: wrapped, events: events.events, limits: configuration.limits)
     }
 
     // MARK: The connection's task
@@ -118,7 +123,7 @@ final class ClientSession: Sendable {
             try await channel.executeThenClose { inbound, outbound in
                 try await withThrowingDiscardingTaskGroup { group in
                     group.addTask { await self.enforceAuthenticationDeadline() }
-                    var frames = inbound.makeAsyncIterator()
+                    var frames = Frames(lines: inbound.makeAsyncIterator(), channel: channel.channel)
                     let welcome = try await authenticate(frames: &frames, outbound: outbound)
                     ready.succeed(Ready(welcome: welcome, outbound: outbound))
                     if let interval = settings.pingInterval {
@@ -130,6 +135,8 @@ final class ClientSession: Sendable {
             }
         } catch let error as ShareSyncError {
             record(error)  // what this side refused (the owner's proof, a message it cannot read)
+        } catch let error as FrameError {
+            record(Self.describe(error))  // a line that could not be decoded (``Frames``)
         } catch {
             // The channel closed or failed: the transport's first error (``finish()``) says why.
         }
@@ -145,10 +152,8 @@ final class ClientSession: Sendable {
         channel.channel.close(promise: nil)
     }
 
-    private func authenticate(
-        frames: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: Outbound
-    ) async throws -> WelcomeMessage {
-        _ = try await events.session.get()
+    private func authenticate(frames: inout Frames, outbound: Outbound) async throws -> WelcomeMessage {
+        frames.reader = try FrameReader(session: try await events.session.get(), limits: limits)
         // Over TLS the transport told how the connection is protected before the session began; a
         // cleartext client (loopback only) has no such event.
         let security = settings.requiresTLS ? try await events.security.get() : .cleartext
@@ -202,9 +207,31 @@ final class ClientSession: Sendable {
     }
 
     /// The next frame; the connection closing first is an error (the reason comes from ``finish()``).
-    private static func next(_ frames: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) async throws -> ByteBuffer {
+    private static func next(_ frames: inout Frames) async throws -> ByteBuffer {
         guard let frame = try await frames.next() else { throw ChannelError.ioOnClosedChannel }
         return frame
+    }
+
+    /// The session's frames: each line the pipeline handed on, decoded as it is taken (``FrameReader``).
+    struct Frames {
+        var lines: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+        let channel: any Channel
+        /// Set once the session is negotiated (its encoding), before the first frame is read.
+        var reader: FrameReader?
+
+        /// The next frame, or nil when the connection closed. A line that cannot be decoded goes
+        /// through the pipeline as a decoder's error would (the transport notes it and the connection
+        /// closes), and is thrown.
+        mutating func next() async throws -> ByteBuffer? {
+            guard let line = try await lines.next() else { return nil }
+            guard let reader else { throw FrameError(.invalidEncoding, "a frame came before the session was negotiated") }
+            do {
+                return try reader.payload(of: line)
+            } catch {
+                channel.pipeline.fireErrorCaught(error)
+                throw error
+            }
+        }
     }
 
     /// An authentication message: the owner's error if it sent one instead, else `notAuthenticated`.
