@@ -105,6 +105,9 @@ extension Rule {
     public static let changeTokenExpired = Rule(rawValue: "changeTokenExpired")
     /// The node's disk is full; the path is in the message.
     public static let diskFull = Rule(rawValue: "diskFull")
+    /// The node's database failed (an I/O error, a lock held too long, a damaged file): nothing of the
+    /// request was saved, and the same request may succeed once the cause is gone.
+    public static let storeFailure = Rule(rawValue: "storeFailure")
 
     // Records and zones
     /// A record name breaks the naming rules.

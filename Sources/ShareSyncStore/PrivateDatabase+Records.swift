@@ -171,7 +171,15 @@ extension WriteContext {
             db.cachedStatement(sql: "SELECT 1 FROM member WHERE user = ? AND zone = ? LIMIT 1"), arguments: [actor, zone]) ?? false
         guard member else { throw AccessPolicy.outsideView(id) }
         let exists = try rowState(zone: zone, name: id.recordName) != nil
-        let visible = exists && (try? requireVisibleRecord(id)) != nil
+        // Only "outside the view" makes it invisible: a failing read is that error, not a permission refusal.
+        var visible = exists
+        if exists {
+            do {
+                try requireVisibleRecord(id)
+            } catch let error as ShareSyncError where error.rule == .outsideView {
+                visible = false
+            }
+        }
         if record.recordType == Record.shareRecordType {
             if visible { return }  // a share they see: an administrator's edit
             throw ShareSyncError(.permissionFailure, "only the owner can share records", recordID: id, rule: .shareCreateOwnerOnly)

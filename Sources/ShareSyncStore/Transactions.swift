@@ -35,6 +35,10 @@ func withStoreErrors<T>(_ what: String, path: String, _ body: () throws -> T) th
         throw error
     } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
         throw ShareSyncError.diskFull(path: path, what: what, error.message ?? "SQLITE_FULL")
+    } catch let error as DatabaseError {
+        // Rolled back, and perhaps passing (a busy lock, an I/O error): said with its own rule, so that a
+        // participant keeps a write the owner's store failed on pending rather than refused.
+        throw ShareSyncError(.internalError, "database \(what) failed: \(error)", rule: .storeFailure)
     } catch {
         throw ShareSyncError(.internalError, "database \(what) failed: \(error)")
     }

@@ -232,7 +232,8 @@ public struct MessageHead: Decodable, Sendable {
         op = try? c.decodeIfPresent(String.self, forKey: .op)
         id = try? c.decodeIfPresent(Int.self, forKey: .id)
         push = try? c.decodeIfPresent(String.self, forKey: .push)
-        error = try c.decodeIfPresent(WireError.self, forKey: .error)
+        // Not a reason to lose the rest: a request with a malformed `error` key is still answered by its id.
+        error = try? c.decodeIfPresent(WireError.self, forKey: .error)
         hasOk = c.contains(.ok)
     }
 }

@@ -152,6 +152,41 @@ struct ParticipantOutboxTests {
         try await server.shutdown()
     }
 
+    @Test("a write the owner's database fails on (storeFailure) stays pending, later writes wait behind it, and both land in order once it works")
+    func ownerStoreFailureKeepsWritesPendingInOrder() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        let first = try await w.queueTitle("n0", "first")
+        let second = try await w.queueTitle("n1", "second")
+        // The owner's database refuses every write (SQLITE_READONLY): a store failure, not a refusal.
+        func readOnly(_ on: Bool) throws {
+            try w.owner.db.writer.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = \(on ? 1 : 0)") }
+        }
+        try readOnly(true)
+        let log = EventLog(w.sync)
+        @Sendable func storeFailures() -> Int {
+            log.count { if case .error(_, let error) = $0 { error.rule == .storeFailure } else { false } }
+        }
+        let server = try await w.owner.restartServer(port: w.port)
+        try await eventually { storeFailures() >= 2 }
+        // Before, the first write was kept as refused (only discarded by hand), and the second one sent.
+        let kept = try w.sync.replica.outboxOperations(owner: w.ownerName).map(\.operation)
+        #expect(kept.map(\.id) == [first.id, second.id])
+        #expect(kept.allSatisfy { $0.state == .pending }, "\(kept.map { ($0.state, $0.error) })")
+        #expect(w.sync.lastFailure(owner: w.ownerName)?.rule == .storeFailure)
+        try await expectEventually(w.sync, "the link to follow the owner") { w.sync.status(owner: w.ownerName) == .following }
+        try readOnly(false)
+        try await expectEventually(w.sync, "both writes to land") {
+            try w.ownerTitle("n0") == .string("first") && w.ownerTitle("n1") == .string("second")
+        }
+        try await expectEventually(w.sync, "the outbox to empty") { try w.sync.replica.outboxOperations().isEmpty }
+        // Cleared once the pass that sent them has answered every write (just after the outbox emptied).
+        try await expectEventually(w.sync, "the failure to clear") { w.sync.lastFailure(owner: w.ownerName) == nil }
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
     @Test("an owner that does not answer at its stored address is tried at the address it announced; the stored one stays")
     func announcedAddressIsTriedWhenTheStoredOneIsDead() async throws {
         let b = try TestParticipant()

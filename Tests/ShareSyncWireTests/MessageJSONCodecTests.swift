@@ -95,6 +95,15 @@ struct MessageJSONCodecTests {
         return foundation
     }
 
+    @Test("a frame whose error key is not an error object still has its id and op: a request is answered by its id")
+    func malformedErrorKeyKeepsTheID() throws {
+        for text in [#"{"id":7,"op":"ping","error":5}"#, #"{"error":"x","op":"ping","id":7}"#] {
+            let head = try MessageCoding.decode(MessageHead.self, from: ByteBuffer(string: text))
+            #expect(head.id == 7 && head.op == "ping" && head.error == nil, "\(text)")
+            expectSameHead(Data(text.utf8))
+        }
+    }
+
     @Test("fetchZoneChanges responses: Foundation's bytes, Foundation's decoding, mostly without Foundation")
     func zoneChangesResponses() throws {
         var random = RandomRecords(seed: 1)

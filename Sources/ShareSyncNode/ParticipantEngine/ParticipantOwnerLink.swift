@@ -160,12 +160,13 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Whether the owner's answer to a write is a failure of its own store that passes once the cause
-    /// is gone: a full disk (`quotaExceeded`). The write stays pending, and so do the later ones, but the
+    /// is gone: a full disk (`quotaExceeded`), or its database failing (`internalError`, rule
+    /// `storeFailure`: an I/O error, a lock held too long). The write stays pending, and so do the later ones, but the
     /// connection goes on: the link catches up and follows pushes, and sends the outbox again after a
     /// pause (``holdBack(_:what:)``), showing the failure in its status meanwhile. Before, the write
     /// was kept as `refused`, as if the owner had refused it, and waited for the user.
     static func holdsBackWrite(_ error: ShareSyncError) -> Bool {
-        error.code == .quotaExceeded
+        error.code == .quotaExceeded || (error.code == .internalError && error.rule == .storeFailure)
     }
 
     /// The same for a share left locally: a full disk, or `internalError` (a failure of the owner's
