@@ -210,4 +210,36 @@ struct ControlServerTests {
         #expect(after == nil, "the connection stayed open after close: \(after ?? "")")
         #expect(!FileManager.default.fileExists(atPath: server.path))
     }
+
+    @Test("closing the server lets a request in progress finish and answer; a line not yet started is not begun")
+    func closingLetsARequestInProgressAnswer() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let base = try JSONDecoder().decode(
+            NodeStatus.self,
+            from: Data(#"{"userRecordName":"_a","fingerprint":"00","displayName":"A","listen":{"host":"127.0.0.1","port":1},"advertised":{"host":"127.0.0.1","port":1},"connections":0}"#.utf8))
+        let database = try PrivateDatabase(inMemoryOwnerName: "_a")
+        // A status that takes 300 ms: in progress when the server closes.
+        let handler = ControlHandler(
+            database: database, status: { () throws(ShareSyncError) -> NodeStatus in
+                Thread.sleep(forTimeInterval: 0.3)
+                return base
+            }, logger: Logger(label: "test"))
+        let server = try await ControlServer.bind(
+            path: folder.appending(path: "control.sock").path, handler: handler, logger: Logger(label: "test"))
+        let serving = Task { await server.run() }
+        let client = try RawClient(path: server.path)
+        // The status, then a zone creation pipelined behind it.
+        client.send(Array(#"{"status":{}}"#.utf8) + [UInt8(ascii: "\n")] + Array(#"{"zoneCreate":{"name":"Late"}}"#.utf8) + [UInt8(ascii: "\n")])
+        while server.requestsInProgress == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        await server.close()
+        await serving.value
+        // Before, the connection closed with the status unanswered.
+        let answer = await Task.detached { client.line() }.value
+        #expect(answer?.hasPrefix(#"{"ok":true"#) == true, "\(answer ?? "no answer")")
+        #expect(answer?.contains("\"userRecordName\":\"_a\"") == true)
+        let next = await Task.detached { client.line() }.value
+        #expect(next == nil, "\(next ?? "")")
+        #expect(try !database.fetchAllZones().contains { $0.zoneID.zoneName == "Late" })
+    }
 }

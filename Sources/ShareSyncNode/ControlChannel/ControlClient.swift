@@ -192,7 +192,9 @@ final class ControlExchangeHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        failAll(ControlClientError.malformedResponse("the node closed the connection"))
+        failAll(ControlClientError.malformedResponse(
+            "the node closed the connection before answering (it stopped?): the request may or may not have been carried out; "
+                + "check before sending it again"))
         context.fireChannelInactive()
     }
 

@@ -32,6 +32,8 @@ public final class ControlServer: Sendable {
     /// (closed with the server).
     final class State: Sendable {
         let inProgress = Mutex(0)
+        /// Set once the server is closing: no request starts any more (lines not started stay unanswered).
+        let closing = Mutex(false)
         /// Answers written since the server started (tests).
         let answered = Mutex(0)
         private let connections = Mutex<(open: [ObjectIdentifier: any Channel], closed: Bool)>(([:], false))
@@ -104,10 +106,20 @@ public final class ControlServer: Sendable {
         try? await listener.closeFuture.get()
     }
 
-    /// Stops listening, closes the connections (cancelling the requests they wait for) and removes
-    /// the socket file.
+    /// How long ``close()`` lets requests in progress finish and answer before it closes their connections.
+    public static let closingGrace = Duration.seconds(5)
+
+    /// Stops listening and starting requests, lets those in progress finish and answer (for up to
+    /// ``closingGrace``), then closes the connections (cancelling what still runs) and removes the
+    /// socket file. Before, a request that had done its work (a committed import batch) lost its
+    /// answer when the daemon stopped, and its client reported a failure.
     public func close() async {
         try? await listener.close()
+        state.closing.withLock { $0 = true }
+        let deadline = ContinuousClock.now + Self.closingGrace
+        while requestsInProgress > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
         for connection in state.closeAll() { try? await connection.close() }
         try? FileManager.default.removeItem(atPath: path)
     }
@@ -186,7 +198,8 @@ final class ControlConnectionHandler: ChannelDuplexHandler {
 
     /// Starts answering the first waiting line, unless one is being answered.
     private func answerNext(context: ChannelHandlerContext) {
-        guard isOpen, answering == nil, context.channel.isWritable, let line = waiting.popFirst() else { return }
+        guard isOpen, answering == nil, context.channel.isWritable, !state.closing.withLock({ $0 }), let line = waiting.popFirst()
+        else { return }
         if readHeld, waiting.count < Self.maximumWaitingLines {
             readHeld = false
             context.read()
