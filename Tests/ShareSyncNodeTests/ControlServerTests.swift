@@ -219,10 +219,11 @@ struct ControlServerTests {
             NodeStatus.self,
             from: Data(#"{"userRecordName":"_a","fingerprint":"00","displayName":"A","listen":{"host":"127.0.0.1","port":1},"advertised":{"host":"127.0.0.1","port":1},"connections":0}"#.utf8))
         let database = try PrivateDatabase(inMemoryOwnerName: "_a")
-        // A status that takes 300 ms: in progress when the server closes.
+        // A status that waits, once begun, until the test lets it go: in progress when the server closes.
+        let gate = StatusGate()
         let handler = ControlHandler(
             database: database, status: { () throws(ShareSyncError) -> NodeStatus in
-                Thread.sleep(forTimeInterval: 0.3)
+                gate.begin()
                 return base
             }, logger: Logger(label: "test"))
         let server = try await ControlServer.bind(
@@ -231,8 +232,12 @@ struct ControlServerTests {
         let client = try RawClient(path: server.path)
         // The status, then a zone creation pipelined behind it.
         client.send(Array(#"{"status":{}}"#.utf8) + [UInt8(ascii: "\n")] + Array(#"{"zoneCreate":{"name":"Late"}}"#.utf8) + [UInt8(ascii: "\n")])
-        while server.requestsInProgress == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        await server.close()
+        #expect(await Task.detached { gate.waitUntilBegun() }.value)
+        let closing = Task { await server.close() }
+        for _ in 0..<2_000 where !server.isClosing { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(server.isClosing)
+        gate.release()
+        await closing.value
         await serving.value
         // Before, the connection closed with the status unanswered.
         let answer = await Task.detached { client.line() }.value
@@ -242,4 +247,36 @@ struct ControlServerTests {
         #expect(next == nil, "\(next ?? "")")
         #expect(try !database.fetchAllZones().contains { $0.zoneID.zoneName == "Late" })
     }
+}
+
+/// Holds a request until the test lets it go (every wait bounded: 30 s).
+final class StatusGate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var begun = false
+    private var released = false
+
+    func begin() {
+        condition.lock()
+        begun = true
+        condition.broadcast()
+        let deadline = Date().addingTimeInterval(30)
+        while !released, condition.wait(until: deadline) {}
+        condition.unlock()
+    }
+
+    func waitUntilBegun() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(30)
+        while !begun, condition.wait(until: deadline) {}
+        return begun
+    }
+
+    func release() {
+        condition.lock()
+        released = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
 }

@@ -127,6 +127,9 @@ public final class ControlServer: Sendable {
     /// How many requests are being answered now.
     public var requestsInProgress: Int { state.inProgress.withLock { $0 } }
 
+    /// Whether ``close()`` has begun: no request starts any more (tests).
+    var isClosing: Bool { state.closing.withLock { $0 } }
+
     /// How many answers were written since the server started (tests).
     var answersWritten: Int { state.answered.withLock { $0 } }
 }

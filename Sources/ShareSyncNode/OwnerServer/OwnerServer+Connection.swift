@@ -59,13 +59,31 @@ struct ServerConnection {
     /// this task. Over the overall limits it throws, and NIO closes the connection at once, before any
     /// handshake (nothing can be said to a peer before TLS).
     static func install(on channel: any Channel, context: ServerContext) throws -> ServerConnection {
-        if let refusal = context.registry.refusal(
-            maximumConnections: context.configuration.maximumConnections,
-            maximumUnauthenticated: context.configuration.maximumUnauthenticatedConnections)
+        switch context.registry.admit(
+            channel, maximumConnections: context.configuration.maximumConnections,
+            maximumUnauthenticated: context.configuration.maximumUnauthenticatedConnections,
+            maximumUnauthenticatedPerAddress: context.configuration.maximumUnauthenticatedConnectionsPerAddress)
         {
+        case .refused(let refusal):
             context.logger.notice("refusing a connection", metadata: ["reason": "\(refusal)"])
             throw ShareSyncError(.requestRateLimited, refusal, rule: .maximumConnections)
+        case .admitted(let evicting?):
+            context.logger.notice(
+                "closing the oldest connection that has not authenticated, to make room",
+                metadata: ["peer": "\(evicting.remoteAddress.map { "\($0)" } ?? "?")"])
+            evicting.close(promise: nil)
+        case .admitted(nil):
+            break
         }
+        do {
+            return try installHandlers(on: channel, context: context)
+        } catch {
+            context.registry.remove(channel)  // counted above; its task never runs to remove it
+            throw error
+        }
+    }
+
+    private static func installHandlers(on channel: any Channel, context: ServerContext) throws -> ServerConnection {
         let pipeline = channel.pipeline.syncOperations
         try TransportSecurity.addServerHandlers(
             to: pipeline, context: context.tls, allowCleartext: context.configuration.allowCleartext)
@@ -83,7 +101,6 @@ struct ServerConnection {
             try? MessageCoding.encode(ErrorResponse(id: nil, error.shareSyncError))
         })
         let wrapped = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-        context.registry.add(channel)
         return ServerConnection(
             server: context, channel: wrapped, events: events.events,
             writability: WritabilityWaiter(handler: writability, channel: channel), frameGate: gate,

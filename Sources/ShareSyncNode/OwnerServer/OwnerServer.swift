@@ -37,14 +37,17 @@ public final class OwnerServer: Sendable {
         public var transport: ServerConfiguration
         /// How many connections one identity may have open at once. Default 8.
         public var maximumConnectionsPerIdentity: Int
-        /// How many connections may be open at once, authenticated or not; more are closed as soon as
-        /// they are accepted. Default 2,048.
+        /// How many connections may be open at once, authenticated or not. A new one takes the slot of
+        /// the oldest connection that has not authenticated yet, if there is one; else it is closed as
+        /// soon as it is accepted. Default 2,048.
         public var maximumConnections: Int = 2048
         /// How many connections may be open at once that have not authenticated yet (in the TLS or
-        /// line handshake, or before `welcome`); more are closed as soon as they are accepted, so idle
-        /// or slow peers cannot take every slot for long: each is closed after the handshake timeout.
-        /// Default 256.
+        /// line handshake, or before `welcome`). A new one closes the oldest of them (each is closed
+        /// after the handshake timeout anyway), so idle or slow peers cannot keep others out. Default 256.
         public var maximumUnauthenticatedConnections: Int = 256
+        /// How many of those may come from one IP address; more from it are closed as soon as they are
+        /// accepted. Default 32.
+        public var maximumUnauthenticatedConnectionsPerAddress: Int = 32
         /// The largest frame (payload bytes) a connection may send before `welcome`, that is before it
         /// has proved a key; a larger one is refused (`limitExceeded`, rule `frameTooLarge`) before it
         /// is inflated, and the connection closed. Default 65,536 (a `hello` is a few hundred bytes).
@@ -280,6 +283,17 @@ final class ConnectionRegistry: Sendable {
         var perIdentity: [String: Int] = [:]
         var authenticated = 0
         var nextID = 0
+        /// When each open connection was accepted (an increasing number) and the peer's address.
+        var opened: [ObjectIdentifier: (order: Int, address: String?)] = [:]
+        var acceptedCount = 0
+    }
+
+    /// What ``admit(_:maximumConnections:maximumUnauthenticated:maximumUnauthenticatedPerAddress:)`` decided.
+    enum Admission {
+        /// Taken; `evicting`, if any, is the oldest connection that had not authenticated, to close now.
+        case admitted(evicting: (any Channel)?)
+        /// Refused, and why.
+        case refused(String)
     }
 
     private let state = Mutex(State())
@@ -305,14 +319,11 @@ final class ConnectionRegistry: Sendable {
     /// The address the owner advertises (see ``OwnerServer/setAdvertisedAddress(_:announce:)``).
     let advertised = Mutex<WireAddress?>(nil)
 
-    func add(_ channel: any Channel) {
-        state.withLock { $0.channels[ObjectIdentifier(channel)] = channel }
-    }
-
     func remove(_ channel: any Channel) {
         state.withLock { s in
             s.channels.removeValue(forKey: ObjectIdentifier(channel))
             s.authenticatedChannels.remove(ObjectIdentifier(channel))
+            s.opened.removeValue(forKey: ObjectIdentifier(channel))
         }
     }
 
@@ -351,18 +362,36 @@ final class ConnectionRegistry: Sendable {
         }
     }
 
-    /// Why a new connection must be refused, if the server already holds as many as it may.
-    func refusal(maximumConnections: Int, maximumUnauthenticated: Int) -> String? {
-        state.withLock { s in
-            if s.channels.count >= maximumConnections {
-                return "\(s.channels.count) connections are open, the most this server accepts (maximumConnections)"
+    /// Takes a new connection, or says why not. Peers that never authenticate cannot keep others out:
+    /// one address holds at most `maximumUnauthenticatedPerAddress` unauthenticated connections (more
+    /// are refused), and when `maximumUnauthenticated` are open (or every slot is taken and some are
+    /// unauthenticated), the oldest of them makes room instead of the new one being refused. Before,
+    /// 256 silent connections, opened again as each timed out, kept every new participant out.
+    func admit(
+        _ channel: any Channel, maximumConnections: Int, maximumUnauthenticated: Int, maximumUnauthenticatedPerAddress: Int
+    ) -> Admission {
+        let address = channel.remoteAddress?.ipAddress
+        return state.withLock { s in
+            let waiting = s.opened.filter { s.channels[$0.key] != nil && !s.authenticatedChannels.contains($0.key) }
+            if let address, waiting.values.count(where: { $0.address == address }) >= maximumUnauthenticatedPerAddress {
+                return .refused(
+                    "\(maximumUnauthenticatedPerAddress) connections from \(address) have not authenticated yet, the most one "
+                        + "address may hold (maximumUnauthenticatedConnectionsPerAddress)")
             }
             let unauthenticated = s.channels.count - s.authenticated
-            if unauthenticated >= maximumUnauthenticated {
-                return "\(unauthenticated) connections have not authenticated yet, the most this server holds "
-                    + "(maximumUnauthenticatedConnections)"
+            var evicting: (any Channel)?
+            if s.channels.count >= maximumConnections || unauthenticated >= maximumUnauthenticated {
+                guard let oldest = waiting.min(by: { $0.value.order < $1.value.order })?.key, let channel = s.channels[oldest] else {
+                    return .refused("\(s.channels.count) connections are open, the most this server accepts (maximumConnections)")
+                }
+                evicting = channel
+                s.channels.removeValue(forKey: oldest)
+                s.opened.removeValue(forKey: oldest)
             }
-            return nil
+            s.acceptedCount += 1
+            s.channels[ObjectIdentifier(channel)] = channel
+            s.opened[ObjectIdentifier(channel)] = (s.acceptedCount, address)
+            return .admitted(evicting: evicting)
         }
     }
 
