@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 import ShareSyncCore
-import ShareSyncNode
+@testable import ShareSyncNode
 import ShareSyncStore
 import NIOPosix
 import ShareSyncWire
@@ -20,6 +20,28 @@ let oneSecondIdleClient = ClientConfiguration(limits: FrameLimits(idleTimeout: .
 
 @Suite("Idle connections and ping: idle means nothing in either direction")
 struct IdleAndPingTests {
+    @Test("a request the owner never answers, on a connection its pings keep alive, ends the connection after the idle timeout")
+    func anUnansweredRequestEndsTheConnection() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readOnly)])
+        owner.server.registry.silencedOps.withLock { $0 = ["fetchDatabaseChanges"] }
+        let connection = try await OwnerConnection.connect(url: url, identity: b, configuration: oneSecondIdleClient)
+        _ = try await connection.acceptShare(url: url)  // answered: the connection works
+        let start = ContinuousClock.now
+        let failure = await expectShareSyncError { _ = try await connection.fetchDatabaseChanges(since: nil) }
+        let waited = ContinuousClock.now - start
+        // Before, it waited for ever: pings were answered, so neither side's idle timeout fired.
+        #expect(failure?.code == .networkFailure)
+        #expect(failure?.message.contains("did not answer a request within") == true, "\(String(describing: failure))")
+        #expect(waited >= .milliseconds(900) && waited < .seconds(20), "\(waited)")
+        // The connection is closed: later requests fail at once.
+        let after = await expectShareSyncError { _ = try await connection.acceptShare(url: url) }
+        #expect(after != nil)
+        await connection.close()
+        try await owner.stop()
+    }
+
     @Test func pingIsAnsweredBeforeAndAfterSubscribe() async throws {
         let owner = try await TestOwner.start()
         let me = NodeIdentity.generate()

@@ -569,6 +569,7 @@ struct Session {
                 try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
                 refusal = answer.error
             default:
+                if connection.server.registry.silencedOps.withLock({ $0.contains(request.body.op) }) { return }
                 if let injected = connection.server.registry.injectedRefusal(for: request.body.op) {
                     try await connection.writeAnswer(
                         executor.errorResponse(id: request.id, injected), id: request.id, executor: executor, to: outbound)

@@ -306,6 +306,10 @@ final class ConnectionRegistry: Sendable {
     /// owner whose disk is full when a participant's leave comes).
     let injectedRefusals = Mutex<[String: ShareSyncError]>([:])
 
+    /// Requests left unanswered, by op, for as long as it is set (tests set it: an owner that answers
+    /// pings but never a request).
+    let silencedOps = Mutex<Set<String>>([])
+
     /// The refusal a test asked for requests of `op`.
     func injectedRefusal(for op: String) -> ShareSyncError? {
         injectedRefusals.withLock { $0.isEmpty ? nil : $0[op] }

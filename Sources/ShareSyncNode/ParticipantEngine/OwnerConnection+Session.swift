@@ -35,6 +35,10 @@ final class ClientSession: Sendable {
         var requiresTLS: Bool
         var pingInterval: TimeAmount?
         var authenticationTimeout: TimeAmount
+        /// How long a request may wait for its answer before the connection is closed (the link then
+        /// connects again); nil: for ever. An owner that answers pings but never one request held
+        /// that owner's link (its outbox, its catch-ups) for good.
+        var answerTimeout: TimeAmount? = nil
     }
 
     /// What a successful authentication hands to ``OwnerConnection``.
@@ -69,7 +73,7 @@ final class ClientSession: Sendable {
         self.settings = Settings(
             identity: settings.identity, expectedOwnerFingerprint: settings.expectedOwnerFingerprint.lowercased(),
             displayName: settings.displayName, requiresTLS: settings.requiresTLS, pingInterval: settings.pingInterval,
-            authenticationTimeout: settings.authenticationTimeout)
+            authenticationTimeout: settings.authenticationTimeout, answerTimeout: settings.answerTimeout)
         self.channel = channel
         self.events = events
     }
@@ -357,6 +361,17 @@ final class ClientSession: Sendable {
         if let failure {
             promise.fail(failure)
             throw failure
+        }
+        if let timeout = settings.answerTimeout {
+            let late = channel.channel.eventLoop.scheduleTask(in: timeout) { [self] in
+                guard let waiting = state.withLock({ $0.waiting.removeValue(forKey: id) }) else { return }
+                let failure = ShareSyncError(
+                    .networkFailure, "the owner did not answer a request within \(timeout); closing the connection to start over")
+                record(failure)
+                waiting.fail(failure)
+                channel.channel.close(promise: nil)
+            }
+            promise.futureResult.whenComplete { _ in late.cancel() }
         }
         do {
             try await outbound.write(payload)

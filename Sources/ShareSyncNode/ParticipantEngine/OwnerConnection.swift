@@ -116,7 +116,9 @@ public final class OwnerConnection: Sendable {
         let eventLoop = (group ?? MultiThreadedEventLoopGroup.singleton).next()
         let settings = ClientSession.Settings(
             identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName, requiresTLS: tls != nil,
-            pingInterval: pingInterval.interval(idleTimeout: configuration.limits.idleTimeout), authenticationTimeout: timeout)
+            pingInterval: pingInterval.interval(idleTimeout: configuration.limits.idleTimeout), authenticationTimeout: timeout,
+            // A request unanswered for as long as a silent connection may last ends the connection.
+            answerTimeout: configuration.limits.idleTimeout)
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
