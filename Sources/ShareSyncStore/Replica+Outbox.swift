@@ -49,7 +49,7 @@ extension SharedDatabaseReplica {
             let row = try Row.fetchOne(
                 db.cachedStatement(sql: """
                     SELECT EXISTS (SELECT 1 FROM replicaOwner WHERE owner = ?1),
-                           EXISTS (SELECT 1 FROM replicaOutbox WHERE owner = ?1 AND state NOT IN ('conflict', 'refused'))
+                           EXISTS (SELECT 1 FROM replicaOutbox WHERE owner = ?1 AND state = 'pending')
                     """),
                 arguments: [owner])!
             return (known: row[0] as Bool, writesWaiting: row[1] as Bool)
@@ -146,10 +146,18 @@ extension SharedDatabaseReplica {
     private static func operation(_ row: Row) throws(ShareSyncError) -> OutboxOperation {
         var operation: OutboxOperation = try decode(row["json"])
         operation.id = row["id"]
-        operation.state = OutboxOperation.State(rawValue: row["state"]) ?? .pending
+        let state: String = row["state"]
+        operation.state = OutboxOperation.State(rawValue: state) ?? .refused
         if let data: Data = row["error"] {
             let stored: StoredError = try decode(data)
             operation.error = stored.error(zoneName: operation.zoneName, owner: row["owner"])
+        }
+        if OutboxOperation.State(rawValue: state) == nil {
+            // Written by a newer sharesync: not sent by this one, which cannot know what the state means.
+            // (It was read as pending, and sent.)
+            operation.error = ShareSyncError(
+                .internalError, "this write is in a state this sharesync does not know (\(state)): a newer version kept it; "
+                    + "it is not sent (discard it, or run the newer version)")
         }
         if let data: Data = row["serverRecords"] {
             operation.serverRecords = try decode(data)

@@ -219,7 +219,9 @@ struct WatchCommand: AsyncParsableCommand {
         commandName: "watch",
         abstract: "Print changes as they arrive, one line each, until interrupted.",
         discussion: """
-            Starts from now (or from --since). With --json, each line is one JSON object (a change).
+            Starts from now (or from --since). With --json, each line is one JSON object (a change). \
+            When the daemon stops (a restart), watch says so on standard error and goes on from its last \
+            token once the daemon is back, so no change is missed; after 5 minutes without it, it fails.
 
             Example:
               sharesync watch --shared --json
@@ -237,8 +239,25 @@ struct WatchCommand: AsyncParsableCommand {
                 } else {
                     token = try await container.send(.currentChangeToken(shared: shared), as: ChangesPage.self).token
                 }
+                var away: ContinuousClock.Instant?
+                var pause = Duration.milliseconds(200)
                 while !Task.isCancelled {
-                    let page = try await container.send(.changes(shared: shared, since: token, waitSeconds: 30), as: ChangesPage.self)
+                    let page: ChangesPage
+                    do {
+                        page = try await container.send(.changes(shared: shared, since: token, waitSeconds: 30), as: ChangesPage.self)
+                    } catch let error as ShareSyncError where Self.daemonAway(error) {
+                        // The daemon stopped (or restarts): wait for it, then go on from the same token.
+                        // Before, watch ended, and a script following it lost what came meanwhile.
+                        let since = away ?? .now
+                        if away == nil { Output.error("the node stopped (\(error.message)); waiting for it to come back") }
+                        away = since
+                        guard ContinuousClock.now - since < Self.maximumAway else { throw error }
+                        try await Task.sleep(for: pause)
+                        pause = min(pause * 2, .seconds(5))
+                        continue
+                    }
+                    if away != nil { Output.error("the node is back; watching from the last token") }
+                    (away, pause) = (nil, .milliseconds(200))
                     for change in page.changes {
                         print(options.json ? ChangeLines.json(change) : ChangeLines.human(change))
                     }
@@ -249,6 +268,14 @@ struct WatchCommand: AsyncParsableCommand {
         } catch {
             throw Output.fail(error)
         }
+    }
+
+    /// How long watch waits for a daemon that stopped before it fails.
+    static let maximumAway = Duration.seconds(300)
+
+    /// Whether an error means the daemon is not there now (stopped, restarting), not a refusal.
+    static func daemonAway(_ error: ShareSyncError) -> Bool {
+        error.rule == .nodeNotRunning || error.code == .networkFailure || error.code == .networkUnavailable
     }
 }
 

@@ -160,6 +160,11 @@ struct EndToEndTests {
             let change = try #require(try json(line) as? [String: Any])
             #expect(change["kind"] as? String == "recordChanged")
             #expect(change["ownerName"] as? String == a.userRecordName)
+            // The participant's daemon restarts: watch waits for it and goes on, missing nothing.
+            try b.kill()
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Note", "--name", "note-away", "--parent", "topic-1"])
+            try b.restart()
+            _ = try watch.waitForLine(containing: "note-away", timeout: 60)
             watch.kill()
 
             // `changes --shared` from no token lists the replica and ends with a token.

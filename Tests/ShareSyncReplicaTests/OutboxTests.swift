@@ -41,6 +41,21 @@ struct OutboxTests {
         }
     }
 
+    @Test("a write in a state a newer version wrote is not sent: it reads as refused, saying why, and later writes are not held behind it", arguments: Storage.allCases)
+    func unknownStateIsNotSent(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            let future = try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["x"]))
+            try replica.writer.write { db in
+                try db.execute(sql: "UPDATE replicaOutbox SET state = 'postponed' WHERE id = ?", arguments: [future.id])
+            }
+            #expect(try replica.pendingOperations(owner: alice.ownerName).isEmpty)
+            let kept = try #require(try replica.outboxOperation(id: future.id)?.operation)
+            #expect(kept.state == .refused)
+            #expect(kept.error?.message.contains("postponed") == true, "\(String(describing: kept.error))")
+            #expect(try replica.writeReadiness(owner: alice.ownerName).writesWaiting == false)
+        }
+    }
+
     @Test("removed operations leave the others in order", arguments: Storage.allCases)
     func remove(storage: Storage) throws {
         try withReplica(storage) { replica in
