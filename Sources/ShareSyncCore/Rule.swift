@@ -105,8 +105,9 @@ extension Rule {
     public static let changeTokenExpired = Rule(rawValue: "changeTokenExpired")
     /// The node's disk is full; the path is in the message.
     public static let diskFull = Rule(rawValue: "diskFull")
-    /// The node's database failed (an I/O error, a lock held too long, a damaged file): nothing of the
-    /// request was saved, and the same request may succeed once the cause is gone.
+    /// The node's database failed in a way that passes (an I/O error, a lock held too long, a read-only
+    /// or missing file, no memory): nothing of the request was saved, and the same request may succeed
+    /// once the cause is gone.
     public static let storeFailure = Rule(rawValue: "storeFailure")
 
     // Records and zones

@@ -35,14 +35,21 @@ func withStoreErrors<T>(_ what: String, path: String, _ body: () throws -> T) th
         throw error
     } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
         throw ShareSyncError.diskFull(path: path, what: what, error.message ?? "SQLITE_FULL")
-    } catch let error as DatabaseError {
-        // Rolled back, and perhaps passing (a busy lock, an I/O error): said with its own rule, so that a
-        // participant keeps a write the owner's store failed on pending rather than refused.
+    } catch let error as DatabaseError where passingStoreFailures.contains(error.resultCode) {
+        // Rolled back, and one that passes (a busy lock, an I/O error, a read-only or missing file, no
+        // memory): said with its own rule, so that a participant keeps a write the owner's store failed
+        // on pending rather than refused. Others (a constraint, a damaged file) would fail again the
+        // same way, and hold every later write back for good: they stay plain internal errors.
         throw ShareSyncError(.internalError, "database \(what) failed: \(error)", rule: .storeFailure)
     } catch {
         throw ShareSyncError(.internalError, "database \(what) failed: \(error)")
     }
 }
+
+/// SQLite's failures that pass once their cause is gone (rule ``Rule/storeFailure``).
+private let passingStoreFailures: [ResultCode] = [
+    .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_IOERR, .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_NOMEM, .SQLITE_PROTOCOL,
+]
 
 extension ShareSyncError {
     /// The error of a write that found the disk (or the database's page limit) full.

@@ -441,11 +441,20 @@ struct RecordCommand: AsyncParsableCommand {
                 }
             } catch {
                 let failed = committed < batches.count ? batches[committed].count : 0
-                let progress = committed == 0
+                let code = (error as? ShareSyncError)?.code ?? (error as? ControlError)?.code
+                var progress = committed == 0
                     ? "no batch committed: no record of this import was saved"
                     : "batches 1-\(committed) of \(batches.count) committed (records \(skip + 1)-\(skip + saved)); batch "
                         + "\(committed + 1) (records \(skip + saved + 1)-\(skip + saved + failed)) and those after it were not "
                         + "saved: run the same command with --skip \(skip + saved) to resume"
+                if code == .networkFailure || code == .operationCancelled {
+                    // The node went away while it worked on the batch: whether it was saved is not known.
+                    progress = (committed == 0 ? "no batch before it was committed" : "batches 1-\(committed) of \(batches.count) "
+                        + "committed (records \(skip + 1)-\(skip + saved))") + "; whether batch \(committed + 1) (records "
+                        + "\(skip + saved + 1)-\(skip + saved + failed)) was saved is not known, as the connection to the node "
+                        + "ended before its answer: check the zone, then resume with --skip \(skip + saved) (it was not saved) "
+                        + "or --skip \(skip + saved + failed) (it was)"
+                }
                 // With --json, one JSON object on standard error (as the root help promises): the progress
                 // goes into its message. Before, a plain line followed the JSON.
                 if options.json, var failure = error as? ShareSyncError {

@@ -31,9 +31,21 @@ public final class ControlServer: Sendable {
     /// What the server's connections share: the requests in progress, and the open connections
     /// (closed with the server).
     final class State: Sendable {
-        let inProgress = Mutex(0)
-        /// Set once the server is closing: no request starts any more (lines not started stay unanswered).
-        let closing = Mutex(false)
+        /// Requests being answered (until their answer is written), and whether the server is closing:
+        /// then no request starts any more (lines not started stay unanswered). One lock for both, so
+        /// that a request cannot start after ``ControlServer/close()`` found none in progress.
+        let requests = Mutex((inProgress: 0, closing: false))
+
+        /// Counts a request that starts; false once the server is closing.
+        func begin() -> Bool {
+            requests.withLock { r in
+                guard !r.closing else { return false }
+                r.inProgress += 1
+                return true
+            }
+        }
+
+        func end() { requests.withLock { $0.inProgress -= 1 } }
         /// Answers written since the server started (tests).
         let answered = Mutex(0)
         private let connections = Mutex<(open: [ObjectIdentifier: any Channel], closed: Bool)>(([:], false))
@@ -115,20 +127,23 @@ public final class ControlServer: Sendable {
     /// answer when the daemon stopped, and its client reported a failure.
     public func close() async {
         try? await listener.close()
-        state.closing.withLock { $0 = true }
+        state.requests.withLock { $0.closing = true }
         let deadline = ContinuousClock.now + Self.closingGrace
         while requestsInProgress > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+            // Not Task.sleep: a stop in a cancelled task (a service's graceful shutdown) would spin.
+            await withUnsafeContinuation { (resume: UnsafeContinuation<Void, Never>) in
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(10)) { resume.resume() }
+            }
         }
         for connection in state.closeAll() { try? await connection.close() }
         try? FileManager.default.removeItem(atPath: path)
     }
 
     /// How many requests are being answered now.
-    public var requestsInProgress: Int { state.inProgress.withLock { $0 } }
+    public var requestsInProgress: Int { state.requests.withLock { $0.inProgress } }
 
     /// Whether ``close()`` has begun: no request starts any more (tests).
-    var isClosing: Bool { state.closing.withLock { $0 } }
+    var isClosing: Bool { state.requests.withLock { $0.closing } }
 
     /// How many answers were written since the server started (tests).
     var answersWritten: Int { state.answered.withLock { $0 } }
@@ -201,13 +216,12 @@ final class ControlConnectionHandler: ChannelDuplexHandler {
 
     /// Starts answering the first waiting line, unless one is being answered.
     private func answerNext(context: ChannelHandlerContext) {
-        guard isOpen, answering == nil, context.channel.isWritable, !state.closing.withLock({ $0 }), let line = waiting.popFirst()
-        else { return }
+        guard isOpen, answering == nil, context.channel.isWritable, !waiting.isEmpty, state.begin() else { return }
+        let line = waiting.removeFirst()
         if readHeld, waiting.count < Self.maximumWaitingLines {
             readHeld = false
             context.read()
         }
-        state.inProgress.withLock { $0 += 1 }
         let handler = self.handler
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
@@ -221,14 +235,17 @@ final class ControlConnectionHandler: ChannelDuplexHandler {
     }
 
     private func answered(_ response: Data, context: ChannelHandlerContext) {
-        state.inProgress.withLock { $0 -= 1 }
         state.answered.withLock { $0 += 1 }
         answering = nil
-        guard isOpen else { return }
+        guard isOpen else { return state.end() }
         var buffer = context.channel.allocator.buffer(capacity: response.count + 1)
         buffer.writeBytes(response)
         buffer.writeInteger(UInt8(ascii: "\n"))
-        context.writeAndFlush(Self.wrapOutboundOut(buffer), promise: nil)
+        // In progress until written: a server closing meanwhile waits for the whole answer to go out.
+        let state = self.state
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenComplete { _ in state.end() }
+        context.writeAndFlush(Self.wrapOutboundOut(buffer), promise: written)
         answerNext(context: context)
     }
 }

@@ -448,7 +448,7 @@ struct Session {
             return refuse("the signature does not prove the key of the hello on this connection", rule: .badSignature)
         }
         let name = "_" + Fingerprint.of(publicKeyBase64: hello.publicKey)!
-        guard server.registry.admit(name, limit: server.configuration.maximumConnectionsPerIdentity) else {
+        guard server.registry.admit(name, limit: server.configuration.maximumConnectionsPerIdentity, channel: connection.channel.channel) else {
             connection.close(
                 with: ShareSyncError(
                     .requestRateLimited, "this identity already has \(server.configuration.maximumConnectionsPerIdentity) connections",

@@ -283,7 +283,8 @@ final class ConnectionRegistry: Sendable {
         var perIdentity: [String: Int] = [:]
         var authenticated = 0
         var nextID = 0
-        /// When each open connection was accepted (an increasing number) and the peer's address.
+        /// When each open connection was accepted (an increasing number) and the peer's address; removed
+        /// once it proved a key (``ConnectionRegistry/admit(_:limit:channel:)``): what is left may be evicted.
         var opened: [ObjectIdentifier: (order: Int, address: String?)] = [:]
         var acceptedCount = 0
     }
@@ -347,13 +348,15 @@ final class ConnectionRegistry: Sendable {
 
     func nextConnectionID() -> Int { state.withLock { $0.nextID += 1; return $0.nextID } }
 
-    /// Counts a connection for an identity; false if it already has `limit`.
-    func admit(_ userRecordName: String, limit: Int) -> Bool {
+    /// Counts a connection for an identity; false if it already has `limit`. From then on `channel`
+    /// is no longer one that has not authenticated: it is never evicted to make room.
+    func admit(_ userRecordName: String, limit: Int, channel: any Channel) -> Bool {
         state.withLock { s in
             let n = s.perIdentity[userRecordName, default: 0]
             guard n < limit else { return false }
             s.perIdentity[userRecordName] = n + 1
             s.authenticated += 1
+            s.opened.removeValue(forKey: ObjectIdentifier(channel))
             return true
         }
     }
@@ -376,7 +379,7 @@ final class ConnectionRegistry: Sendable {
     ) -> Admission {
         let address = channel.remoteAddress?.ipAddress
         return state.withLock { s in
-            let waiting = s.opened.filter { s.channels[$0.key] != nil && !s.authenticatedChannels.contains($0.key) }
+            let waiting = s.opened.filter { s.channels[$0.key] != nil }
             if let address, waiting.values.count(where: { $0.address == address }) >= maximumUnauthenticatedPerAddress {
                 return .refused(
                     "\(maximumUnauthenticatedPerAddress) connections from \(address) have not authenticated yet, the most one "

@@ -64,12 +64,18 @@ final class ClientSession: Sendable {
     let events: SessionEvents
     /// The frame limits the session's lines are decoded within (``Frames``).
     let limits: FrameLimits
+    /// The bytes received from the owner so far (``armAnswerDeadline(id:answer:timeout:receivedBefore:)``).
+    let received: ReceivedBytes
     /// Where the owner's address announcements go (the welcome's and `ownerAddress` pushes).
     let announcements = OwnerAddressAnnouncements()
     private let state = Mutex(State())
 
-    private init(settings: Settings, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents, limits: FrameLimits) {
+    private init(
+        settings: Settings, channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, events: SessionEvents, limits: FrameLimits,
+        received: ReceivedBytes
+    ) {
         self.limits = limits
+        self.received = received
         self.settings = Settings(
             identity: settings.identity, expectedOwnerFingerprint: settings.expectedOwnerFingerprint.lowercased(),
             displayName: settings.displayName, requiresTLS: settings.requiresTLS, pingInterval: settings.pingInterval,
@@ -85,6 +91,8 @@ final class ClientSession: Sendable {
         on channel: any Channel, tls: NIOSSLContext?, configuration: ClientConfiguration, settings: Settings
     ) throws -> ClientSession {
         let pipeline = channel.pipeline.syncOperations
+        let received = ReceivedBytes()
+        try pipeline.addHandler(received)
         if let tls {
             try TransportSecurity.addClientHandlers(to: pipeline, context: tls, expectedPeerFingerprint: settings.expectedOwnerFingerprint)
         }
@@ -94,7 +102,7 @@ final class ClientSession: Sendable {
         let events = SessionEventsHandler(eventLoop: channel.eventLoop)
         try pipeline.addHandlers([events, FrameErrorHandler()])
         let wrapped = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-        return ClientSession(settings: settings, channel: wrapped, events: events.events, limits: configuration.limits)
+        return ClientSession(settings: settings, channel: wrapped, events: events.events, limits: configuration.limits, received: received)
     }
 
     // MARK: The connection's task
@@ -362,19 +370,11 @@ final class ClientSession: Sendable {
             promise.fail(failure)
             throw failure
         }
-        if let timeout = settings.answerTimeout {
-            let late = channel.channel.eventLoop.scheduleTask(in: timeout) { [self] in
-                guard let waiting = state.withLock({ $0.waiting.removeValue(forKey: id) }) else { return }
-                let failure = ShareSyncError(
-                    .networkFailure, "the owner did not answer a request within \(timeout); closing the connection to start over")
-                record(failure)
-                waiting.fail(failure)
-                channel.channel.close(promise: nil)
-            }
-            promise.futureResult.whenComplete { _ in late.cancel() }
-        }
         do {
             try await outbound.write(payload)
+            if let timeout = settings.answerTimeout {
+                armAnswerDeadline(id: id, answer: promise.futureResult, timeout: timeout, receivedBefore: received.count)
+            }
         } catch {
             let failure = error is CancellationError
                 ? ShareSyncError(.operationCancelled, "the request was cancelled before it was sent")
@@ -383,6 +383,30 @@ final class ClientSession: Sendable {
             throw failure
         }
         return promise.futureResult
+    }
+
+    /// The least the owner must send in an ``Settings/answerTimeout`` for a request still unanswered to
+    /// keep waiting: an answer on its way over a slow link (a page of megabytes) counts; the answers
+    /// to pings (a few bytes each) do not.
+    static let answerProgressBytes = 1024
+
+    /// Closes the connection if request `id` is still unanswered after `timeout` during which the owner
+    /// sent less than ``answerProgressBytes`` (the link then connects again); else waits again.
+    private func armAnswerDeadline(id: Int, answer: EventLoopFuture<ByteBuffer>, timeout: TimeAmount, receivedBefore: Int) {
+        let late = channel.channel.eventLoop.scheduleTask(in: timeout) { [self] in
+            guard state.withLock({ $0.waiting[id] != nil }) else { return }
+            let now = received.count
+            if now - receivedBefore >= Self.answerProgressBytes {
+                return armAnswerDeadline(id: id, answer: answer, timeout: timeout, receivedBefore: now)
+            }
+            guard let waiting = state.withLock({ $0.waiting.removeValue(forKey: id) }) else { return }
+            let failure = ShareSyncError(
+                .networkFailure, "the owner did not answer a request within \(timeout); closing the connection to start over")
+            record(failure)
+            waiting.fail(failure)
+            channel.channel.close(promise: nil)
+        }
+        answer.whenComplete { _ in late.cancel() }
     }
 
     /// Stops waiting for a request whose caller gave up: its answer, when it comes, is dropped.
@@ -431,5 +455,20 @@ final class OwnerAddressAnnouncements: Sendable {
 
     func setListener(_ listener: (@Sendable (WireAddress) -> Void)?) {
         state.withLock { $0.listener = listener }
+    }
+}
+
+/// Counts the bytes a connection receives, as they come off the socket (first in the pipeline).
+final class ReceivedBytes: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    private let total = Atomic<Int>(0)
+
+    /// The bytes received so far.
+    var count: Int { total.load(ordering: .relaxed) }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        total.add(Self.unwrapInboundIn(data).readableBytes, ordering: .relaxed)
+        context.fireChannelRead(data)
     }
 }

@@ -117,8 +117,8 @@ public final class OwnerConnection: Sendable {
         let settings = ClientSession.Settings(
             identity: identity, expectedOwnerFingerprint: expectedOwnerFingerprint, displayName: displayName, requiresTLS: tls != nil,
             pingInterval: pingInterval.interval(idleTimeout: configuration.limits.idleTimeout), authenticationTimeout: timeout,
-            // A request unanswered for as long as a silent connection may last ends the connection.
-            answerTimeout: configuration.limits.idleTimeout)
+            // A request unanswered for as long as a silent connection may last (5 s at least) ends the connection.
+            answerTimeout: configuration.limits.idleTimeout.map { max($0, .seconds(5)) })
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
