@@ -149,7 +149,7 @@ public final class Container: Sendable {
     /// connected, last sync, pending changes) and of each zone of its shared database (connected, last
     /// sync, lag, records, outbox writes pending, in conflict and refused): what `sharesync status` shows.
     /// A part the node could not read from its own databases (a failing disk) is `nil`, and
-    /// ``NodeStatus/errors`` names it and why; the rest is there. Check `errors` before trusting an
+    /// the status's `errors` names it and why; the rest is there. Check `errors` before trusting an
     /// empty list.
     public func status() async throws(ShareSyncError) -> NodeStatus {
         try await transport.call(.status)

@@ -100,16 +100,27 @@ extension PrivateDatabase {
                 rule: .itemsPerRequest)
         }
         return try write { db in
-            var batch = ItemBatch(
-                ctx: try WriteContext(db: db, database: self, actor: actor), saving: recordsToSave, deleting: recordIDsToDelete,
-                savePolicy: savePolicy)
-            let strategy: any BatchStrategy.Type = atomically ? AtomicBatch.self : IndependentBatch.self
-            guard try strategy.apply(&batch, in: db, authorize: authorize) else {
-                return ModifyRecordsResult(saveResults: batch.saveOutcomes, deleteResults: batch.deleteOutcomes)
-            }
-            try batch.ctx.finish()
-            return try batch.presentedOutcomes()
+            try modifyRecords(
+                in: db, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically, as: actor,
+                authorize: authorize)
         }
+    }
+
+    /// The body of ``modifyRecords(saving:deleting:savePolicy:atomically:as:authorize:itemLimit:)``, in
+    /// the caller's write transaction (the item count already checked).
+    func modifyRecords(
+        in db: Database, saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy,
+        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void
+    ) throws -> ModifyRecordsResult {
+        var batch = ItemBatch(
+            ctx: try WriteContext(db: db, database: self, actor: actor), saving: recordsToSave, deleting: recordIDsToDelete,
+            savePolicy: savePolicy)
+        let strategy: any BatchStrategy.Type = atomically ? AtomicBatch.self : IndependentBatch.self
+        guard try strategy.apply(&batch, in: db, authorize: authorize) else {
+            return ModifyRecordsResult(saveResults: batch.saveOutcomes, deleteResults: batch.deleteOutcomes)
+        }
+        try batch.ctx.finish()
+        return try batch.presentedOutcomes()
     }
 }
 

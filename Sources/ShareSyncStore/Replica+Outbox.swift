@@ -17,6 +17,7 @@ extension SharedDatabaseReplica {
         operation.state = .pending
         operation.error = nil
         operation.serverRecords = []
+        if operation.writeID == nil { operation.writeID = OutboxOperation.newWriteID() }
         let json = try Self.encode(operation)
         operation.id = try write { db in
             try requireOwner(db, owner)
@@ -100,7 +101,17 @@ extension SharedDatabaseReplica {
 
     /// Stores an operation in place of the one with its ``OutboxOperation/id``: its records, state,
     /// error and server records. Keeps its place in the outbox. Throws `unknownItem` if it is not there.
+    /// An operation whose content (records, deletions, policy) changed gets a new
+    /// ``OutboxOperation/writeID``: it is another write, and the owner must not answer it with the
+    /// answer to the one before.
     public func updateOperation(_ operation: OutboxOperation) throws(ShareSyncError) {
+        var operation = operation
+        if let stored = try outboxOperation(id: operation.id)?.operation,
+            stored.saving != operation.saving || stored.deleting != operation.deleting || stored.savePolicy != operation.savePolicy
+                || stored.atomically != operation.atomically
+        {
+            operation.writeID = OutboxOperation.newWriteID()
+        }
         let json = try Self.encode(operation)
         var error: Data?
         if let failure = operation.error { error = try Self.encode(StoredError(failure)) }

@@ -63,17 +63,23 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
     public var error: ShareSyncError? = nil
     /// The owner's version of each save that conflicted (``State/conflict``).
     public var serverRecords: [ShareSyncCore.Record] = []
+    /// What makes the owner apply it once (`modifyRecords`' `writeID`): sent again after its answer was
+    /// lost, it gets the first answer. Set when it is enqueued (unless given: a write that was sent
+    /// once already keeps its own), and anew whenever its content changes; `nil` in a write queued by
+    /// an older version (sent without one).
+    public var writeID: String? = nil
 
     // The state, error and server records are stored in their own columns, not in the operation's JSON.
     private enum CodingKeys: String, CodingKey {
-        case id, zoneName, saving, deleting, savePolicy, atomically
+        case id, zoneName, saving, deleting, savePolicy, atomically, writeID
     }
 
     /// Creates an operation to enqueue; its ``id`` is assigned when it is enqueued.
     public init(
         zoneName: String, saving: [ShareSyncCore.Record] = [], deleting: [String] = [],
-        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil
     ) {
+        self.writeID = writeID
         self.id = 0
         self.zoneName = zoneName
         self.saving = saving
@@ -81,4 +87,9 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
         self.savePolicy = savePolicy
         self.atomically = atomically
     }
+}
+
+extension OutboxOperation {
+    /// A new write ID: `w-` and a random UUID.
+    public static func newWriteID() -> String { "w-" + UUID().uuidString.lowercased() }
 }

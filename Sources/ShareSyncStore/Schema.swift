@@ -84,6 +84,20 @@ enum Schema {
                     CREATE INDEX viewZone_direct ON viewZone(zone) WHERE direct = 1 AND present = 1;
                     """)
         }
+        migrator.registerMigration("v6-applied-writes") { db in
+            // The answers to participants' writes sent with a write ID (``SharedDatabaseView/modifyRecordsOnce``),
+            // the newest few per participant: a write sent again after its answer was lost is answered
+            // from here, and applied once.
+            try db.execute(
+                sql: """
+                    CREATE TABLE appliedWrite (
+                        user TEXT NOT NULL,
+                        writeID TEXT NOT NULL,
+                        answer BLOB NOT NULL,
+                        UNIQUE (user, writeID)
+                    );
+                    """)
+        }
         return migrator
     }
 }

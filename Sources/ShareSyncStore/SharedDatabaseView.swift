@@ -264,25 +264,77 @@ public struct SharedDatabaseView: Sendable {
         for id in recordsToSave.map(\.recordID) + recordIDsToDelete where id.zoneID.ownerName != database.ownerName {
             throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) is not shared with you", zoneID: id.zoneID)
         }
-        var result = try database.modifyRecords(
+        let result = try database.modifyRecords(
             saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically,
             as: viewer, authorize: { _ in })
-        // Results come back as the participant sees them.
-        let database = self.database
-        let viewer = self.viewer
-        return try database.read { db in
-            for (id, outcome) in result.saveResults {
-                let zoneID = database.sharedZoneID(id.zoneID.zoneName)
-                if case .success(let r) = outcome {
-                    result.saveResults[id] = .success(database.present(r, to: viewer, zoneID: zoneID, in: db))
-                }
-                if case .failure(var e) = outcome, let server = e.serverRecord {
-                    e.serverRecord = database.present(server, to: viewer, zoneID: zoneID, in: db)
-                    result.saveResults[id] = .failure(e)
-                }
-            }
-            return result
+        return try database.read { db in presented(result, in: db) }
+    }
+
+    /// The newest answers to writes with a write ID kept per participant (``modifyRecordsOnce``). A
+    /// participant's node sends its writes one at a time, so only the last few can be sent again.
+    public static let appliedWritesKept = 64
+
+    /// ``modifyRecords(saving:deleting:savePolicy:atomically:)`` applied at most once per `writeID`:
+    /// in one transaction, the answer to an earlier request of this viewer with the same `writeID` is
+    /// returned as it was, and nothing is applied; otherwise the write is applied, `answer` makes the
+    /// answer from its result (as the participant sees it), and the answer is kept with the write if
+    /// anything of it was applied (a write that changed nothing may simply run again). For a write
+    /// sent again after its answer was lost: before, it was applied twice (a save over a change made
+    /// in between, a deletion of a record made again since).
+    public func modifyRecordsOnce(
+        writeID: String, saving recordsToSave: [ShareSyncCore.Record] = [], deleting recordIDsToDelete: [ShareSyncCore.Record.ID] = [],
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true,
+        answer: @escaping (ModifyRecordsResult) throws -> Data
+    ) throws(ShareSyncError) -> (answer: Data, repeated: Bool) {
+        let count = recordsToSave.count + recordIDsToDelete.count
+        guard count <= database.limits.maximumItemsPerRequest else {
+            throw ShareSyncError(
+                .limitExceeded,
+                "a request may save and delete at most \(database.limits.maximumItemsPerRequest) items; this one has \(count)",
+                rule: .itemsPerRequest)
         }
+        for id in recordsToSave.map(\.recordID) + recordIDsToDelete where id.zoneID.ownerName != database.ownerName {
+            throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) is not shared with you", zoneID: id.zoneID)
+        }
+        let (database, viewer) = (self.database, self.viewer)
+        return try database.write { db in
+            if let kept = try Data.fetchOne(
+                db.cachedStatement(sql: "SELECT answer FROM appliedWrite WHERE user = ? AND writeID = ?"), arguments: [viewer, writeID])
+            {
+                return (kept, true)
+            }
+            let result = try database.modifyRecords(
+                in: db, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically,
+                as: viewer, authorize: { _ in })
+            let data = try answer(viewer == database.ownerName ? result : presented(result, in: db))
+            let applied = result.saveResults.values.contains { if case .success = $0 { true } else { false } }
+                || result.deleteResults.values.contains { if case .success = $0 { true } else { false } }
+            if applied {
+                try db.executeCached("INSERT INTO appliedWrite (user, writeID, answer) VALUES (?, ?, ?)", [viewer, writeID, data])
+                try db.executeCached(
+                    """
+                    DELETE FROM appliedWrite WHERE user = ?1 AND rowid <= (
+                        SELECT rowid FROM appliedWrite WHERE user = ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2)
+                    """, [viewer, Self.appliedWritesKept])
+            }
+            return (data, false)
+        }
+    }
+
+    /// A write's results as the viewer sees them (their own names for the owner and the zone).
+    private func presented(_ result: ModifyRecordsResult, in db: Database) -> ModifyRecordsResult {
+        var result = result
+        for (id, outcome) in result.saveResults {
+            let zoneID = database.sharedZoneID(id.zoneID.zoneName)
+            if case .success(let r) = outcome {
+                result.saveResults[id] = .success(database.present(r, to: viewer, zoneID: zoneID, in: db))
+            }
+            if case .failure(var e) = outcome, let server = e.serverRecord {
+                e.serverRecord = database.present(server, to: viewer, zoneID: zoneID, in: db)
+                result.saveResults[id] = .failure(e)
+            }
+        }
+        return result
     }
 
     /// Leaves a share: the caller's status becomes removed and the share's records leave their view.

@@ -571,7 +571,7 @@ extension Response: FastJSONDecodable where Result: FastJSONDecodable {
 extension Request: FastJSONEncodable, FastJSONDecodable {
     /// Only `modifyRecords` (the one that carries records) is written by hand.
     package func writeJSON(to writer: inout JSONWriter, includingChangedKeys: Bool) throws(JSONFallback) {
-        guard case .modifyRecords(let zoneName, let saving, let deleting, let savePolicy, let atomically) = body else {
+        guard case .modifyRecords(let zoneName, let saving, let deleting, let savePolicy, let atomically, let writeID) = body else {
             throw JSONFallback()
         }
         writer.raw(#"{"atomically":"#)
@@ -584,6 +584,10 @@ extension Request: FastJSONEncodable, FastJSONDecodable {
         writer.string(savePolicy.rawValue)
         writer.raw(#","saving":"#)
         try writer.records(saving, includingChangedKeys: includingChangedKeys)
+        if let writeID {
+            writer.raw(#","writeID":"#)
+            writer.string(writeID)
+        }
         writer.raw(#","zoneName":"#)
         writer.string(zoneName)
         writer.raw("}")
@@ -599,6 +603,7 @@ extension Request: FastJSONEncodable, FastJSONDecodable {
         var deleting: [String]?
         var savePolicy: SavePolicy?
         var atomically: Bool?
+        var writeID: String?
         try reader.object { r, key throws(JSONFallback) in
             if key.is("id") {
                 try JSONReader.first(0, in: &seen)
@@ -623,6 +628,9 @@ extension Request: FastJSONEncodable, FastJSONDecodable {
             } else if key.is("atomically") {
                 try JSONReader.first(6, in: &seen)
                 atomically = try r.bool()
+            } else if key.is("writeID") {
+                try JSONReader.first(7, in: &seen)
+                writeID = try r.string()
             } else {
                 throw JSONFallback()
             }
@@ -632,7 +640,7 @@ extension Request: FastJSONEncodable, FastJSONDecodable {
             id: id,
             body: .modifyRecords(
                 zoneName: zoneName, saving: saving ?? [], deleting: deleting ?? [],
-                savePolicy: savePolicy ?? .ifServerRecordUnchanged, atomically: atomically ?? true))
+                savePolicy: savePolicy ?? .ifServerRecordUnchanged, atomically: atomically ?? true, writeID: writeID))
     }
 }
 

@@ -15,7 +15,7 @@ public struct Request: Codable, Sendable {
 
     private enum Keys: String, CodingKey {
         case id, op, url, shouldFetchRootRecord, token, resultsLimit, zoneName, recordNames
-        case saving, deleting, savePolicy, atomically, shareRecordName
+        case saving, deleting, savePolicy, atomically, shareRecordName, writeID
     }
 
     public init(from decoder: any Decoder) throws {
@@ -50,7 +50,8 @@ public struct Request: Codable, Sendable {
                 saving: try c.decodeIfPresent([Record].self, forKey: .saving) ?? [],
                 deleting: try c.decodeIfPresent([String].self, forKey: .deleting) ?? [],
                 savePolicy: try c.decodeIfPresent(SavePolicy.self, forKey: .savePolicy) ?? .ifServerRecordUnchanged,
-                atomically: try c.decodeIfPresent(Bool.self, forKey: .atomically) ?? true)
+                atomically: try c.decodeIfPresent(Bool.self, forKey: .atomically) ?? true,
+                writeID: try c.decodeIfPresent(String.self, forKey: .writeID))
         case "leaveShare":
             body = .leaveShare(
                 zoneName: try c.decode(String.self, forKey: .zoneName),
@@ -84,12 +85,13 @@ public struct Request: Codable, Sendable {
         case .fetchRecords(let zoneName, let names):
             try c.encode(zoneName, forKey: .zoneName)
             try c.encode(names, forKey: .recordNames)
-        case .modifyRecords(let zoneName, let saving, let deleting, let policy, let atomically):
+        case .modifyRecords(let zoneName, let saving, let deleting, let policy, let atomically, let writeID):
             try c.encode(zoneName, forKey: .zoneName)
             try c.encode(saving, forKey: .saving)
             try c.encode(deleting, forKey: .deleting)
             try c.encode(policy, forKey: .savePolicy)
             try c.encode(atomically, forKey: .atomically)
+            try c.encodeIfPresent(writeID, forKey: .writeID)
         case .leaveShare(let zoneName, let shareRecordName):
             try c.encode(zoneName, forKey: .zoneName)
             try c.encode(shareRecordName, forKey: .shareRecordName)
@@ -109,7 +111,10 @@ public enum RequestBody: Sendable {
     case fetchDatabaseChanges(token: ServerChangeToken?, resultsLimit: Int?)
     case fetchZoneChanges(zoneName: String, token: ServerChangeToken?, resultsLimit: Int?)
     case fetchRecords(zoneName: String, recordNames: [String])
-    case modifyRecords(zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool)
+    /// `writeID`, if given, makes the write happen once: the owner answers a repeat of it (the same
+    /// identity and `writeID`: one sent again after its answer was lost) with the first answer, and
+    /// applies nothing again.
+    case modifyRecords(zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String? = nil)
     case leaveShare(zoneName: String, shareRecordName: String)
     case subscribe(token: ServerChangeToken?)
     /// Keeps a quiet connection from being idle; answered at once with `{}` (`protocol.md`, "Idle

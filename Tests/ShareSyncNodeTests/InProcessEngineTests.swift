@@ -430,9 +430,9 @@ private final class StuckConnection: OwnerDatabase {
         try await inner.fetchRecords(zoneName: zoneName, recordNames: recordNames)
     }
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
-        try await inner.modifyRecords(zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically)
+        try await inner.modifyRecords(zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID)
     }
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
         let owner = owner

@@ -54,7 +54,7 @@ struct MessageTests {
             let decoded = try roundTrip(Request(id: i, body: body))
             #expect(decoded.id == i)
             #expect(decoded.body.op == body.op)
-            if case .modifyRecords(_, let saving, _, _, _) = decoded.body { #expect(saving == [note]) }
+            if case .modifyRecords(_, let saving, _, _, _, _) = decoded.body { #expect(saving == [note]) }
             #expect(
                 try MessageCoding.encodeData(decoded, includingChangedKeys: true)
                     == MessageCoding.encodeData(Request(id: i, body: body), includingChangedKeys: true))
@@ -76,7 +76,7 @@ struct MessageTests {
     func modifyDefaults() throws {
         let line = #"{"id":1,"op":"modifyRecords","zoneName":"Topics","saving":[{"recordName":"n","recordType":"Note","fields":{"t":{"value":"x","type":"STRING"}},"changedKeys":["t"]}]}"#
         let request = try MessageCoding.decode(Request.self, from: Data(line.utf8))
-        guard case .modifyRecords(_, let saving, let deleting, let policy, let atomically) = request.body else {
+        guard case .modifyRecords(_, let saving, let deleting, let policy, let atomically, _) = request.body else {
             Issue.record("wrong op"); return
         }
         #expect(policy == .ifServerRecordUnchanged)

@@ -558,7 +558,19 @@ struct Session {
                 // The subscription's push of this write waits for its answer (see `commitObserved`).
                 shared.beginWrite()
                 defer { shared.endWrite() }
+                let registry = connection.server.registry
+                let dropping = registry.takeDroppedAnswer()
+                if !dropping, let injected = registry.injectedRefusal(for: request.body.op) {
+                    try await connection.writeAnswer(
+                        executor.errorResponse(id: request.id, injected), id: request.id, executor: executor, to: outbound)
+                    refusal = injected
+                    break
+                }
                 let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.answer(request) }
+                if dropping {
+                    connection.channel.channel.close(promise: nil)  // applied, and its answer lost (tests)
+                    return
+                }
                 try await connection.writeAnswer(answer.payload, id: request.id, executor: executor, to: outbound)
                 refusal = answer.error
             case .fetchRecords:
@@ -598,7 +610,7 @@ struct Session {
         logger[metadataKey: "request.id"] = "\(request.id)"
         logger[metadataKey: "request"] = "\(request.body.op)"
         switch request.body {
-        case .fetchZoneChanges(let zoneName, _, _), .fetchRecords(let zoneName, _), .modifyRecords(let zoneName, _, _, _, _):
+        case .fetchZoneChanges(let zoneName, _, _), .fetchRecords(let zoneName, _), .modifyRecords(let zoneName, _, _, _, _, _):
             logger[metadataKey: "zone"] = "\(zoneName)"
         case .leaveShare(let zoneName, let shareRecordName):
             logger[metadataKey: "zone"] = "\(zoneName)"

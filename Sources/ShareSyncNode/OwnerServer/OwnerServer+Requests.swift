@@ -79,7 +79,7 @@ struct RequestExecutor: Sendable {
                 }
             }
             return try ok(id, FetchRecordsResult(records: records, errors: errors))
-        case .modifyRecords(let zoneName, let saving, let deleting, let policy, let atomically):
+        case .modifyRecords(let zoneName, let saving, let deleting, let policy, let atomically, let writeID):
             try checkCount(saving.count + deleting.count)
             let zone = zoneID(zoneName)
             for record in saving where record.recordID.zoneID != zone {
@@ -87,6 +87,25 @@ struct RequestExecutor: Sendable {
                     .invalidArguments,
                     "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone) named by the request",
                     recordID: record.recordID, rule: .zoneMismatch)
+            }
+            if let writeID {
+                guard Self.isValidWriteID(writeID) else {
+                    throw ShareSyncError(
+                        .invalidArguments, "a writeID is 1 to 128 characters of letters, digits, '.', '_', ':' and '-'",
+                        rule: .malformedRequest)
+                }
+                // Applied once: a repeat (sent again after its answer was lost) gets the first answer.
+                let (answer, _) = try view.modifyRecordsOnce(
+                    writeID: writeID, saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) },
+                    savePolicy: policy, atomically: atomically
+                ) { result in
+                    ShareSyncMetrics.conflicts(side: "owner", result.errors.values.count { $0.code == .serverRecordChanged })
+                    return try MessageCoding.encodeData(ModifyRecordsWireResult(result))
+                }
+                var buffer = ByteBuffer(string: #"{"id":\#(id),"ok":"#)
+                buffer.writeBytes(answer)
+                buffer.writeString("}")
+                return buffer
             }
             let result = try view.modifyRecords(
                 saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: policy,
@@ -101,6 +120,19 @@ struct RequestExecutor: Sendable {
         case .ping:
             return try ok(id, EmptyResult())  // the connection answers pings itself, at once
         }
+    }
+
+    /// A `modifyRecords` write ID: 1 to 128 characters of ASCII letters, digits, `.`, `_`, `:` and `-`.
+    static func isValidWriteID(_ id: String) -> Bool {
+        (1...128).contains(id.utf8.count)
+            && id.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "-"):
+                    true
+                default: false
+                }
+            }
     }
 
     private func checkCount(_ n: Int) throws(ShareSyncError) {

@@ -307,6 +307,15 @@ final class ConnectionRegistry: Sendable {
     /// owner whose disk is full when a participant's leave comes).
     let injectedRefusals = Mutex<[String: ShareSyncError]>([:])
 
+    /// How many of the next `modifyRecords` are applied and then not answered, their connection closed
+    /// (tests set it: an answer lost after the owner committed).
+    let droppedAnswers = Atomic<Int>(0)
+
+    /// Whether this `modifyRecords` is one whose answer a test asked to lose.
+    func takeDroppedAnswer() -> Bool {
+        droppedAnswers.load(ordering: .relaxed) > 0 && droppedAnswers.wrappingSubtract(1, ordering: .relaxed).oldValue > 0
+    }
+
     /// Requests left unanswered, by op, for as long as it is set (tests set it: an owner that answers
     /// pings but never a request).
     let silencedOps = Mutex<Set<String>>([])

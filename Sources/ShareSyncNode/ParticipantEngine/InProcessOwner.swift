@@ -207,8 +207,9 @@ final class InProcessConnection: OwnerDatabase {
         return results
     }
 
+    /// `writeID` is not needed here: an answer in process is never lost on its way.
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try request(.modifyRecords)
         let zone = executor.zoneID(zoneName)

@@ -303,20 +303,29 @@ public final class OwnerConnection: Sendable {
     /// ``ownerName``). The items go as several requests, in order (saves first), when they are more than
     /// ``maximumItemsPerRequest`` or more bytes than the owner's response size (``WireLimits/maximumResponseSize``):
     /// each request atomic on its own when `atomically`; the results are merged.
+    ///
+    /// With a `writeID` (1 to 100 characters of letters, digits, `.`, `_`, `:` and `-`, unique to this
+    /// write) the owner applies the write once: the same write sent again with the same `writeID`
+    /// after its answer was lost gets the first answer and changes nothing (each request of a write
+    /// in several requests has its own, made from it).
     public func modifyRecords(
         zoneName: String, saving: [Record] = [], deleting: [String] = [],
-        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         let items = saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
         var result = ModifyRecordsResult()
-        for chunk in ModifyItem.batches(items, limits: limits) {
-            try await modifyRecords(zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, into: &result)
+        let chunks = ModifyItem.batches(items, limits: limits)
+        for (index, chunk) in chunks.enumerated() {
+            let chunkID = writeID.map { chunks.count == 1 ? $0 : "\($0).\(index + 1)of\(chunks.count)" }
+            try await modifyRecords(
+                zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, writeID: chunkID, into: &result)
         }
         return result
     }
 
     private func modifyRecords(
-        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, into result: inout ModifyRecordsResult
+        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        into result: inout ModifyRecordsResult
     ) async throws(ShareSyncError) {
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
         var saves: [Record] = []
@@ -330,13 +339,19 @@ public final class OwnerConnection: Sendable {
         let page: ModifyRecordsWireResult
         do {
             page = try await send(
-                .modifyRecords(zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically),
+                .modifyRecords(
+                    zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically, writeID: writeID),
                 expecting: ModifyRecordsWireResult.self)
         } catch where error.code == .limitExceeded && error.rule == .maximumResponseSize && chunk.count > 1 {
-            // The owner counted more bytes than this side did: ask in two halves.
+            // The owner counted more bytes than this side did: ask in two halves (refused whole, so
+            // neither half was applied under `writeID`).
             let half = chunk.count / 2
-            try await modifyRecords(zoneName: zoneName, Array(chunk[..<half]), savePolicy: savePolicy, atomically: atomically, into: &result)
-            try await modifyRecords(zoneName: zoneName, Array(chunk[half...]), savePolicy: savePolicy, atomically: atomically, into: &result)
+            try await modifyRecords(
+                zoneName: zoneName, Array(chunk[..<half]), savePolicy: savePolicy, atomically: atomically,
+                writeID: writeID.map { $0 + ".a" }, into: &result)
+            try await modifyRecords(
+                zoneName: zoneName, Array(chunk[half...]), savePolicy: savePolicy, atomically: atomically,
+                writeID: writeID.map { $0 + ".b" }, into: &result)
             return
         }
         let saved = Dictionary(page.saved.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })

@@ -43,7 +43,7 @@ public protocol OwnerDatabase: AnyObject, Sendable {
         -> [Record.ID: Result<Record, ShareSyncError>]
     /// Saves and deletes records in a shared zone, split to fit the owner's limits.
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?
     ) async throws(ShareSyncError) -> ModifyRecordsResult
     /// Subscribes to this identity's view: a push after every change since `token` (or since now), each
     /// handed to `receiver` as it is read, in order. The subscription ends (``PushReceiver/end``) when
@@ -54,6 +54,14 @@ public protocol OwnerDatabase: AnyObject, Sendable {
 }
 
 extension OwnerDatabase {
+    /// A write without a write ID: applied again if sent again.
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        try await modifyRecords(
+            zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: nil)
+    }
+
     /// Subscribes to this identity's view: the stream yields a push after every change since `token`
     /// (or since now, without one). The stream ends when the connection closes, the token expires or
     /// another subscription replaces this one.

@@ -20,9 +20,11 @@ extension ParticipantOwnerLink {
             guard let operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
             let answer: (ModifyRecordsResult, dropped: Set<Record.ID>)
             do {
+                // With its write ID: if an answer was lost (a cut connection, a crash), the owner answers
+                // this send with the first answer instead of applying the write again.
                 let first = try await connection.modifyRecords(
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
-                    savePolicy: operation.savePolicy, atomically: operation.atomically)
+                    savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID)
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
             } catch where Self.keepsPending(error) {
                 throw error
@@ -181,7 +183,7 @@ extension ParticipantOwnerLink {
         guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
         let retry = try await connection.modifyRecords(
             zoneName: operation.zoneName, saving: saves, deleting: deletes, savePolicy: operation.savePolicy,
-            atomically: operation.atomically)
+            atomically: operation.atomically, writeID: operation.writeID.map { $0 + ".merged" })
         var merged = result
         for (id, outcome) in retry.saveResults { merged.saveResults[id] = outcome }
         for (id, outcome) in retry.deleteResults { merged.deleteResults[id] = outcome }

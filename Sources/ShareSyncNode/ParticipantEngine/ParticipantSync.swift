@@ -388,10 +388,14 @@ public final class ParticipantSync: Sendable {
         }
         let link = existingLink(owner)
         let outboxEmpty = !readiness.writesWaiting
+        // One write ID from the first send on: a write sent at once whose answer is lost, queued, and
+        // sent again, is applied once.
+        let writeID = OutboxOperation.newWriteID()
         if let connection = link?.activeConnection, outboxEmpty {
             do {
                 let result = try await connection.modifyRecords(
-                    zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically)
+                    zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
+                    writeID: writeID)
                 // Answered at once, so not kept in the outbox and not an event: counted here.
                 ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
                 return .sent(result)
@@ -410,7 +414,8 @@ public final class ParticipantSync: Sendable {
         let queued = try replica.enqueue(
             owner: owner,
             operation: OutboxOperation(
-                zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically))
+                zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
+                writeID: writeID))
         hub.emit(.queued(owner: owner, operationID: queued.id))
         link?.pokeOutbox()
         return .queued(queued)
