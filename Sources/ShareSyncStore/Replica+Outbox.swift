@@ -101,17 +101,11 @@ extension SharedDatabaseReplica {
 
     /// Stores an operation in place of the one with its ``OutboxOperation/id``: its records, state,
     /// error and server records. Keeps its place in the outbox. Throws `unknownItem` if it is not there.
-    /// An operation whose content (records, deletions, policy) changed gets a new
-    /// ``OutboxOperation/writeID``: it is another write, and the owner must not answer it with the
-    /// answer to the one before.
+    /// Its ``OutboxOperation/writeID`` is stored as given: a caller whose write changed after the
+    /// owner answered it (a conflict resolved, the items its batch failed) gives it a new one. A
+    /// rebase keeps it: the write's first send may have been applied, its answer lost, and the owner
+    /// must answer the next send with that answer, not apply the write again.
     public func updateOperation(_ operation: OutboxOperation) throws(ShareSyncError) {
-        var operation = operation
-        if let stored = try outboxOperation(id: operation.id)?.operation,
-            stored.saving != operation.saving || stored.deleting != operation.deleting || stored.savePolicy != operation.savePolicy
-                || stored.atomically != operation.atomically
-        {
-            operation.writeID = OutboxOperation.newWriteID()
-        }
         let json = try Self.encode(operation)
         var error: Data?
         if let failure = operation.error { error = try Self.encode(StoredError(failure)) }

@@ -65,8 +65,8 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
     public var serverRecords: [ShareSyncCore.Record] = []
     /// What makes the owner apply it once (`modifyRecords`' `writeID`): sent again after its answer was
     /// lost, it gets the first answer. Set when it is enqueued (unless given: a write that was sent
-    /// once already keeps its own), and anew whenever its content changes; `nil` in a write queued by
-    /// an older version (sent without one).
+    /// once already keeps its own), and anew when it changes after the owner answered it (a conflict
+    /// resolved); kept through rebases. `nil` in a write queued by an older version (sent without one).
     public var writeID: String? = nil
 
     // The state, error and server records are stored in their own columns, not in the operation's JSON.

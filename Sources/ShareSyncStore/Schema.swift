@@ -91,6 +91,7 @@ enum Schema {
             try db.execute(
                 sql: """
                     CREATE TABLE appliedWrite (
+                        id INTEGER PRIMARY KEY,
                         user TEXT NOT NULL,
                         writeID TEXT NOT NULL,
                         answer BLOB NOT NULL,

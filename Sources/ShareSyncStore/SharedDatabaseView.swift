@@ -293,7 +293,7 @@ public struct SharedDatabaseView: Sendable {
                 "a request may save and delete at most \(database.limits.maximumItemsPerRequest) items; this one has \(count)",
                 rule: .itemsPerRequest)
         }
-        for id in recordsToSave.map(\.recordID) + recordIDsToDelete where id.zoneID.ownerName != database.ownerName {
+        for id in recordsToSave.map(\.recordID) + recordIDsToDelete where viewer != database.ownerName && id.zoneID.ownerName != database.ownerName {
             throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) is not shared with you", zoneID: id.zoneID)
         }
         let (database, viewer) = (self.database, self.viewer)
@@ -313,8 +313,8 @@ public struct SharedDatabaseView: Sendable {
                 try db.executeCached("INSERT INTO appliedWrite (user, writeID, answer) VALUES (?, ?, ?)", [viewer, writeID, data])
                 try db.executeCached(
                     """
-                    DELETE FROM appliedWrite WHERE user = ?1 AND rowid <= (
-                        SELECT rowid FROM appliedWrite WHERE user = ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2)
+                    DELETE FROM appliedWrite WHERE user = ?1 AND id <= (
+                        SELECT id FROM appliedWrite WHERE user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
                     """, [viewer, Self.appliedWritesKept])
             }
             return (data, false)

@@ -82,4 +82,18 @@ struct WriteOnceTests {
         await sync.stop()
         try await owner.stop()
     }
+
+    @Test("a write in several requests gives each an ID from the names it carries: cut differently, a request is another write")
+    func partsAreNamedByTheirItems() {
+        let zone = RecordZone.ID(zoneName: "Topics")
+        func save(_ name: String) -> ModifyItem { .save(Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: zone)), bytes: 10) }
+        let ab = OwnerConnection.partWriteID("w-1", [save("a"), save("b")])
+        #expect(ab == OwnerConnection.partWriteID("w-1", [save("a"), save("b")]))
+        #expect(ab.hasPrefix("w-1.") && ab.count == "w-1.".count + 16)
+        #expect(ab != OwnerConnection.partWriteID("w-1", [save("a")]))
+        #expect(ab != OwnerConnection.partWriteID("w-1", [save("a"), .delete("b")]))
+        #expect(ab != OwnerConnection.partWriteID("w-2", [save("a"), save("b")]))
+        #expect(RequestExecutor.isValidWriteID(ab))
+    }
+
 }

@@ -56,6 +56,26 @@ struct OutboxTests {
         }
     }
 
+    @Test("a queued write keeps its write ID through a rebase: its first send may have been applied", arguments: Storage.allCases)
+    func rebaseKeepsTheWriteID(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            var record = edit("milk", title: "Milk")
+            record.recordChangeTag = "t1"
+            let queued = try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [record]))
+            let id = try #require(queued.writeID)
+            #expect(id.hasPrefix("w-"))
+            try replica.rebaseQueuedSaves(owner: alice.ownerName, recordID: record.recordID, from: "t1", to: "t2")
+            let rebased = try #require(try replica.outboxOperation(id: queued.id)?.operation)
+            #expect(rebased.saving.first?.recordChangeTag == "t2")
+            #expect(rebased.writeID == id)
+            // Another enqueued write gets another ID; one given is kept.
+            let other = try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["x"]))
+            #expect(other.writeID != id)
+            let given = try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["y"], writeID: "w-given"))
+            #expect(try replica.outboxOperation(id: given.id)?.operation.writeID == "w-given")
+        }
+    }
+
     @Test("removed operations leave the others in order", arguments: Storage.allCases)
     func remove(storage: Storage) throws {
         try withReplica(storage) { replica in

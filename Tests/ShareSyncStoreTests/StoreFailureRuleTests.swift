@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import Testing
 
@@ -24,5 +25,38 @@ struct StoreFailureRuleTests {
         for code in [ResultCode.SQLITE_CONSTRAINT, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_ERROR, .SQLITE_MISMATCH] {
             #expect(rule(code) == nil, "\(code)")
         }
+    }
+}
+
+/// `modifyRecordsOnce`: a write ID's answer is kept with the write, for the newest 64 of a viewer.
+@Suite("Writes applied once, in the store")
+struct AppliedWriteStoreTests {
+    @Test("a repeat is answered and applies nothing; a failed write is not kept; past 64 newer writes the oldest runs again")
+    func keptAnswersAndTheirWindow() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Z")))
+        let view = database.sharedDatabase(for: Caller(userRecordName: "_owner"))
+        var answers = 0
+        func save(_ id: String, _ name: String, policy: SavePolicy = .allKeys) throws -> (Data, Bool) {
+            var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: "Z")))
+            record["n"] = .int64(Int64(answers))
+            return try view.modifyRecordsOnce(writeID: id, saving: [record], savePolicy: policy) { result in
+                answers += 1
+                return Data("\(answers):\(result.saveResults.count)".utf8)
+            }
+        }
+        let (first, repeatedFirst) = try save("w-0", "r0")
+        #expect(!repeatedFirst)
+        let (again, repeated) = try save("w-0", "r0-other")
+        #expect(repeated && again == first)
+        #expect(throws: ShareSyncError.self) { try database.fetchRecord(Record.ID(recordName: "r0-other", zoneID: RecordZone.ID(zoneName: "Z"))) }
+        // A write that applied nothing (a new record saved "if unchanged" over one that exists) is not kept.
+        let (_, failedRepeat) = try save("w-failed", "r0", policy: .ifServerRecordUnchanged)
+        #expect(!failedRepeat)
+        #expect(try !save("w-failed", "r0", policy: .ifServerRecordUnchanged).1)
+        // 64 newer writes: w-0 is forgotten and runs again; w-1 … are still answered.
+        for i in 1...64 { _ = try save("w-\(i)", "r\(i)") }
+        #expect(try !save("w-0", "r0").1)
+        #expect(try save("w-64", "r64").1)
     }
 }

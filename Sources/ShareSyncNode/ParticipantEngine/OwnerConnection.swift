@@ -306,8 +306,9 @@ public final class OwnerConnection: Sendable {
     ///
     /// With a `writeID` (1 to 100 characters of letters, digits, `.`, `_`, `:` and `-`, unique to this
     /// write) the owner applies the write once: the same write sent again with the same `writeID`
-    /// after its answer was lost gets the first answer and changes nothing (each request of a write
-    /// in several requests has its own, made from it).
+    /// after its answer was lost gets the first answer and changes nothing. Each request of a write
+    /// in several requests has its own, made from it and the names it carries: cut differently (an
+    /// owner whose limits changed), a request is another write, never answered for other items.
     public func modifyRecords(
         zoneName: String, saving: [Record] = [], deleting: [String] = [],
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil
@@ -315,16 +316,36 @@ public final class OwnerConnection: Sendable {
         let items = saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
         var result = ModifyRecordsResult()
         let chunks = ModifyItem.batches(items, limits: limits)
-        for (index, chunk) in chunks.enumerated() {
-            let chunkID = writeID.map { chunks.count == 1 ? $0 : "\($0).\(index + 1)of\(chunks.count)" }
+        for chunk in chunks {
+            let chunkID = writeID.map { chunks.count == 1 ? $0 : Self.partWriteID($0, chunk) }
             try await modifyRecords(
-                zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, writeID: chunkID, into: &result)
+                zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, writeRoot: writeID, writeID: chunkID,
+                into: &result)
         }
         return result
     }
 
+    /// The write ID of one request of a write sent in several: the write's, `.`, and a digest (64-bit
+    /// FNV-1a, hex) of the names the request saves and deletes.
+    static func partWriteID(_ root: String, _ items: [ModifyItem]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for item in items {
+            let name: String
+            switch item {
+            case .save(let record, _): name = "s:" + record.recordID.recordName
+            case .delete(let recordName): name = "d:" + recordName
+            }
+            for byte in name.utf8 + [0] {
+                hash ^= UInt64(byte)
+                hash = hash &* 0x100_0000_01b3
+            }
+        }
+        let hex = String(hash, radix: 16)
+        return root + "." + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
     private func modifyRecords(
-        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, writeRoot: String?, writeID: String?,
         into result: inout ModifyRecordsResult
     ) async throws(ShareSyncError) {
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
@@ -345,13 +366,13 @@ public final class OwnerConnection: Sendable {
         } catch where error.code == .limitExceeded && error.rule == .maximumResponseSize && chunk.count > 1 {
             // The owner counted more bytes than this side did: ask in two halves (refused whole, so
             // neither half was applied under `writeID`).
-            let half = chunk.count / 2
+            let (first, second) = (Array(chunk[..<(chunk.count / 2)]), Array(chunk[(chunk.count / 2)...]))
             try await modifyRecords(
-                zoneName: zoneName, Array(chunk[..<half]), savePolicy: savePolicy, atomically: atomically,
-                writeID: writeID.map { $0 + ".a" }, into: &result)
+                zoneName: zoneName, first, savePolicy: savePolicy, atomically: atomically, writeRoot: writeRoot,
+                writeID: writeRoot.map { Self.partWriteID($0, first) }, into: &result)
             try await modifyRecords(
-                zoneName: zoneName, Array(chunk[half...]), savePolicy: savePolicy, atomically: atomically,
-                writeID: writeID.map { $0 + ".b" }, into: &result)
+                zoneName: zoneName, second, savePolicy: savePolicy, atomically: atomically, writeRoot: writeRoot,
+                writeID: writeRoot.map { Self.partWriteID($0, second) }, into: &result)
             return
         }
         let saved = Dictionary(page.saved.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })

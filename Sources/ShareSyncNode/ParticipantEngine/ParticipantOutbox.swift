@@ -82,8 +82,10 @@ extension ParticipantOwnerLink {
             }
         }
         if conflicts.isEmpty && refusals.isEmpty && !(kept.saving.isEmpty && kept.deleting.isEmpty) {
-            // Only items that failed because their batch did: not refused, not sent; send them again.
+            // Only items that failed because their batch did: not refused, not sent; send them again,
+            // as another write (under the old ID the owner would answer with this answer).
             kept.state = .pending
+            kept.writeID = OutboxOperation.newWriteID()
             try replica.updateOperation(kept)
         } else if let refusal = refusals.first {
             kept.state = .refused

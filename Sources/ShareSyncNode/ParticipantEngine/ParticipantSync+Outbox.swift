@@ -76,6 +76,8 @@ extension ParticipantSync {
             resend.state = .pending
             resend.error = nil
             resend.serverRecords = []
+            // Another write, after the owner answered the first: under the old ID it would get that answer.
+            resend.writeID = OutboxOperation.newWriteID()
             try replica.updateOperation(resend)
             logger.info("conflict resolved: mine, sent again", metadata: ["owner": "\(owner)", "operation": "\(id)"])
             guard let link = existingLink(owner) else { return resend }
