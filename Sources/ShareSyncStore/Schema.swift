@@ -91,12 +91,12 @@ enum Schema {
             try db.execute(
                 sql: """
                     CREATE TABLE appliedWrite (
-                        id INTEGER PRIMARY KEY,
                         user TEXT NOT NULL,
                         writeID TEXT NOT NULL,
+                        seq INTEGER NOT NULL,
                         answer BLOB NOT NULL,
-                        UNIQUE (user, writeID)
-                    );
+                        PRIMARY KEY (user, writeID)
+                    ) WITHOUT ROWID;
                     """)
         }
         return migrator

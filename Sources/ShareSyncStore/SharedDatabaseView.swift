@@ -270,8 +270,9 @@ public struct SharedDatabaseView: Sendable {
         return try database.read { db in presented(result, in: db) }
     }
 
-    /// The newest answers to writes with a write ID kept per participant (``modifyRecordsOnce``). A
-    /// participant's node sends its writes one at a time, so only the last few can be sent again.
+    /// The newest answers to writes with a write ID kept per participant, at least (``modifyRecordsOnce``;
+    /// older ones go in batches of 16, not at every write). A participant's node sends its writes one
+    /// at a time, so only the last few can be sent again.
     public static let appliedWritesKept = 64
 
     /// ``modifyRecords(saving:deleting:savePolicy:atomically:)`` applied at most once per `writeID`:
@@ -310,12 +311,15 @@ public struct SharedDatabaseView: Sendable {
             let applied = result.saveResults.values.contains { if case .success = $0 { true } else { false } }
                 || result.deleteResults.values.contains { if case .success = $0 { true } else { false } }
             if applied {
-                try db.executeCached("INSERT INTO appliedWrite (user, writeID, answer) VALUES (?, ?, ?)", [viewer, writeID, data])
+                // One B-tree (no rowid, no second index): the least the write adds to its commit.
+                let seq = try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM appliedWrite WHERE user = ?"), arguments: [viewer]) ?? 1
                 try db.executeCached(
-                    """
-                    DELETE FROM appliedWrite WHERE user = ?1 AND id <= (
-                        SELECT id FROM appliedWrite WHERE user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
-                    """, [viewer, Self.appliedWritesKept])
+                    "INSERT INTO appliedWrite (user, writeID, seq, answer) VALUES (?, ?, ?, ?)", [viewer, writeID, seq, data])
+                if seq % 16 == 0 {
+                    try db.executeCached(
+                        "DELETE FROM appliedWrite WHERE user = ? AND seq <= ?", [viewer, seq - Int64(Self.appliedWritesKept)])
+                }
             }
             return (data, false)
         }

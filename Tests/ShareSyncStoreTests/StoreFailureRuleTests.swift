@@ -54,9 +54,11 @@ struct AppliedWriteStoreTests {
         let (_, failedRepeat) = try save("w-failed", "r0", policy: .ifServerRecordUnchanged)
         #expect(!failedRepeat)
         #expect(try !save("w-failed", "r0", policy: .ifServerRecordUnchanged).1)
-        // 64 newer writes: w-0 is forgotten and runs again; w-1 … are still answered.
+        // At least the newest 64 are kept; past 80 newer writes w-0 is forgotten and runs again.
         for i in 1...64 { _ = try save("w-\(i)", "r\(i)") }
+        #expect(try save("w-1", "r1").1)
+        for i in 65...80 { _ = try save("w-\(i)", "r\(i)") }
         #expect(try !save("w-0", "r0").1)
-        #expect(try save("w-64", "r64").1)
+        #expect(try save("w-17", "r17").1 && save("w-80", "r80").1)
     }
 }
