@@ -70,7 +70,9 @@ struct OutboxCommand: AsyncParsableCommand {
             discussion: """
                 --keep mine sends your write again with the change tag of the owner's version: the same \
                 fields, saved over it. If the owner's record changed once more, it is a conflict again. \
-                --keep theirs drops your write: the owner's version stays, as your replica holds it.
+                --keep theirs drops your write: the owner's version stays, as your replica holds it. \
+                A write that is in conflict again, or refused, is printed as it now stands and the command \
+                exits 65 (a script sees that nothing was settled).
 
                 Example:
                   sharesync outbox resolve 3 --keep mine
@@ -81,7 +83,13 @@ struct OutboxCommand: AsyncParsableCommand {
         @Option(help: "mine or theirs.") var keep: ParticipantSync.ConflictChoice
 
         func run() async throws {
-            try await runOnNode(options) { (resolution: OutboxResolution) in
+            let resolution: OutboxResolution
+            do {
+                resolution = try await onNode(options) { [id, keep] in try await $0.resolveOutboxItem(withID: id, keeping: keep) }
+            } catch {
+                throw Output.fail(error)
+            }
+            Output.emit(resolution, json: options.json) { resolution in
                 switch resolution.outcome {
                 case .sent: "write \(resolution.id) sent again: the owner accepted it"
                 case .dropped: "write \(resolution.id) dropped: the owner's version stays"
@@ -90,7 +98,15 @@ struct OutboxCommand: AsyncParsableCommand {
                     "write \(resolution.id) sent again and \(resolution.outcome == .conflict ? "in conflict again" : "refused"):\n"
                         + (resolution.item.map(OutboxCommand.describe) ?? "")
                 }
-            } _: { [id, keep] in try await $0.resolveOutboxItem(withID: id, keeping: keep) }
+            }
+            // Not settled: said on standard error, and the exit status says so (it was 0 before).
+            if resolution.outcome == .conflict || resolution.outcome == .refused {
+                throw Output.fail(
+                    ShareSyncError(
+                        resolution.outcome == .conflict ? .serverRecordChanged : .permissionFailure,
+                        "write \(resolution.id) is \(resolution.outcome == .conflict ? "in conflict again: the owner's record changed once more" : "refused by the owner"); "
+                            + "see `sharesync outbox`"))
+            }
         }
     }
 

@@ -146,16 +146,23 @@ struct OutboxCLITests {
             #expect(try b.outbox().isEmpty)
             #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "B" && topic["pending"] == nil })
 
-            // Another conflict, resolved with theirs: the owner's title stays and the outbox empties.
+            // Another conflict. The owner changes the record once more before B keeps its own: the
+            // resend is in conflict again, and the command exits 65 (it exited 0).
             let second = try queuedEditMeetsOwnerEdit(a, b, mine: "B2", theirs: "A2")
             #expect(second?["state"] as? String == "conflict", "\(String(describing: second))")
             #expect(try a.ownerTitle() == "A2")
             let secondID = try #require(second?["id"] as? Int)
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A3"])
+            let again = try b.run(["outbox", "resolve", "\(secondID)", "--keep", "mine"])
+            #expect(again.status == 65 && again.stderr.contains("serverRecordChanged"), "\(again.stdout) \(again.stderr)")
+            #expect((try? json(again.stdout) as? [String: Any])?["outcome"] as? String == "conflict", "\(again.stdout)")
+            #expect(try a.ownerTitle() == "A3")
+            // Resolved with theirs: the owner's title stays and the outbox empties.
             let dropped = try #require(try b.ok(["outbox", "resolve", "\(secondID)", "--keep", "theirs"]) as? [String: Any])
             #expect(dropped["outcome"] as? String == "dropped")
             #expect(try b.outbox().isEmpty)
-            #expect(try a.ownerTitle() == "A2")
-            #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "A2" && topic["conflict"] == nil })
+            #expect(try a.ownerTitle() == "A3")
+            #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "A3" && topic["conflict"] == nil })
             #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 0])
         }
     }

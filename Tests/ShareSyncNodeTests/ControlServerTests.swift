@@ -234,7 +234,7 @@ struct ControlServerTests {
         client.send(Array(#"{"status":{}}"#.utf8) + [UInt8(ascii: "\n")] + Array(#"{"zoneCreate":{"name":"Late"}}"#.utf8) + [UInt8(ascii: "\n")])
         #expect(await Task.detached { gate.waitUntilBegun() }.value)
         let closing = Task { await server.close() }
-        for _ in 0..<2_000 where !server.isClosing { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<12_000 where !server.isClosing { try await Task.sleep(for: .milliseconds(5)) }
         #expect(server.isClosing)
         gate.release()
         await closing.value
@@ -249,7 +249,9 @@ struct ControlServerTests {
     }
 }
 
-/// Holds a request until the test lets it go (every wait bounded: 30 s).
+/// Holds a request until the test lets it go (every wait bounded: 120 s; under a loaded parallel run
+/// the test's own task has been seen to wait half a minute for a thread, and a gate that gave up at 30 s
+/// let the request finish before the server began to close).
 final class StatusGate: @unchecked Sendable {
     private let condition = NSCondition()
     private var begun = false
@@ -259,7 +261,7 @@ final class StatusGate: @unchecked Sendable {
         condition.lock()
         begun = true
         condition.broadcast()
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         while !released, condition.wait(until: deadline) {}
         condition.unlock()
     }
@@ -267,7 +269,7 @@ final class StatusGate: @unchecked Sendable {
     func waitUntilBegun() -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         while !begun, condition.wait(until: deadline) {}
         return begun
     }
