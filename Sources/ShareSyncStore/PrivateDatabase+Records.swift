@@ -91,14 +91,7 @@ extension PrivateDatabase {
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy,
         atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void, itemLimit: Int? = nil
     ) throws(ShareSyncError) -> ModifyRecordsResult {
-        let count = recordsToSave.count + recordIDsToDelete.count
-        let itemLimit = itemLimit ?? limits.maximumItemsPerRequest
-        guard count <= itemLimit else {
-            throw ShareSyncError(
-                .limitExceeded,
-                "a request may save and delete at most \(itemLimit) items; this one has \(count)",
-                rule: .itemsPerRequest)
-        }
+        try checkItemCount(recordsToSave.count + recordIDsToDelete.count, itemLimit: itemLimit)
         return try write { db in
             try modifyRecords(
                 in: db, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically, as: actor,
@@ -106,8 +99,19 @@ extension PrivateDatabase {
         }
     }
 
+    /// Refuses a request of more than `itemLimit` items (``Limits/maximumItemsPerRequest`` when nil).
+    func checkItemCount(_ count: Int, itemLimit: Int? = nil) throws(ShareSyncError) {
+        let itemLimit = itemLimit ?? limits.maximumItemsPerRequest
+        guard count <= itemLimit else {
+            throw ShareSyncError(
+                .limitExceeded,
+                "a request may save and delete at most \(itemLimit) items; this one has \(count)",
+                rule: .itemsPerRequest)
+        }
+    }
+
     /// The body of ``modifyRecords(saving:deleting:savePolicy:atomically:as:authorize:itemLimit:)``, in
-    /// the caller's write transaction (the item count already checked).
+    /// the caller's write transaction (the item count already checked: ``checkItemCount(_:itemLimit:)``).
     func modifyRecords(
         in db: Database, saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy,
         atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void

@@ -261,9 +261,7 @@ public struct SharedDatabaseView: Sendable {
             return try database.modifyRecords(
                 saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically)
         }
-        for id in recordsToSave.map(\.recordID) + recordIDsToDelete where id.zoneID.ownerName != database.ownerName {
-            throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) is not shared with you", zoneID: id.zoneID)
-        }
+        try checkSharedWithViewer(recordsToSave.map(\.recordID) + recordIDsToDelete)
         let result = try database.modifyRecords(
             saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically,
             as: viewer, authorize: { _ in })
@@ -287,16 +285,8 @@ public struct SharedDatabaseView: Sendable {
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true,
         answer: @escaping (ModifyRecordsResult) throws -> Data
     ) throws(ShareSyncError) -> (answer: Data, repeated: Bool) {
-        let count = recordsToSave.count + recordIDsToDelete.count
-        guard count <= database.limits.maximumItemsPerRequest else {
-            throw ShareSyncError(
-                .limitExceeded,
-                "a request may save and delete at most \(database.limits.maximumItemsPerRequest) items; this one has \(count)",
-                rule: .itemsPerRequest)
-        }
-        for id in recordsToSave.map(\.recordID) + recordIDsToDelete where viewer != database.ownerName && id.zoneID.ownerName != database.ownerName {
-            throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) is not shared with you", zoneID: id.zoneID)
-        }
+        try database.checkItemCount(recordsToSave.count + recordIDsToDelete.count)
+        if viewer != database.ownerName { try checkSharedWithViewer(recordsToSave.map(\.recordID) + recordIDsToDelete) }
         let (database, viewer) = (self.database, self.viewer)
         return try database.write { db in
             if let kept = try Data.fetchOne(
@@ -322,6 +312,13 @@ public struct SharedDatabaseView: Sendable {
                 }
             }
             return (data, false)
+        }
+    }
+
+    /// Refuses records of another owner's zones: a participant's shared zones are all this owner's.
+    private func checkSharedWithViewer(_ ids: [ShareSyncCore.Record.ID]) throws(ShareSyncError) {
+        for id in ids where id.zoneID.ownerName != database.ownerName {
+            throw ShareSyncError(.zoneNotFound, "zone \(id.zoneID.zoneName) is not shared with you", zoneID: id.zoneID)
         }
     }
 

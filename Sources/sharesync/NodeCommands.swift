@@ -254,19 +254,13 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var options: NodeOptions
 
     func run() async throws {
-        let status: NodeStatus
-        do {
-            status = try await onNode(options) { try await $0.status() }
-        } catch {
-            throw Output.fail(error)
-        }
-        Output.emit(status, json: options.json, human: Self.human)
-        // A part that could not be read was left out above: say which, and fail (65).
-        if let errors = status.errors, let first = errors.first {
+        // A part that could not be read was left out: say which, and fail (65).
+        try await runOnNode(options, human: Self.human, failingIf: { (status: NodeStatus) -> ShareSyncError? in
+            guard let errors = status.errors, let first = errors.first else { return nil }
             var failure = ShareSyncError(first.code, errors.map(\.message).joined(separator: "; "))
             failure.rule = first.rule
-            throw Output.fail(failure)
-        }
+            return failure
+        }) { try await $0.status() }
     }
 
     private static func human(_ status: NodeStatus) -> String {

@@ -83,13 +83,7 @@ struct OutboxCommand: AsyncParsableCommand {
         @Option(help: "mine or theirs.") var keep: ParticipantSync.ConflictChoice
 
         func run() async throws {
-            let resolution: OutboxResolution
-            do {
-                resolution = try await onNode(options) { [id, keep] in try await $0.resolveOutboxItem(withID: id, keeping: keep) }
-            } catch {
-                throw Output.fail(error)
-            }
-            Output.emit(resolution, json: options.json) { resolution in
+            try await runOnNode(options, human: { (resolution: OutboxResolution) in
                 switch resolution.outcome {
                 case .sent: "write \(resolution.id) sent again: the owner accepted it"
                 case .dropped: "write \(resolution.id) dropped: the owner's version stays"
@@ -98,15 +92,17 @@ struct OutboxCommand: AsyncParsableCommand {
                     "write \(resolution.id) sent again and \(resolution.outcome == .conflict ? "in conflict again" : "refused"):\n"
                         + (resolution.item.map(OutboxCommand.describe) ?? "")
                 }
-            }
-            // Not settled: said on standard error, and the exit status says so (it was 0 before).
-            if resolution.outcome == .conflict || resolution.outcome == .refused {
-                throw Output.fail(
+            }, failingIf: { resolution in
+                // Not settled: said on standard error, and the exit status says so (it was 0 before).
+                switch resolution.outcome {
+                case .conflict:
                     ShareSyncError(
-                        resolution.outcome == .conflict ? .serverRecordChanged : .permissionFailure,
-                        "write \(resolution.id) is \(resolution.outcome == .conflict ? "in conflict again: the owner's record changed once more" : "refused by the owner"); "
-                            + "see `sharesync outbox`"))
-            }
+                        .serverRecordChanged, "write \(resolution.id) is in conflict again: the owner's record changed once more; see `sharesync outbox`")
+                case .refused:
+                    ShareSyncError(.permissionFailure, "write \(resolution.id) is refused by the owner; see `sharesync outbox`")
+                case .sent, .dropped, .pending: nil
+                }
+            }) { [id, keep] in try await $0.resolveOutboxItem(withID: id, keeping: keep) }
         }
     }
 

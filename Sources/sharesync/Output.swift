@@ -220,14 +220,21 @@ func onNode<T>(_ options: NodeOptions, _ body: (Container) async throws -> T) as
 }
 
 /// Runs `body` on the node (see ``onNode(_:_:)``) and prints its result: as JSON with `--json`, else as
-/// `human` renders it. A failure is printed and becomes the command's exit code.
-func runOnNode<T: Encodable>(_ options: NodeOptions, human: (T) -> String, _ body: (Container) async throws -> T) async throws {
+/// `human` renders it. A failure is printed and becomes the command's exit code. A result that
+/// `failingIf` turns into an error (one that says the work is not done) is printed, then that error
+/// is, as a failure (exit 65).
+func runOnNode<T: Encodable>(
+    _ options: NodeOptions, human: (T) -> String, failingIf failure: (T) -> ShareSyncError? = { _ in nil },
+    _ body: (Container) async throws -> T
+) async throws {
+    let result: T
     do {
-        let result = try await onNode(options, body)
-        Output.emit(result, json: options.json, human: human)
+        result = try await onNode(options, body)
     } catch {
         throw Output.fail(error)
     }
+    Output.emit(result, json: options.json, human: human)
+    if let failure = failure(result) { throw Output.fail(failure) }
 }
 
 /// Sends one control request to the node through the library's `Container` and prints its result. For

@@ -441,7 +441,8 @@ struct RecordCommand: AsyncParsableCommand {
                 }
             } catch {
                 let failed = committed < batches.count ? batches[committed].count : 0
-                let code = (error as? ShareSyncError)?.code ?? (error as? ControlError)?.code
+                // The container's calls throw ShareSyncError (control errors come through as one).
+                let code = (error as? ShareSyncError)?.code
                 var progress = committed == 0
                     ? "no batch committed: no record of this import was saved"
                     : "batches 1-\(committed) of \(batches.count) committed (records \(skip + 1)-\(skip + saved)); batch "
@@ -458,10 +459,6 @@ struct RecordCommand: AsyncParsableCommand {
                 // With --json, one JSON object on standard error (as the root help promises): the progress
                 // goes into its message. Before, a plain line followed the JSON.
                 if options.json, var failure = error as? ShareSyncError {
-                    failure.message += " (\(progress))"
-                    throw Output.fail(failure)
-                }
-                if options.json, var failure = error as? ControlError {
                     failure.message += " (\(progress))"
                     throw Output.fail(failure)
                 }

@@ -182,6 +182,14 @@ struct ServerConnection {
         try await outbound.write(withinFrameLimit(payload, id: id, executor: executor))
     }
 
+    /// Answers `request` with the refusal a test injected for its op (``ConnectionRegistry/injectedRefusals``)
+    /// and returns it; nil, answering nothing, if there is none.
+    func answerInjectedRefusal(_ request: Request, executor: RequestExecutor, to outbound: Outbound) async throws -> ShareSyncError? {
+        guard let injected = server.registry.injectedRefusal(for: request.body.op) else { return nil }
+        try await writeAnswer(executor.errorResponse(id: request.id, injected), id: request.id, executor: executor, to: outbound)
+        return injected
+    }
+
     /// `payload`, or a `limitExceeded` answer in its place if it is over the frame limit. Not inlined
     /// into the async caller: a `ShareSyncError` in an async function's frame made it 2 KB larger.
     @inline(never)
@@ -558,11 +566,8 @@ struct Session {
                 // The subscription's push of this write waits for its answer (see `commitObserved`).
                 shared.beginWrite()
                 defer { shared.endWrite() }
-                let registry = connection.server.registry
-                let dropping = registry.takeDroppedAnswer()
-                if !dropping, let injected = registry.injectedRefusal(for: request.body.op) {
-                    try await connection.writeAnswer(
-                        executor.errorResponse(id: request.id, injected), id: request.id, executor: executor, to: outbound)
+                let dropping = connection.server.registry.takeDroppedAnswer()
+                if !dropping, let injected = try await connection.answerInjectedRefusal(request, executor: executor, to: outbound) {
                     refusal = injected
                     break
                 }
@@ -582,9 +587,7 @@ struct Session {
                 refusal = answer.error
             default:
                 if connection.server.registry.silencedOps.withLock({ $0.contains(request.body.op) }) { return }
-                if let injected = connection.server.registry.injectedRefusal(for: request.body.op) {
-                    try await connection.writeAnswer(
-                        executor.errorResponse(id: request.id, injected), id: request.id, executor: executor, to: outbound)
+                if let injected = try await connection.answerInjectedRefusal(request, executor: executor, to: outbound) {
                     refusal = injected
                     break
                 }

@@ -388,8 +388,8 @@ final class ConnectionRegistry: Sendable {
     ) -> Admission {
         let address = channel.remoteAddress?.ipAddress
         return state.withLock { s in
-            let waiting = s.opened.filter { s.channels[$0.key] != nil }
-            if let address, waiting.values.count(where: { $0.address == address }) >= maximumUnauthenticatedPerAddress {
+            // `opened` holds only open connections (removed with them, and once they prove a key).
+            if let address, s.opened.values.count(where: { $0.address == address }) >= maximumUnauthenticatedPerAddress {
                 return .refused(
                     "\(maximumUnauthenticatedPerAddress) connections from \(address) have not authenticated yet, the most one "
                         + "address may hold (maximumUnauthenticatedConnectionsPerAddress)")
@@ -397,7 +397,7 @@ final class ConnectionRegistry: Sendable {
             let unauthenticated = s.channels.count - s.authenticated
             var evicting: (any Channel)?
             if s.channels.count >= maximumConnections || unauthenticated >= maximumUnauthenticated {
-                guard let oldest = waiting.min(by: { $0.value.order < $1.value.order })?.key, let channel = s.channels[oldest] else {
+                guard let oldest = s.opened.min(by: { $0.value.order < $1.value.order })?.key, let channel = s.channels[oldest] else {
                     return .refused("\(s.channels.count) connections are open, the most this server accepts (maximumConnections)")
                 }
                 evicting = channel

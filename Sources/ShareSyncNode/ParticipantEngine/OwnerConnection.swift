@@ -335,10 +335,11 @@ public final class OwnerConnection: Sendable {
             case .save(let record, _): name = "s:" + record.recordID.recordName
             case .delete(let recordName): name = "d:" + recordName
             }
-            for byte in name.utf8 + [0] {
+            for byte in name.utf8 {
                 hash ^= UInt64(byte)
                 hash = hash &* 0x100_0000_01b3
             }
+            hash = hash &* 0x100_0000_01b3  // a 0 byte between names (xor 0 changes nothing)
         }
         let hex = String(hash, radix: 16)
         return root + "." + String(repeating: "0", count: 16 - hex.count) + hex
