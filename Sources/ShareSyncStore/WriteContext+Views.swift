@@ -125,7 +125,22 @@ extension WriteContext {
                 changes[user, default: ([], [])].removed.insert(name)
             }
         }
+        try forgetAppliedWrites(ofFormer: changes.filter { !$0.value.removed.isEmpty }.keys)
         return changes
+    }
+
+    /// Drops the kept answers to the writes (``SharedDatabaseView/modifyRecordsOnce``) of those of
+    /// `users` who are no longer a participant of any share: nobody else sends writes under their
+    /// name, and each kept answer may be as large as a response. A participant who leaves takes its
+    /// queued writes to the zone with it; one who comes back writes with new write IDs.
+    private func forgetAppliedWrites<Users: Sequence<String>>(ofFormer users: Users) throws {
+        for user in users {
+            let stillMember = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM member WHERE user = ?)"), arguments: [user]) ?? false
+            if !stillMember {
+                try db.cachedStatement(sql: "DELETE FROM appliedWrite WHERE user = ?").execute(arguments: [user])
+            }
+        }
     }
 
     private func members(zone: String, share: String?) throws -> [String] {
@@ -363,7 +378,9 @@ extension WriteContext {
         for viewer in try String.fetchAll(db.cachedStatement(sql: "SELECT viewer FROM viewZone WHERE zone = ? AND present = 1"), arguments: [zone]) {
             try leaveZone(viewer: viewer, zone: zone)
         }
+        let members = try String.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT user FROM member WHERE zone = ?"), arguments: [zone])
         try db.cachedStatement(sql: "DELETE FROM member WHERE zone = ?").execute(arguments: [zone])
+        try forgetAppliedWrites(ofFormer: members)
         try db.cachedStatement(sql: "DELETE FROM share WHERE zone = ?").execute(arguments: [zone])
         cache.members[zone] = nil
         cache.shares[zone] = nil

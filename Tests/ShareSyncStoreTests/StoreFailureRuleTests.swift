@@ -62,3 +62,34 @@ struct AppliedWriteStoreTests {
         #expect(try save("w-17", "r17").1 && save("w-80", "r80").1)
     }
 }
+
+extension AppliedWriteStoreTests {
+    @Test("a participant's kept answers go once it is a participant of no share: after it leaves, and when the zone goes")
+    func keptAnswersGoWithTheLastMembership() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let zoneID = RecordZone.ID(zoneName: "Z")
+        _ = try database.saveZone(RecordZone(zoneID: zoneID))
+        var share = Share(recordZoneID: zoneID)
+        for user in ["_b", "_c"] {
+            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: user), permission: .readWrite))
+        }
+        let saved = Share(try database.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)!
+        for user in ["_b", "_c"] {
+            _ = try database.acceptShare(url: saved.url!, as: Caller(userRecordName: user))
+            let view = database.sharedDatabase(for: Caller(userRecordName: user))
+            let record = Record(recordType: "Note", recordID: Record.ID(recordName: "by\(user)", zoneID: RecordZone.ID(zoneName: "Z", ownerName: "_owner")))
+            let (_, repeated) = try view.modifyRecordsOnce(writeID: "w-\(user)", saving: [record]) { _ in Data("ok".utf8) }
+            #expect(!repeated)
+        }
+        func kept(_ user: String) throws -> Int {
+            try database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM appliedWrite WHERE user = ?", arguments: [user]) ?? 0 }
+        }
+        #expect(try kept("_b") == 1 && kept("_c") == 1)
+        try database.sharedDatabase(for: Caller(userRecordName: "_b")).leaveShare(
+            Record.ID(recordName: Share.zoneShareRecordName, zoneID: RecordZone.ID(zoneName: "Z", ownerName: "_owner")))
+        #expect(try kept("_b") == 0, "_b left its only share")
+        #expect(try kept("_c") == 1, "_c is still a participant")
+        try database.deleteZone(zoneID)
+        #expect(try kept("_c") == 0, "the zone, and _c's only share with it, went")
+    }
+}
