@@ -50,13 +50,17 @@ import Testing
 
         let identity: NodeIdentity
         let gate: Gate
+        /// The subscription's cursor expires as soon as it starts (an error with no id), and a request
+        /// is never answered: when the gate opens, the connection closes instead.
+        let expiresSubscription: Bool
         private var clientNonce = ""
         private var clientKey = ""
         private var serverNonce = ""
 
-        init(identity: NodeIdentity, gate: Gate) {
+        init(identity: NodeIdentity, gate: Gate, expiresSubscription: Bool = false) {
             self.identity = identity
             self.gate = gate
+            self.expiresSubscription = expiresSubscription
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -77,6 +81,10 @@ import Testing
                 write(#"{"id":\#(head.id ?? 0),"ok":{}}"#, context: context)
             case "subscribe":
                 write(#"{"id":\#(head.id ?? 0),"ok":{"token":"dDA"}}"#, context: context)
+                if expiresSubscription {
+                    write(#"{"id":null,"error":{"code":"changeTokenExpired","message":"the history moved past the subscription"}}"#, context: context)
+                    return
+                }
                 // A push after the late answers below, to show the subscription survived them.
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                 let loop = context.eventLoop
@@ -93,6 +101,10 @@ import Testing
                 let id = head.id ?? 0
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                 let loop = context.eventLoop
+                if expiresSubscription {
+                    gate.whenOpen { loop.execute { bound.value.1.close(promise: nil) } }
+                    return
+                }
                 gate.whenOpen {
                     loop.execute {
                         let (handler, context) = bound.value
@@ -114,13 +126,14 @@ import Testing
         }
     }
 
-    static func startSlowOwner(_ identity: NodeIdentity, gate: Gate) async throws -> any Channel {
+    static func startSlowOwner(_ identity: NodeIdentity, gate: Gate, expiresSubscription: Bool = false) async throws -> any Channel {
         try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try FrameCodec.addServerHandlers(to: channel.pipeline.syncOperations)
-                    try channel.pipeline.syncOperations.addHandler(SlowOwnerHandler(identity: identity, gate: gate))
+                    try channel.pipeline.syncOperations.addHandler(
+                        SlowOwnerHandler(identity: identity, gate: gate, expiresSubscription: expiresSubscription))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -159,6 +172,50 @@ import Testing
         #expect(push.databaseChanges.changedZoneIDs.map(\.zoneName) == ["Late"])
         try await connection.ping()
         #expect(connection.isActive)
+        await connection.close()
+    }
+
+    @Test("a subscription that expires ends its pushes only: a request the connection then leaves unanswered fails as a network failure, not changeTokenExpired")
+    func anExpiredSubscriptionIsNotTheConnectionsError() async throws {
+        let owner = NodeIdentity.generate()
+        let gate = Gate()
+        let server = try await Self.startSlowOwner(owner, gate: gate, expiresSubscription: true)
+        defer { server.close(promise: nil) }
+        let port = try #require(server.localAddress?.port)
+        let connection = try await OwnerConnection.connect(
+            host: "127.0.0.1", port: port, identity: .generate(), expectedOwnerFingerprint: owner.fingerprint,
+            security: .cleartextOnLoopback, pingInterval: .never)
+        let pushes = try await connection.subscribe()
+        let ended = try await withTimeout(30) { () async -> Bool in
+            for await _ in pushes { return false }
+            return true
+        }
+        #expect(ended, "the expiry ends the pushes")
+        try await connection.ping()  // the connection goes on
+        #expect(connection.isActive)
+
+        // A write in flight when the connection closes: its outcome is unknown, so it may be sent
+        // again (a participant keeps it pending). Before, it failed with the subscription's
+        // changeTokenExpired, and a participant kept the write as refused.
+        let write = Task {
+            try await connection.modifyRecords(
+                zoneName: "Topics", saving: [Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: RecordZone.ID(zoneName: "Topics")))])
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        gate.open()
+        do {
+            _ = try await withTimeout(30) { try await write.value }
+            Issue.record("the unanswered write returned a result")
+        } catch let error as ShareSyncError {
+            #expect(error.code == .networkFailure, "\(error)")
+        }
+        // A request sent after the close fails the same way.
+        do {
+            try await connection.ping()
+            Issue.record("a ping on the closed connection was answered")
+        } catch {
+            #expect(error.code == .networkFailure, "\(error)")
+        }
         await connection.close()
     }
 }

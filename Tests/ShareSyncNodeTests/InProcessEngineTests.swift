@@ -363,6 +363,10 @@ private final class StuckOwner: OwnerDatabaseConnector {
     let stuck = Atomic<Bool>(false)
     /// Once set, the zone pages get stuck the same way.
     let stuckZones = Atomic<Bool>(false)
+    /// Once set, the zone pages of a fetch from no token (a refetch) get stuck after its first page.
+    let stuckRefetches = Atomic<Bool>(false)
+    /// A fetch of zone pages from no token began while ``stuckRefetches`` was set.
+    let refetchBegan = Atomic<Bool>(false)
     /// While not nil, the pushes held back, each with the receiver it was for.
     let held = Mutex<[(OwnerConnection.Push, PushReceiver)]?>(nil)
 
@@ -418,7 +422,9 @@ private final class StuckConnection: OwnerDatabase {
     func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
         async throws(ShareSyncError) -> PendingZoneChanges
     {
-        guard owner.stuckZones.load(ordering: .relaxed), let token else {
+        if owner.stuckRefetches.load(ordering: .relaxed), token == nil { owner.refetchBegan.store(true, ordering: .relaxed) }
+        let stuck = owner.stuckZones.load(ordering: .relaxed) || owner.refetchBegan.load(ordering: .relaxed)
+        guard stuck, let token else {
             return try await inner.startFetchZoneChanges(zoneName: zoneName, since: token, resultsLimit: resultsLimit)
         }
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: inner.ownerName)
@@ -512,6 +518,26 @@ struct StuckOwnerTests {
         stuckOwner.stuckZones.store(true, ordering: .relaxed)
         try fixture.saveNotes("n", count: 1)
         let error = await expectShareSyncError { try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30)) }
+        #expect(error?.code == .internalError && error?.message.contains("zone Topics") == true, "\(String(describing: error))")
+        await sync.stop()
+    }
+
+    @Test func refetchPagesThatDoNotMoveOnAreAFailureNotALoop() async throws {
+        let (fixture, stuckOwner, sync, p) = try await acceptedThroughStuckOwner()
+        defer { p.remove() }
+        let ownerName = fixture.identity.userRecordName
+        try fixture.saveNotes("n", count: 30)  // three pages of 10
+        try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30))
+        // The zone's token expires (a deletion, then the owner forgets it), so the zone is fetched
+        // again from no token; after its first page, every page repeats the token it was asked with.
+        // Before, the refetch fetched and staged the same page for ever.
+        stuckOwner.stuckRefetches.store(true, ordering: .relaxed)
+        stuckOwner.holdPushes()  // the deletion's push does not move the participant's token on
+        _ = try fixture.db.modifyRecords(deleting: [fixture.id("n0")]).get()
+        try fixture.db.compactHistory()
+        let error = await expectShareSyncError { try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30)) }
+        let refetched = stuckOwner.refetchBegan.load(ordering: .relaxed)
+        #expect(refetched, "the zone was fetched again")
         #expect(error?.code == .internalError && error?.message.contains("zone Topics") == true, "\(String(describing: error))")
         await sync.stop()
     }

@@ -309,10 +309,18 @@ final class ClientSession: Sendable {
             if let id = head.id {
                 state.withLock { $0.waiting.removeValue(forKey: id) }?.succeed(frame)
             } else if let error = head.error {
-                // An error about the connection itself (no request id): remember it for what follows.
                 let failure = error.shareSyncError(ownerName: ownerName)
-                record(failure)
-                if failure.code == .changeTokenExpired { state.withLock { s in defer { s.pushes = nil }; return s.pushes }?.end() }
+                if failure.code == .changeTokenExpired {
+                    // The subscription's cursor expired: only the pushes end (the link catches up and
+                    // subscribes again); the connection goes on. Before, it was also kept as the
+                    // connection's error, and when the connection closed, even hours later, its
+                    // requests failed with changeTokenExpired: queued writes were kept as refused
+                    // and shares left locally as if the owner had been told.
+                    state.withLock { s in defer { s.pushes = nil }; return s.pushes }?.end()
+                } else {
+                    // An error about the connection itself (no request id): remember it for what follows.
+                    record(failure)
+                }
             }
         }
     }
@@ -331,9 +339,22 @@ final class ClientSession: Sendable {
             defer { s.waiting = [:]; s.pushes = nil }
             return (failure, s.waiting, s.pushes)
         }
-        for promise in waiting.values { promise.fail(failure) }
+        let unanswered = Self.unanswered(failure)
+        for promise in waiting.values { promise.fail(unanswered) }
         pushes?.end()
         return failure
+    }
+
+    /// What a request learns when the connection ended before its answer came (or before it was
+    /// sent): the owner did not answer it, so its outcome is unknown and it may be sent again
+    /// (`networkFailure`, naming why the connection ended), unless it was cancelled. An error the
+    /// owner sent about the connection (no request id) is the connection's reason, not an answer to
+    /// the request: taken as the request's own, a queued write was kept as refused.
+    static func unanswered(_ failure: ShareSyncError) -> ShareSyncError {
+        switch failure.code {
+        case .networkFailure, .operationCancelled: failure
+        default: ShareSyncError(.networkFailure, "the connection to the owner ended before it answered: \(failure.message)")
+        }
     }
 
     /// What an error of the transport means to the caller.
@@ -361,7 +382,7 @@ final class ClientSession: Sendable {
     func send(_ payload: ByteBuffer, id: Int, outbound: Outbound) async throws(ShareSyncError) -> EventLoopFuture<ByteBuffer> {
         let promise = channel.channel.eventLoop.makePromise(of: ByteBuffer.self)
         let failure = state.withLock { s -> ShareSyncError? in
-            if let failure = s.failure { return failure }
+            if let failure = s.failure { return Self.unanswered(failure) }
             s.waiting[id] = promise
             s.lastSent = .now()
             return nil
@@ -378,7 +399,7 @@ final class ClientSession: Sendable {
         } catch {
             let failure = error is CancellationError
                 ? ShareSyncError(.operationCancelled, "the request was cancelled before it was sent")
-                : state.withLock { $0.failure } ?? Self.describe(error)
+                : Self.unanswered(state.withLock { $0.failure } ?? Self.describe(error))
             state.withLock { $0.waiting.removeValue(forKey: id) }?.fail(failure)
             throw failure
         }

@@ -619,8 +619,12 @@ final class ParticipantOwnerLink: Sendable {
         try replica.beginZoneReplacement(owner: ownerName, zoneName: zone)
         do {
             var count = 0
+            var token: ServerChangeToken?
             var pages = await ZonePageFetcher(connection, zoneName: zone, since: nil, pageSize: pageSize)
             while let page = try await pages.next() {
+                // As in syncZone: an owner whose pages never move on made this stage the same page for ever.
+                try checkProgress(moreComing: page.moreComing, token: page.changeToken, since: token, of: "changes of zone \(zone)")
+                token = page.changeToken
                 try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.stageZoneReplacement(page, owner: ownerName) }
                 hub.countReceived(page.changes.count)
                 count += page.changedCount
