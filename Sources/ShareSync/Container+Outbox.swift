@@ -25,8 +25,8 @@ extension Container {
         try await transport.call(.outboxList)
     }
 
-    /// Resolves a write in conflict: `mine` sends it again over the owner's change
-    /// tag (it may conflict again) and waits a few seconds for the owner's answer;
+    /// Resolves a write in conflict: `mine` sends the fields it changed again over
+    /// the owner's version, whose other changes stay (it may conflict again) and waits a few seconds for the owner's answer;
     /// `theirs` drops it, keeping the owner's version. An unknown ID is
     /// `unknownItem`.
     @discardableResult

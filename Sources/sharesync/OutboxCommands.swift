@@ -68,8 +68,9 @@ struct OutboxCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Resolve a conflict: keep your write (send it again over the owner's) or theirs.",
             discussion: """
-                --keep mine sends your write again with the change tag of the owner's version: the same \
-                fields, saved over it. If the owner's record changed once more, it is a conflict again. \
+                --keep mine sends your write again over the owner's version: the fields you changed \
+                take your values, and the owner's changes to other fields stay. If the owner's record \
+                changed once more, it is a conflict again. \
                 --keep theirs drops your write: the owner's version stays, as your replica holds it. \
                 A write that is in conflict again, or refused, is printed as it now stands and the command \
                 exits 65 (a script sees that nothing was settled).

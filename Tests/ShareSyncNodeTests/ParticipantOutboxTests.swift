@@ -55,7 +55,11 @@ struct ParticipantOutboxTests {
         let log = EventLog(w.sync)
         let stale = try await w.queueTitle("n0", "mine")
         let later = try await w.queueTitle("n1", "later")
-        try w.ownerSetsTitle("n0", "theirs")
+        // The owner changes the same field and another one.
+        var theirs = try w.owner.db.fetchRecord(w.owner.id("n0"))
+        theirs["title"] = "theirs"
+        theirs["note"] = "the owner's note"
+        _ = try w.owner.db.modifyRecords(saving: [theirs]).get()
         let server = try await w.owner.restartServer(port: w.port)
 
         try await expectEventually(w.sync, "the later write sent") { try w.ownerTitle("n1") == "later" }
@@ -73,10 +77,12 @@ struct ParticipantOutboxTests {
         // Local reads see the kept write, marked as a conflict.
         #expect(try w.sync.localEdits(owner: w.ownerName, zoneName: "Topics")["n0"]?.state == .conflict)
 
-        // Mine: sent again over the owner's change tag.
+        // Mine: the field this node changed is sent again over the owner's version; the owner's
+        // change to another field stays (before, the whole stale copy went, and the note was lost).
         let after = try await w.sync.resolveConflict(id: stale.id, keep: .mine)
         #expect(after == nil)
         #expect(try w.ownerTitle("n0") == "mine")
+        #expect(try w.owner.db.fetchRecord(w.owner.id("n0"))["note"] == "the owner's note")
         #expect(try w.sync.replica.outboxOperations().isEmpty)
 
         // Connected, a save from a stale copy fails at once with the owner's record and is not kept.

@@ -7,8 +7,11 @@ import ShareSyncStore
 extension ParticipantSync {
     /// Which version wins when a conflict is resolved.
     public enum ConflictChoice: String, Sendable, Hashable, Codable, CaseIterable {
-        /// Send the local write again over the owner's record: the same fields, with the change tag of
-        /// the owner's version. It may conflict again if the owner's record changed once more.
+        /// Send the local write again over the owner's record: the owner's version with the fields this
+        /// node changed (``Record/changedKeys``, and the parent if it changed) set to this node's
+        /// values, under the owner's change tag. The owner's changes to other fields stay. A record
+        /// that does not say which fields changed is sent whole. It may conflict again if the owner's
+        /// record changed once more.
         case mine
         /// Drop the local write: the owner's version stays (the replica holds it).
         case theirs
@@ -70,7 +73,7 @@ extension ParticipantSync {
             let servers = Dictionary(operation.serverRecords.map { ($0.recordID, $0) }, uniquingKeysWith: { $1 })
             for i in resend.saving.indices {
                 if let server = servers[resend.saving[i].recordID] {
-                    resend.saving[i].recordChangeTag = server.recordChangeTag
+                    resend.saving[i] = Self.keepingMine(resend.saving[i], over: server)
                 }
             }
             resend.state = .pending
@@ -88,6 +91,23 @@ extension ParticipantSync {
             }
             return try replica.outboxOperation(id: id)?.operation
         }
+    }
+
+    /// `local`'s changes over the owner's version `server` (``ConflictChoice/mine``): the fields it
+    /// changed, and its parent if that changed, set on the owner's record, which keeps its change tag
+    /// and every other field. Before, the whole local copy was sent: an edit of one field, made on a
+    /// stale copy, took back the owner's changes to the others. A record with no changed fields noted
+    /// (built whole, or written by an older version) is sent whole, under the owner's change tag.
+    static func keepingMine(_ local: Record, over server: Record) -> Record {
+        guard !local.changedKeys.isEmpty || local.parentChanged, local.recordType == server.recordType else {
+            var whole = local
+            whole.recordChangeTag = server.recordChangeTag
+            return whole
+        }
+        var merged = server
+        for key in local.changedKeys { merged[key] = local[key] }
+        if local.parentChanged { merged.parent = local.parent }
+        return merged
     }
 
     /// Drops a write from the outbox, whatever its state (a pending one may already be on its way if
