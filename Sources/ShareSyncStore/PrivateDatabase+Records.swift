@@ -227,6 +227,14 @@ extension WriteContext {
             }
         }
         let existing = try loadExisting(zone: zone, name: id.recordName)
+        if !isOwner, existing != nil {
+            // A participant who may not write this record at all (read-only) hears that, not that it
+            // changed since their copy: before, a read-only participant's stale save was a conflict,
+            // and keeping theirs only then told them it could never be saved. (The whole write,
+            // moves included, is decided below, once the record to store is known.)
+            let share = try storedShareName(zone: zone, name: id.recordName).flatMap { try self.share(zone: zone, name: $0) }
+            try AccessPolicy.checkRecordWrite(.modify(in: share, newShare: share, isRoot: false, parentChanged: false), by: actor, recordID: id)
+        }
         var toStore: Record
         switch policy {
         case .ifServerRecordUnchanged:

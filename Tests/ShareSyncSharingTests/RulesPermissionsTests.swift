@@ -94,6 +94,14 @@ struct RulesPermissionsTests {
         #expect(try w.db.fetchRecord(w.id("note"))["title"] == .string("n"))
         #expect(try b.modifyRecords(deleting: [w.sid("note")]).error("note")?.code == .permissionFailure)
         #expect(try w.db.fetchRecord(w.id("note"))["title"] == .string("n"))
+        // A stale copy is refused as read-only, not answered as a conflict: a conflict invites the
+        // participant to keep theirs, which could never be saved.
+        var changed = try w.db.fetchRecord(w.id("note"))
+        changed["title"] = .string("the owner's")
+        _ = try w.db.modifyRecords(saving: [changed]).get()
+        let stale = try b.modifyRecords(saving: [note]).error("note")
+        #expect(stale?.code == .permissionFailure && stale?.rule == .readOnlyParticipant, "\(String(describing: stale))")
+        #expect(stale?.serverRecord == nil)
     }
 
     @Test("only the owner deletes a hierarchy's root")
