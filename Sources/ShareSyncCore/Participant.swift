@@ -123,6 +123,18 @@ public struct Participant: Sendable, Hashable, Codable {
         return false
     }
 
+    /// Whether `other` names the same person: the same user record name when both have one (an
+    /// accepted participant is bound to the identity that accepted), else the same email address or
+    /// phone number. So an invitation by email of someone who accepted an earlier one is them, not a
+    /// second participant (before, it was: whoever used the new link was listed under that email).
+    package func isSameInvitee(as other: Participant) -> Bool {
+        if let mine = addressedUserRecordName, let theirs = other.addressedUserRecordName { return mine == theirs }
+        let (a, b) = (userIdentity.lookupInfo, other.userIdentity.lookupInfo)
+        if let x = a?.emailAddress, let y = b?.emailAddress, x.lowercased() == y.lowercased() { return true }
+        if let x = a?.phoneNumber, let y = b?.phoneNumber, Self.digits(x) == Self.digits(y) { return true }
+        return false
+    }
+
     /// The key that identifies "the same identity" when a participant is added twice.
     package var identityKey: String? {
         if let name = userIdentity.userRecordName { return "user:\(name)" }

@@ -140,8 +140,10 @@ public struct Share: Sendable, Hashable {
     /// When the share last changed (set by the owner's database).
     public var modificationDate: Date? { record.modificationDate }
 
-    /// Adds a participant, or updates the one with the same identity (permission and role). The change
-    /// takes effect when the share is saved. Fails on a share whose ``publicPermission`` is not none.
+    /// Adds a participant, or updates the one with the same identity (permission and role): the same
+    /// user record name, or, where either has none, the same email address or phone number (so a
+    /// participant invited by email and bound to the identity that accepted is still found by that
+    /// email). The change takes effect when the share is saved. Fails on a share whose ``publicPermission`` is not none.
     public mutating func addParticipant(_ participant: Participant) throws(ShareSyncError) {
         guard publicPermission == .none else {
             throw .invalid(
@@ -154,8 +156,8 @@ public struct Share: Sendable, Hashable {
         if let name = participant.addressedUserRecordName, isBlocked(name) {
             throw Self.blocked(name, recordID: recordID)
         }
-        if let key = participant.identityKey,
-            let index = state.participants.firstIndex(where: { $0.identityKey == key })
+        if participant.identityKey != nil,
+            let index = state.participants.firstIndex(where: { $0.isSameInvitee(as: participant) })
         {
             guard state.participants[index].role != .owner else {
                 throw .invalid("the owner is always a participant", recordID: recordID, rule: .oneOwner)

@@ -93,3 +93,30 @@ extension AppliedWriteStoreTests {
         #expect(try kept("_c") == 0, "the zone, and _c's only share with it, went")
     }
 }
+
+/// An invitation names a person; someone invited by email who accepted is bound to their identity.
+@Suite("Invitations of someone already in the share")
+struct ReinviteTests {
+    @Test("adding by email someone who accepted an invitation by that email changes them, and adds nobody")
+    func emailOfAnAcceptedParticipant() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let zoneID = RecordZone.ID(zoneName: "Z")
+        _ = try database.saveZone(RecordZone(zoneID: zoneID))
+        var share = Share(recordZoneID: zoneID)
+        try share.addParticipant(Participant(lookupInfo: .init(emailAddress: "carol@example.org"), permission: .readWrite))
+        let saved = Share(try database.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)!
+        _ = try database.acceptShare(url: saved.url!, as: Caller(userRecordName: "_carol", verifiedEmailAddress: "carol@example.org"))
+        var accepted = Share(try database.fetchRecord(saved.recordID))!
+        let before = accepted.participants.count
+        #expect(accepted.participants.contains { $0.userIdentity.userRecordName == "_carol" && $0.acceptanceStatus == .accepted })
+        // Before, this added a second, pending participant under the same email: whoever used its
+        // link was listed as carol@example.org, with the new permission.
+        try accepted.addParticipant(Participant(lookupInfo: .init(emailAddress: "Carol@Example.org"), permission: .readOnly))
+        #expect(accepted.participants.count == before)
+        let carol = accepted.participants.first { $0.userIdentity.userRecordName == "_carol" }
+        #expect(carol?.permission == .readOnly && carol?.acceptanceStatus == .accepted)
+        // Someone else's email is someone else.
+        try accepted.addParticipant(Participant(lookupInfo: .init(emailAddress: "dave@example.org"), permission: .readOnly))
+        #expect(accepted.participants.count == before + 1)
+    }
+}

@@ -315,9 +315,8 @@ public struct ControlHandler: Sendable {
             if let existing = try share.alreadyInvited(participant, role: role) { return ok(ParticipantInfo(existing, in: share)) }
             try share.addParticipant(participant)
             let saved = try save(share)
-            let key = participant.identityKey
             guard let stored = saved.participants.first(where: { $0.participantID == participant.participantID })
-                ?? saved.participants.first(where: { $0.role != .owner && key != nil && $0.identityKey == key })
+                ?? saved.participants.first(where: { $0.role != .owner && participant.identityKey != nil && $0.isSameInvitee(as: participant) })
             else { throw ShareSyncError(.internalError, "the invited participant is missing from the saved share") }
             return ok(ParticipantInfo(stored, in: saved))
         case .shareSetRole(let zone, let name, let participantID, let role):

@@ -796,9 +796,9 @@ public enum ShareEdit: Sendable, Hashable, Codable {
             participant.role = role ?? .privateUser
             if let existing = try share.alreadyInvited(participant, role: role) { return existing.participantID }
             try share.addParticipant(participant)
-            let key = participant.identityKey
             return share.participants.first { $0.participantID == participant.participantID }?.participantID
-                ?? share.participants.first { $0.role != .owner && key != nil && $0.identityKey == key }?.participantID
+                ?? share.participants.first { $0.role != .owner && participant.identityKey != nil && $0.isSameInvitee(as: participant) }?
+                .participantID
         case .setPermission(let id, let permission):
             try share.setPermission(permission, forParticipantID: id)
             return id
@@ -855,9 +855,9 @@ extension Share {
     /// given), so an administrator invited again lost the role. Public users are left to the share's
     /// own rules. `nil` when the invitation names nobody in the share.
     func alreadyInvited(_ participant: Participant, role: Participant.Role?) throws(ShareSyncError) -> Participant? {
-        guard let key = participant.identityKey,
+        guard participant.identityKey != nil,
             let existing = participants.first(where: {
-                $0.identityKey == key && $0.acceptanceStatus != .removed && $0.role != .publicUser && $0.role != .owner
+                $0.isSameInvitee(as: participant) && $0.acceptanceStatus != .removed && $0.role != .publicUser && $0.role != .owner
             })
         else { return nil }
         guard existing.permission == participant.permission, existing.role == (role ?? existing.role) else {
