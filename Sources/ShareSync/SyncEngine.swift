@@ -421,7 +421,8 @@ public final class SyncEngine: Sendable {
     }
 
     /// Stops the engine: no more fetches or sends (``fetchChanges()`` and ``sendChanges()`` throw
-    /// `operationCancelled`), and ``events`` ends (after the one in progress).
+    /// `operationCancelled`), and ``events`` ends once the fetch or send in progress (the engine's own
+    /// or one the app began) has finished and reported.
     public func stop() async {
         stopped.store(true, ordering: .releasing)
         let running = tasks.withLock { t -> [Task<Void, Never>] in defer { t = [] }; return t }
@@ -430,6 +431,10 @@ public final class SyncEngine: Sendable {
         for task in running { task.cancel() }
         if let client = watcherClient.withLock({ $0 }) { await client.close() }
         for task in running { await task.value }
+        // A fetch or send the app began itself finishes first: its events (a send's new change tags,
+        // the state without the changes it sent) go out before the stream ends. Before, they went
+        // into the finished stream, and the app's stored state sent those changes again later.
+        _ = try? await serial.run { () throws(ShareSyncError) in }
         continuation.finish()
     }
 
@@ -642,7 +647,7 @@ public final class SyncEngine: Sendable {
     private func send() async throws(ShareSyncError) {
         // Both read at once: zone changes go before record changes, and a zone added just before its
         // records must not be missed by a send that sees the records (they would fail with zoneNotFound).
-        let (zoneChanges, recordChanges) = state.stored.withLock {
+        var (zoneChanges, recordChanges) = state.stored.withLock {
             (Array($0.pendingDatabaseChanges.values), Array($0.pendingRecordZoneChanges.values))
         }
         guard !zoneChanges.isEmpty || !recordChanges.isEmpty else { return }
@@ -655,6 +660,12 @@ public final class SyncEngine: Sendable {
             let outcome = try await sendZones(zoneChanges)
             retry = outcome.retry || retry
             failure = outcome.failure ?? failure
+            // The records of a zone whose save stays pending wait for it: sent now they failed with
+            // zoneNotFound, and a change that fails so is reported and no longer pending (lost, for
+            // a zone that a moment of network trouble kept from being saved).
+            let count = recordChanges.count
+            recordChanges.removeAll { Self.waitsForZoneSave($0.change, pendingZoneChanges: outcome.pending) }
+            if recordChanges.count < count { retry = true }
         }
         var start = 0
         while start < recordChanges.count {
@@ -674,7 +685,9 @@ public final class SyncEngine: Sendable {
 
     /// Sends zone changes; returns whether some stay pending to try again, and the last error of a
     /// request that failed as a whole and stays pending.
-    private func sendZones(_ changes: [PendingDatabaseChange]) async throws(ShareSyncError) -> (retry: Bool, failure: ShareSyncError?) {
+    private func sendZones(_ changes: [PendingDatabaseChange]) async throws(ShareSyncError)
+        -> (retry: Bool, failure: ShareSyncError?, pending: Set<PendingDatabaseChange>)
+    {
         var sent = SentDatabaseChanges()
         var done: [PendingDatabaseChange] = []
         var retry = false
@@ -701,7 +714,15 @@ public final class SyncEngine: Sendable {
         }
         state.finish(records: [], zones: Set(done))
         emit(.sentDatabaseChanges(sent))
-        return (retry, failure)
+        return (retry, failure, Set(changes).subtracting(done))
+    }
+
+    /// Whether `change` waits for a save of its zone that is still pending (``send()``).
+    static func waitsForZoneSave(_ change: PendingRecordZoneChange, pendingZoneChanges: Set<PendingDatabaseChange>) -> Bool {
+        let zone = key(change.recordID.zoneID)
+        return pendingZoneChanges.contains { pending in
+            if case .saveZone(let saved) = pending { key(saved.zoneID) == zone } else { false }
+        }
     }
 
     /// The most bytes of record JSON one request carries: a control line is at most 4 MiB (a

@@ -17,4 +17,16 @@ struct SyncEngineFailureKindsTests {
         #expect(!SyncEngine.requestMayPass(ShareSyncError(.invalidArguments, "several owners", rule: .ambiguousOwner)))
         #expect(!SyncEngine.requestMayPass(ShareSyncError(.permissionFailure, "read-only")))
     }
+
+    @Test("the records of a zone whose save stays pending wait for it; others, and deletions of zones, do not hold records")
+    func recordsWaitForTheirZonesSave() {
+        let topics = RecordZone.ID(zoneName: "Topics")
+        let other = RecordZone.ID(zoneName: "Other")
+        let pending: Set<SyncEngine.PendingDatabaseChange> = [.saveZone(RecordZone(zoneID: topics)), .deleteZone(other)]
+        // Before, they were sent at once, failed with zoneNotFound, and were reported failed and dropped.
+        #expect(SyncEngine.waitsForZoneSave(.saveRecord(Record.ID(recordName: "a", zoneID: topics)), pendingZoneChanges: pending))
+        #expect(SyncEngine.waitsForZoneSave(.deleteRecord(Record.ID(recordName: "b", zoneID: topics)), pendingZoneChanges: pending))
+        #expect(!SyncEngine.waitsForZoneSave(.saveRecord(Record.ID(recordName: "c", zoneID: other)), pendingZoneChanges: pending))
+        #expect(!SyncEngine.waitsForZoneSave(.saveRecord(Record.ID(recordName: "a", zoneID: topics)), pendingZoneChanges: []))
+    }
 }

@@ -475,6 +475,43 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     }
 
     @Test(arguments: bothModes)
+    func stopWaitsForASendTheAppBeganAndItsEventsGoOut(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let id = Record.ID(recordName: "n", zoneID: Self.zoneID)
+            let gate = Mutex((asked: false, released: false))
+            // The record provider holds the send until the test lets it go (at most 20 s).
+            let engine = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { recordID in
+                gate.withLock { $0.asked = true }
+                _ = await eventually { gate.withLock { $0.released } }
+                var record = Record(recordType: "Note", recordID: recordID)
+                record["text"] = "kept"
+                return record
+            })
+            let events = Task { () -> [SyncEngine.Event] in
+                var all: [SyncEngine.Event] = []
+                for await event in engine.events { all.append(event) }
+                return all
+            }
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            let send = Task { try await engine.sendChanges() }
+            #expect(await eventually { gate.withLock { $0.asked } }, "the send is under way")
+            let stopping = Task { await engine.stop() }
+            try await Task.sleep(for: .milliseconds(200))  // stop() has begun
+            gate.withLock { $0.released = true }
+            await stopping.value
+            _ = try? await send.value
+            let all = await events.value
+            // Before, the stream ended at once and the send's results went nowhere: the app's stored
+            // state still listed the change, sent again by the next engine over its own write.
+            #expect(all.contains { if case .sentRecordZoneChanges(let sent) = $0 { sent.savedRecords.map(\.recordID) == [id] } else { false } })
+            #expect(all.contains { if case .stateUpdate = $0 { true } else { false } })
+            #expect(try await db.record(for: id)["text"] == "kept")
+        }
+    }
+
+    @Test(arguments: bothModes)
     func anEditMadeWhileASendIsUnderWayIsSentNext(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
             let db = node.container.privateDatabase
