@@ -70,12 +70,20 @@ public final class Container: Sendable {
 
     /// Connects to the `sharesync run` daemon of a node home, through its control socket.
     ///
-    /// - Throws: `ShareSyncError.Code.serviceUnavailable` (rule `nodeNotRunning`) if no daemon runs on the home.
+    /// - Throws: `ShareSyncError.Code.serviceUnavailable` (rule `nodeNotRunning`) if no daemon runs on the
+    ///   home; `invalidArguments` (rule `noHome`) if the folder is not a node home at all.
     public static func connected(home: String) async throws(ShareSyncError) -> Container {
         do {
             let client = try await ControlClient.connect(path: NodeHome.controlSocketPath(home: home))
             return Container(transport: .connected(client), home: home)
         } catch {
+            // A wrong folder is not a stopped node: told to start it, `sharesync run` then said it is
+            // not a node home.
+            do {
+                _ = try NodeHome.open(at: home)
+            } catch where error.rule == .noHome {
+                throw error
+            } catch {}
             throw ShareSyncError(.serviceUnavailable, error.description, rule: .nodeNotRunning)
         }
     }

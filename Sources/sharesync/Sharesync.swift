@@ -24,7 +24,8 @@ struct Sharesync: AsyncParsableCommand {
 
             Exit codes: 0 success; 64 usage error; 65 the node refused or could not do the operation \
             (its error code is printed: a refusal such as permissionFailure, or a failure of the node's own, such as \
-            quotaExceeded for a full disk or internalError); 69 the node is not running; 70 a failure of this command \
+            quotaExceeded for a full disk or internalError; also a --home that is not a node home, rule noHome); 69 \
+            the node is not running; 70 a failure of this command \
             itself; 73 the folder already is a node home (init).
 
             With --json, a failure prints one JSON object (one line) on standard error instead of the \

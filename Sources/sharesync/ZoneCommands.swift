@@ -110,8 +110,8 @@ struct RecordCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create a record, or set fields of an existing one (other fields are kept).",
             discussion: """
-                Each --field is KEY=TYPE:VALUE. Types: string, int64, double, bool, date (ISO 8601 or \
-                seconds since 1970), bytes (base64), reference (a record name in the same zone, with an \
+                Each --field is KEY=TYPE:VALUE. Types: string, int64, double, bool, date (ISO 8601, \
+                2026-11-21T10:00:00Z or 2026-11-21 for midnight UTC, or seconds since 1970), bytes (base64), reference (a record name in the same zone, with an \
                 optional action: NAME:deleteSelf deletes this record when NAME is deleted, NAME:none \
                 (the default) leaves it), location (LAT,LON). --type is needed only to create a record: \
                 an existing record keeps its type.

@@ -176,6 +176,17 @@ struct ControlHandlerTests {
     func fieldAssignmentsAreCheckedAgainstTheirType(text: String, valid: Bool) {
         #expect((try? FieldAssignment(parsing: text)) != nil ? valid : !valid, "\(text)")
     }
+
+    @Test("a date field takes a calendar date (midnight UTC), a date and time, or seconds since 1970")
+    func dateFields() throws {
+        let zone = RecordZone.ID(zoneName: "Z")
+        func value(_ text: String) throws -> FieldValue { try FieldAssignment(parsing: "d=date:" + text).fieldValue(in: zone) }
+        #expect(try value("2026-01-01") == .date(Date(timeIntervalSince1970: 1_767_225_600)))  // refused before
+        #expect(try value("2026-01-01T00:00:00Z") == .date(Date(timeIntervalSince1970: 1_767_225_600)))
+        #expect(try value("1767225600.5") == .date(Date(timeIntervalSince1970: 1_767_225_600.5)))
+        #expect(throws: ShareSyncError.self) { try value("2026-13-01") }
+        #expect(throws: ShareSyncError.self) { try value("2026-1-1") }
+    }
 }
 
 enum NodeStatusStub {

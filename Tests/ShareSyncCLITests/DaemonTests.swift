@@ -114,7 +114,13 @@ struct DaemonTests {
         try await blocking {
             let folder = try TemporaryFolder()
             defer { folder.remove() }
-            let outcome = try cli(["zone", "list", "--home", folder.path])
+            // A folder that is not a node home says so (before: "not running", start it with `run`,
+            // which then said it was not a node home).
+            let wrong = try cli(["zone", "list", "--home", folder.path])
+            #expect(wrong.status == 65 && wrong.stderr.contains("noHome") && wrong.stderr.contains("not a node home"), "\(wrong.stderr)")
+            let home = folder.path + "/home"
+            #expect(try cli(["init", "--home", home, "--name", "Stopped", "--listen", "127.0.0.1:0"]).status == 0)
+            let outcome = try cli(["zone", "list", "--home", home])
             #expect(outcome.status == 69)
             #expect(outcome.stderr.contains("not running"))
             #expect(outcome.stderr.split(separator: "\n").count == 1)

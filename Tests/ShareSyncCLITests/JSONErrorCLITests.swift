@@ -30,9 +30,14 @@ struct JSONErrorCLITests {
             // A node that is not running (69).
             let folder = try TemporaryFolder()
             defer { folder.remove() }
-            let down = try cli(["status", "--home", folder.path + "/nothing", "--json"])
+            #expect(try cli(["init", "--home", folder.path + "/stopped", "--name", "Stopped", "--listen", "127.0.0.1:0"]).status == 0)
+            let down = try cli(["status", "--home", folder.path + "/stopped", "--json"])
             #expect(down.status == 69)
             #expect(try jsonError(down)["code"] as? String == "nodeNotRunning", "\(down.stderr)")
+            // A folder that is not a node home (65, rule noHome).
+            let nothing = try cli(["status", "--home", folder.path + "/nothing", "--json"])
+            #expect(nothing.status == 65)
+            #expect(try jsonError(nothing)["rule"] as? String == "noHome", "\(nothing.stderr)")
             // A home that exists already (73).
             let again = try cli(["init", "--home", a.home, "--name", "Again", "--json"])
             #expect(again.status == 73)

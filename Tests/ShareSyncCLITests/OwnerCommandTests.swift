@@ -219,11 +219,13 @@ struct OwnerCommandTests {
         try await blocking {
             let folder = try TemporaryFolder()
             defer { folder.remove() }
+            let home = folder.path + "/home"
+            #expect(try cli(["init", "--home", home, "--name", "Stopped", "--listen", "127.0.0.1:0"]).status == 0)
             for arguments in [
                 ["accept", "sharesync://127.0.0.1:7420/share/abc?owner=00"], ["zone", "list", "--shared"],
                 ["record", "list", "--shared", "--zone", "Z"], ["changes", "--shared"], ["watch"],
             ] {
-                let outcome = try cli(arguments + ["--home", folder.path])
+                let outcome = try cli(arguments + ["--home", home])
                 #expect(outcome.status == 69, "\(arguments)")
                 #expect(outcome.stderr.contains("not running"), "\(arguments)")
             }

@@ -9,7 +9,7 @@ import ShareSyncCore
 /// | `int64` | a whole number |
 /// | `double` | a number |
 /// | `bool` | `true` or `false` |
-/// | `date` | ISO 8601 (`2026-11-21T10:00:00Z`) or seconds since 1970 |
+/// | `date` | ISO 8601 (`2026-11-21T10:00:00Z`, or `2026-11-21` for midnight UTC) or seconds since 1970 |
 /// | `bytes` | base64 |
 /// | `reference` | the name of a record in the same zone, optionally followed by `:deleteSelf` (deleting that record deletes this one) or `:none` (the default) |
 /// | `location` | `LAT,LON` in degrees |
@@ -63,7 +63,10 @@ public struct FieldAssignment: Sendable, Hashable, Codable {
             if let date = formatter.date(from: value) { return .date(date) }
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
             if let date = formatter.date(from: value) { return .date(date) }
-            throw bad("an ISO 8601 date or seconds since 1970")
+            // A calendar date alone (2026-01-01) is midnight UTC of that day.
+            formatter.formatOptions = [.withFullDate]
+            if value.count == 10, let date = formatter.date(from: value) { return .date(date) }
+            throw bad("an ISO 8601 date (2026-11-21 or 2026-11-21T10:00:00Z) or seconds since 1970")
         case "bytes":
             guard let data = Data(base64Encoded: value) else { throw bad("base64") }
             return .bytes(data)
