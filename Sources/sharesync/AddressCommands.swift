@@ -83,7 +83,10 @@ struct OwnerAddressCommand: AsyncParsableCommand {
 
     @OptionGroup var options: NodeOptions
 
-    @Argument(help: ArgumentHelp("The owner's user record name (as `zone list --shared` shows it).", valueName: "owner"))
+    @Argument(
+        help: ArgumentHelp(
+            "The owner: their user record name (as `zone list --shared` shows it), or their display name or email address.",
+            valueName: "owner"))
     var owner: String
 
     @Argument(help: ArgumentHelp("Where the owner's node is now.", valueName: "host:port"))

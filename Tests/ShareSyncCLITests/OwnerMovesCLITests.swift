@@ -97,8 +97,10 @@ struct OwnerMovesCLITests {
             let bad = try b.run(["owner", "address", a.userRecordName, "nowhere"])
             #expect(bad.status == 64, "\(bad.stderr)")
 
-            // Repointed by hand: B connects, sends its outbox and catches up; nothing was fetched again from scratch.
-            try b.ok(["owner", "address", a.userRecordName, "127.0.0.1:\(newPort)"])
+            // Repointed by hand, naming the owner by display name as other --owner options allow (it
+            // took only the user record name, and said the owner shared nothing): B connects, sends
+            // its outbox and catches up; nothing was fetched again from scratch.
+            try b.ok(["owner", "address", "Alice", "127.0.0.1:\(newPort)"])
             #expect(eventually(timeout: 60) { sharedTitle(b, "t2") == "after the move" }, "B did not reach the moved owner")
             #expect(eventually(timeout: 30) { (try? a.run(["record", "get", "--zone", "Topics", "--name", "t3"]))?.status == 0 },
                     "B's queued write did not reach the owner at its new address")

@@ -219,6 +219,8 @@ public struct ControlHandler: Sendable {
             return ok(try advertise(HostAndPort(host: host, port: port), listen))
         case .ownerAddress(let owner, let host, let port):
             guard let participant else { throw Self.unavailable("the shared database") }
+            // A display name or email address names the owner too, as --owner does elsewhere.
+            let owner = try Self.resolveOwner(owner, in: participant.replica) ?? owner
             try participant.setOwnerAddress(owner: owner, host: host, port: port)
             return ok(Done())
         case .status:
