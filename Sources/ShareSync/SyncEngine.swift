@@ -281,7 +281,10 @@ public final class SyncEngine: Sendable {
             self.unreadable = unreadable
             stored = Mutex(decoded ?? Stored())
             self.changed = changed
+            self.logger = logger
         }
+
+        private let logger: Logger?
 
         /// The record changes waiting to be sent, in the order their records were first added.
         public var pendingRecordZoneChanges: [PendingRecordZoneChange] { stored.withLock { $0.pendingRecordZoneChanges.values.map(\.change) } }
@@ -338,11 +341,31 @@ public final class SyncEngine: Sendable {
             }
         }
 
-        func serialization() -> Serialization {
+        /// The state now, encoded; `nil` if it cannot be encoded (logged).
+        func serialization() -> Serialization? {
             let snapshot = stored.withLock { $0 }
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
-            return Serialization(data: (try? encoder.encode(snapshot)) ?? Data())
+            do {
+                return Serialization(data: try encoder.encode(snapshot))
+            } catch {
+                // Handed out empty, it was stored by the app and read back as unreadable: the next
+                // engine started from no state, without its pending changes.
+                logger?.error("the sync engine's state could not be encoded; no stateUpdate for this change", metadata: ["error": "\(error)"])
+                return nil
+            }
+        }
+
+        /// Held while a snapshot is taken and handed out, so that the app receives snapshots in the
+        /// order they were taken: before, an app's `add` and the engine's own update could each take
+        /// theirs and send it after the other's, and the last one stored missed a change.
+        private let emission = Mutex(())
+
+        /// Takes a snapshot of the state and hands it to `body`, one snapshot at a time.
+        func emitSerialization(_ body: (Serialization) -> Void) {
+            emission.withLock { _ in
+                if let serialization = serialization() { body(serialization) }
+            }
         }
     }
 
@@ -375,7 +398,7 @@ public final class SyncEngine: Sendable {
         let continuation = continuation
         let stateBox = Mutex<State?>(nil)
         state = State(configuration.stateSerialization, logger: configuration.logger) {
-            if let state = stateBox.withLock({ $0 }) { continuation.yield(.stateUpdate(state.serialization())) }
+            stateBox.withLock({ $0 })?.emitSerialization { continuation.yield(.stateUpdate($0)) }
             if automatic { wakes.yield() }
         }
         stateBox.withLock { $0 = state }
@@ -504,7 +527,7 @@ public final class SyncEngine: Sendable {
         let level: Logger.Level = Self.requestMayPass(error) && error.code != .internalError ? .notice : .warning
         configuration.logger.log(level: level, "\(what) failed; trying again", metadata: ["error": "\(error)"])
     }
-    private func emitState() { emit(.stateUpdate(state.serialization())) }
+    private func emitState() { state.emitSerialization { emit(.stateUpdate($0)) } }
 
     // MARK: Fetching
 

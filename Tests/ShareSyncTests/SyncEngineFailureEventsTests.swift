@@ -79,7 +79,7 @@ struct SyncEngineFailureEventsTests {
         #expect(engine.state.pendingRecordZoneChanges.isEmpty)
         // A state the engine wrote itself reads back without a word.
         engine.state.add(pendingRecordZoneChanges: [.saveRecord(Record.ID(recordName: "n", zoneID: Self.zoneID))])
-        let good = engine.state.serialization()
+        let good = try #require(engine.state.serialization())
         await engine.stop()
         let again = SyncEngine(SyncEngine.Configuration(database: db, stateSerialization: good, automaticallySync: false) { _ in nil })
         #expect(again.state.pendingRecordZoneChanges.count == 1)
@@ -88,5 +88,49 @@ struct SyncEngineFailureEventsTests {
         for await event in again.events { events.append(event) }
         #expect(!events.contains { if case .stateUnreadable = $0 { true } else { false } })
         await node.close()
+    }
+}
+
+extension SyncEngineFailureEventsTests {
+    @Test("stateUpdates come in the order they were taken: with changes added from many tasks at once, none goes backwards, and the last holds them all")
+    func stateUpdatesComeInTheOrderTheyWereTaken() async throws {
+        try await withNode(.embedded) { node in
+            let db = node.container.privateDatabase
+            let engine = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { _ in nil })
+            let events = Task { () -> [SyncEngine.Event] in
+                var all: [SyncEngine.Event] = []
+                for await event in engine.events { all.append(event) }
+                return all
+            }
+            // Before, each add took its snapshot and sent it after releasing the state: two adds at
+            // once could send theirs in the other order, and the last one, which the app stores,
+            // missed the other's change.
+            await withTaskGroup(of: Void.self) { group in
+                for t in 0..<8 {
+                    group.addTask {
+                        for i in 0..<60 {
+                            engine.state.add(pendingRecordZoneChanges: [.saveRecord(Record.ID(recordName: "r\(t)-\(i)", zoneID: Self.zoneID))])
+                        }
+                    }
+                }
+            }
+            await engine.stop()
+            let updates = await events.value.compactMap { event -> SyncEngine.State.Serialization? in
+                if case .stateUpdate(let state) = event { state } else { nil }
+            }
+            // Every update holds at least what the one before it held (changes are only added here).
+            func pending(_ state: SyncEngine.State.Serialization) throws -> Int {
+                let object = try #require(try JSONSerialization.jsonObject(with: state.data) as? [String: Any])
+                return ((object["pendingRecordZoneChanges"] as? [Any])?.count ?? 0) / 2  // key, value, key, value…
+            }
+            let counts = try updates.map(pending)
+            #expect(counts.count == 480)
+            let backwards = zip(counts, counts.dropFirst()).filter { $0 > $1 }
+            #expect(backwards.isEmpty, "updates that went backwards: \(backwards.prefix(5))")
+            let restored = SyncEngine(
+                SyncEngine.Configuration(database: db, stateSerialization: try #require(updates.last), automaticallySync: false) { _ in nil })
+            #expect(restored.state.pendingRecordZoneChanges.count == 480)
+            await restored.stop()
+        }
     }
 }

@@ -34,6 +34,8 @@ final class ParticipantOwnerLink: Sendable {
         /// The owner's latest announced address, not yet noted in the replica.
         var announced: WireAddress?
         var task: Task<Void, Never>?
+        /// ``stop()`` was called: the link never starts (again).
+        var stopped = false
         /// When the link last was caught up (following), or started when it never was.
         var caughtUpAt = Date()
         /// When the link last was caught up, `nil` if it never was.
@@ -61,14 +63,22 @@ final class ParticipantOwnerLink: Sendable {
 
     // MARK: Control
 
+    /// Starts the link's task, unless ``stop()`` came first: the engine starts a new link after
+    /// adding it (outside its lock), and a stop between the two found no task to cancel, so the
+    /// link then ran, connected and wrote to the replica after the engine had stopped.
     func start() {
-        // On the store's threads: the link's replica reads and writes are SQLite calls (StoreThreads).
-        let task = Task(executorPreference: StoreThreads.executor) { await self.run() }
-        state.withLock { $0.task = task }
+        state.withLock { s in
+            guard !s.stopped, s.task == nil else { return }
+            // On the store's threads: the link's replica reads and writes are SQLite calls (StoreThreads).
+            s.task = Task(executorPreference: StoreThreads.executor) { await self.run() }
+        }
     }
 
     func stop() async {
-        let (task, connection) = state.withLock { ($0.task, $0.connection) }
+        let (task, connection) = state.withLock { s in
+            s.stopped = true
+            return (s.task, s.connection)
+        }
         task?.cancel()
         await connection?.close()
         await task?.value
