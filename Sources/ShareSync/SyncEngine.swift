@@ -453,10 +453,14 @@ public final class SyncEngine: Sendable {
         wakes.finish()
         for task in running { task.cancel() }
         if let client = watcherClient.withLock({ $0 }) { await client.close() }
+        // Called from inside a fetch or send of this engine (the record provider): nothing to wait
+        // for that would not wait for this call.
+        guard Self.runningBodyOf != ObjectIdentifier(self) else { return continuation.finish() }
         for task in running { await task.value }
-        // A fetch or send the app began itself finishes first: its events (a send's new change tags,
-        // the state without the changes it sent) go out before the stream ends. Before, they went
-        // into the finished stream, and the app's stored state sent those changes again later.
+        // A fetch or send the app began itself finishes first (it stops between pages and batches):
+        // its events (a send's new change tags, the state without the changes it sent) go out before
+        // the stream ends. Before, they went into the finished stream, and the app's stored state
+        // sent those changes again later.
         _ = try? await serial.run { () throws(ShareSyncError) in }
         continuation.finish()
     }
@@ -535,7 +539,22 @@ public final class SyncEngine: Sendable {
     public func fetchChanges() async throws(ShareSyncError) {
         try await serial.run { () throws(ShareSyncError) in
             try self.checkRunning()  // checked when its turn comes: stopped meanwhile, it reports nothing
-            try await self.fetch()
+            try await self.asBody { () throws(ShareSyncError) in try await self.fetch() }
+        }
+    }
+
+    /// The engine whose fetch or send the current task runs (``asBody(_:)``): a ``stop()`` called from
+    /// inside it (the record provider, say) does not wait for it, which would wait for itself.
+    @TaskLocal private static var runningBodyOf: ObjectIdentifier?
+
+    /// Runs `body` marked as this engine's fetch or send (``runningBodyOf``).
+    private func asBody(_ body: () async throws(ShareSyncError) -> Void) async throws(ShareSyncError) {
+        do {
+            try await Self.$runningBodyOf.withValue(ObjectIdentifier(self)) { try await body() }
+        } catch let error as ShareSyncError {
+            throw error
+        } catch {
+            throw ShareSyncError(.internalError, "\(error)")  // body throws only ShareSyncError
         }
     }
 
@@ -555,6 +574,7 @@ public final class SyncEngine: Sendable {
         /// While fetching again from no token: the zones known before, and those seen since.
         var refetch: (known: [String: RecordZone.ID], seen: Set<String>)?
         while pages < 10_000 {
+            if stopped.load(ordering: .acquiring) { return }  // each page's tokens are kept already
             pages += 1
             let token = state.stored.withLock { $0.databaseToken }
             let changes: DatabaseChangesResult
@@ -618,6 +638,7 @@ public final class SyncEngine: Sendable {
         var restarted = false
         var pages = 0
         while pages < 100_000 {
+            if stopped.load(ordering: .acquiring) { return }
             pages += 1
             let token = state.stored.withLock { $0.zoneTokens[Self.key(zoneID)] }
             let page: RecordZoneChangesResult
@@ -663,7 +684,7 @@ public final class SyncEngine: Sendable {
     public func sendChanges() async throws(ShareSyncError) {
         try await serial.run { () throws(ShareSyncError) in
             try self.checkRunning()  // checked when its turn comes: stopped meanwhile, it reports nothing
-            try await self.send()
+            try await self.asBody { () throws(ShareSyncError) in try await self.send() }
         }
     }
 
@@ -691,7 +712,7 @@ public final class SyncEngine: Sendable {
             if recordChanges.count < count { retry = true }
         }
         var start = 0
-        while start < recordChanges.count {
+        while start < recordChanges.count, !stopped.load(ordering: .acquiring) {
             let batch = Array(recordChanges[start..<min(start + Self.batchSize, recordChanges.count)])
             start += batch.count
             let outcome = try await sendRecords(batch)

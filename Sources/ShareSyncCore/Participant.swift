@@ -124,14 +124,16 @@ public struct Participant: Sendable, Hashable, Codable {
     }
 
     /// Whether `other` names the same person: the same user record name when both have one (an
-    /// accepted participant is bound to the identity that accepted), else the same email address or
-    /// phone number. So an invitation by email of someone who accepted an earlier one is them, not a
-    /// second participant (before, it was: whoever used the new link was listed under that email).
+    /// accepted participant is bound to the identity that accepted), else the same email address
+    /// when both have one, else the same phone number. So an invitation by email of someone who
+    /// accepted an earlier one is them, not a second participant (before, it was: whoever used the
+    /// new link was listed under that email). Two different email addresses are two people, whatever
+    /// their phone numbers say.
     package func isSameInvitee(as other: Participant) -> Bool {
         if let mine = addressedUserRecordName, let theirs = other.addressedUserRecordName { return mine == theirs }
         let (a, b) = (userIdentity.lookupInfo, other.userIdentity.lookupInfo)
-        if let x = a?.emailAddress, let y = b?.emailAddress, x.lowercased() == y.lowercased() { return true }
-        if let x = a?.phoneNumber, let y = b?.phoneNumber, Self.digits(x) == Self.digits(y) { return true }
+        if let x = a?.emailAddress, let y = b?.emailAddress { return x.lowercased() == y.lowercased() }
+        if let x = a?.phoneNumber, let y = b?.phoneNumber { return Self.digits(x) == Self.digits(y) }
         return false
     }
 

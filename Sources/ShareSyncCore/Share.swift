@@ -141,9 +141,10 @@ public struct Share: Sendable, Hashable {
     public var modificationDate: Date? { record.modificationDate }
 
     /// Adds a participant, or updates the one with the same identity (permission and role): the same
-    /// user record name, or, where either has none, the same email address or phone number (so a
-    /// participant invited by email and bound to the identity that accepted is still found by that
-    /// email). The change takes effect when the share is saved. Fails on a share whose ``publicPermission`` is not none.
+    /// user record name, or, where either has none, the same email address (or, where either has no
+    /// email address, phone number), so a participant invited by email and bound to the identity that
+    /// accepted is still found by that email. One who accepted and then left or was removed is found
+    /// again only by user record name. The change takes effect when the share is saved. Fails on a share whose ``publicPermission`` is not none.
     public mutating func addParticipant(_ participant: Participant) throws(ShareSyncError) {
         guard publicPermission == .none else {
             throw .invalid(
@@ -157,7 +158,15 @@ public struct Share: Sendable, Hashable {
             throw Self.blocked(name, recordID: recordID)
         }
         if participant.identityKey != nil,
-            let index = state.participants.firstIndex(where: { $0.isSameInvitee(as: participant) })
+            let index = state.participants.firstIndex(where: { existing in
+                // Someone who left or was removed after accepting is found again only by their user
+                // record name: invited again by email, they may come back from another node, and their
+                // old entry would take only the old one (and give back its spent link).
+                if existing.acceptanceStatus == .removed, existing.userIdentity.userRecordName != nil {
+                    return existing.addressedUserRecordName == participant.addressedUserRecordName
+                }
+                return existing.isSameInvitee(as: participant)
+            })
         {
             guard state.participants[index].role != .owner else {
                 throw .invalid("the owner is always a participant", recordID: recordID, rule: .oneOwner)

@@ -131,8 +131,9 @@ extension WriteContext {
 
     /// Drops the kept answers to the writes (``SharedDatabaseView/modifyRecordsOnce``) of those of
     /// `users` who are no longer a participant of any share: nobody else sends writes under their
-    /// name, and each kept answer may be as large as a response. A participant who leaves takes its
-    /// queued writes to the zone with it; one who comes back writes with new write IDs.
+    /// name, and each kept answer may be as large as a response. (A write whose answer was lost just
+    /// before, sent again only after the participant was invited back, is applied again: a narrow
+    /// case, against answers kept for good.)
     private func forgetAppliedWrites<Users: Sequence<String>>(ofFormer users: Users) throws {
         for user in users {
             let stillMember = try Bool.fetchOne(

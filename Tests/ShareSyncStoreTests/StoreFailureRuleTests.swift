@@ -119,4 +119,35 @@ struct ReinviteTests {
         try accepted.addParticipant(Participant(lookupInfo: .init(emailAddress: "dave@example.org"), permission: .readOnly))
         #expect(accepted.participants.count == before + 1)
     }
+
+    @Test("two email addresses are two people even with one phone number; someone removed after accepting is invited afresh by email")
+    func differentEmailsAndRemovedParticipants() throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let zoneID = RecordZone.ID(zoneName: "Z")
+        _ = try database.saveZone(RecordZone(zoneID: zoneID))
+        var share = Share(recordZoneID: zoneID)
+        try share.addParticipant(Participant(
+            lookupInfo: .init(emailAddress: "a@example.org", phoneNumber: "+1 555 0100", userRecordName: nil), permission: .readWrite))
+        try share.addParticipant(Participant(
+            lookupInfo: .init(emailAddress: "b@example.org", phoneNumber: "+15550100", userRecordName: nil), permission: .readOnly))
+        #expect(share.participants.filter { $0.role != .owner }.count == 2, "a shared phone number made them one")
+        try share.addParticipant(Participant(lookupInfo: .init(emailAddress: "carol@example.org"), permission: .readWrite))
+        let saved = Share(try database.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)!
+        _ = try database.acceptShare(url: saved.url!, as: Caller(userRecordName: "_carol", verifiedEmailAddress: "carol@example.org"))
+        // Carol leaves: her entry stays, removed, bound to her identity.
+        try database.sharedDatabase(for: Caller(userRecordName: "_carol")).leaveShare(
+            Record.ID(recordName: Share.zoneShareRecordName, zoneID: RecordZone.ID(zoneName: "Z", ownerName: "_owner")))
+        var accepted = Share(try database.fetchRecord(saved.recordID))!
+        #expect(accepted.participants.contains { $0.userIdentity.userRecordName == "_carol" && $0.acceptanceStatus == .removed })
+        let count = accepted.participants.count
+        // Invited again by email (from a new node, say): a new invitation, not the old entry made
+        // pending again, which only the old node's key could take.
+        try accepted.addParticipant(Participant(lookupInfo: .init(emailAddress: "carol@example.org"), permission: .readWrite))
+        #expect(accepted.participants.count == count + 1)
+        let fresh = accepted.participants.last
+        #expect(fresh?.userIdentity.userRecordName == nil && fresh?.acceptanceStatus == .pending)
+        // By user record name, the removed entry comes back.
+        try accepted.addParticipant(Participant(lookupInfo: .init(userRecordName: "_carol"), permission: .readOnly))
+        #expect(accepted.participants.count == count + 1)
+    }
 }

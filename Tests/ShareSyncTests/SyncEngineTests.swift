@@ -511,6 +511,28 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
         }
     }
 
+    @Test func stopCalledFromTheRecordProviderDoesNotWaitForItself() async throws {
+        try await withNode(.embedded) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let engineBox = Mutex<SyncEngine?>(nil)
+            let engine = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { recordID in
+                // An app that stops its engine from inside the provider (on sign-out, say).
+                if let engine = engineBox.withLock({ $0 }) { await engine.stop() }
+                return Record(recordType: "Note", recordID: recordID)
+            })
+            engineBox.withLock { $0 = engine }
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(Record.ID(recordName: "n", zoneID: Self.zoneID))])
+            let finished = Mutex(false)
+            Task {
+                try? await engine.sendChanges()
+                finished.withLock { $0 = true }
+            }
+            // stop() waited for the send, which waited for the provider, which waited for stop().
+            #expect(await eventually { finished.withLock { $0 } }, "the send never finished")
+        }
+    }
+
     @Test(arguments: bothModes)
     func anEditMadeWhileASendIsUnderWayIsSentNext(mode: Container.Mode) async throws {
         try await withNode(mode) { node in

@@ -339,22 +339,9 @@ final class ClientSession: Sendable {
             defer { s.waiting = [:]; s.pushes = nil }
             return (failure, s.waiting, s.pushes)
         }
-        let unanswered = Self.unanswered(failure)
-        for promise in waiting.values { promise.fail(unanswered) }
+        for promise in waiting.values { promise.fail(failure) }
         pushes?.end()
         return failure
-    }
-
-    /// What a request learns when the connection ended before its answer came (or before it was
-    /// sent): the owner did not answer it, so its outcome is unknown and it may be sent again
-    /// (`networkFailure`, naming why the connection ended), unless it was cancelled. An error the
-    /// owner sent about the connection (no request id) is the connection's reason, not an answer to
-    /// the request: taken as the request's own, a queued write was kept as refused.
-    static func unanswered(_ failure: ShareSyncError) -> ShareSyncError {
-        switch failure.code {
-        case .networkFailure, .operationCancelled: failure
-        default: ShareSyncError(.networkFailure, "the connection to the owner ended before it answered: \(failure.message)")
-        }
     }
 
     /// What an error of the transport means to the caller.
@@ -382,7 +369,7 @@ final class ClientSession: Sendable {
     func send(_ payload: ByteBuffer, id: Int, outbound: Outbound) async throws(ShareSyncError) -> EventLoopFuture<ByteBuffer> {
         let promise = channel.channel.eventLoop.makePromise(of: ByteBuffer.self)
         let failure = state.withLock { s -> ShareSyncError? in
-            if let failure = s.failure { return Self.unanswered(failure) }
+            if let failure = s.failure { return failure }
             s.waiting[id] = promise
             s.lastSent = .now()
             return nil
@@ -399,7 +386,7 @@ final class ClientSession: Sendable {
         } catch {
             let failure = error is CancellationError
                 ? ShareSyncError(.operationCancelled, "the request was cancelled before it was sent")
-                : Self.unanswered(state.withLock { $0.failure } ?? Self.describe(error))
+                : state.withLock { $0.failure } ?? Self.describe(error)
             state.withLock { $0.waiting.removeValue(forKey: id) }?.fail(failure)
             throw failure
         }
