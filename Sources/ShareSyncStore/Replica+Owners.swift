@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import ShareSyncCore
 
@@ -15,6 +16,22 @@ extension SharedDatabaseReplica {
     /// The owner with this user record name, or `nil`.
     public func owner(named ownerName: String) throws(ShareSyncError) -> OwnerInfo? {
         try owners().first { $0.ownerName == ownerName }
+    }
+
+    /// When the replica last was caught up with `owner` (``noteLastSynced(owner:at:)``), or `nil`.
+    public func lastSynced(owner: String) throws(ShareSyncError) -> Date? {
+        try read { db in
+            try Double.fetchOne(db.cachedStatement(sql: "SELECT lastSynced FROM replicaOwner WHERE owner = ?"), arguments: [owner])
+                .map(Date.init(timeIntervalSince1970:))
+        }
+    }
+
+    /// Notes that the replica was caught up with `owner` at `date` (an unknown owner: nothing).
+    public func noteLastSynced(owner: String, at date: Date) throws(ShareSyncError) {
+        try write(notifying: false) { db in
+            try db.cachedStatement(sql: "UPDATE replicaOwner SET lastSynced = ? WHERE owner = ?")
+                .execute(arguments: [date.timeIntervalSince1970, owner])
+        }
     }
 
     /// Adds an owner, or updates the address of one already known (keeping its zones, records,

@@ -110,9 +110,12 @@ public final class SharedDatabaseReplica: Sendable {
         case refetchable
     }
 
-    /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
+    /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers
+    /// (unless `notifying` is false: bookkeeping no reader of records, zones or the journal sees).
     /// If `body` throws, the transaction is rolled back: nothing it wrote stays.
-    func write<T>(_ durability: Durability = .synced, _ body: (Database) throws -> T) throws(ShareSyncError) -> T {
+    func write<T>(
+        _ durability: Durability = .synced, notifying: Bool = true, _ body: (Database) throws -> T
+    ) throws(ShareSyncError) -> T {
         let probe = writeProbe.withLock { $0 }
         if durability == .synced { syncedWrites.add(1, ordering: .sequentiallyConsistent) }
         defer { if durability == .synced { syncedWrites.add(1, ordering: .sequentiallyConsistent) } }
@@ -138,7 +141,7 @@ public final class SharedDatabaseReplica: Sendable {
             }
         }
         checkpointer?.committed()
-        observers.notify()
+        if notifying { observers.notify() }
         return result
     }
 

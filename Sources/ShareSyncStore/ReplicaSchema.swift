@@ -233,6 +233,11 @@ enum ReplicaSchema {
                     WHERE type IS NULL AND name != '';
                     """)
         }
+        migrator.registerMigration("replica-v14-owner-last-synced") { db in
+            // When the replica last was caught up with each owner (seconds since 1970): a restarted
+            // node's status says so, instead of "never" and a lag counted from its start.
+            try db.execute(sql: "ALTER TABLE replicaOwner ADD COLUMN lastSynced REAL")
+        }
         return migrator
     }
 

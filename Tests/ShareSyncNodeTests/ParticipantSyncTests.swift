@@ -163,6 +163,33 @@ struct ParticipantSyncTests {
         try await owner.stop()
     }
 
+    @Test("a restarted participant knows when its replica last was caught up: its status says so, and its lag counts from then")
+    func lastSyncedSurvivesARestart() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let first = try b.makeSync()
+        try first.start()
+        try await first.accept(url: url)
+        try await Task.sleep(for: .milliseconds(300))  // following for a moment
+        await first.stop()
+        let stoppedAt = Date()
+        try await owner.stop()
+        try await Task.sleep(for: .milliseconds(500))
+
+        // Restarted while the owner is away. Before, the status said "never", and the lag counted
+        // from the restart: a node down for a day looked a second behind.
+        let second = try b.makeSync()
+        try second.start()
+        let ownerName = owner.identity.userRecordName
+        let last = try #require(second.lastSynced(owner: ownerName))
+        #expect(last <= stoppedAt && stoppedAt.timeIntervalSince(last) < 30, "\(last) against \(stoppedAt)")
+        let lag = try #require(second.syncLag(owner: ownerName))
+        #expect(lag >= .milliseconds(500), "\(lag)")
+        await second.stop()
+    }
+
     @Test("a restarted participant resumes from its stored tokens instead of fetching everything again")
     func restartResumesFromTokens() async throws {
         let owner = try await TestOwner.start()

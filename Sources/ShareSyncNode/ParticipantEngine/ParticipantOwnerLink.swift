@@ -59,6 +59,7 @@ final class ParticipantOwnerLink: Sendable {
         var logger = logger
         logger[metadataKey: "owner"] = "\(ownerName)"
         self.logger = logger
+        restoreLastSynced()
     }
 
     // MARK: Control
@@ -131,15 +132,36 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     private func setStatus(_ status: ParticipantSync.LinkStatus) {
-        state.withLock { s in
+        let caughtUp = state.withLock { s -> Date? in
+            defer { s.status = status }
             // Leaving `following` (or entering it) marks the last moment the replica was known current.
-            if status == .following || s.status == .following {
-                s.caughtUpAt = Date()
-                s.lastSynced = s.caughtUpAt
+            guard status == .following || s.status == .following, status != s.status else { return nil }
+            s.caughtUpAt = Date()
+            s.lastSynced = s.caughtUpAt
+            return s.caughtUpAt
+        }
+        if let caughtUp {
+            // Kept in the replica, so that a restarted node's status says when it last was caught up
+            // (before: "never", and a lag counted from the restart). A node killed while following
+            // comes back with the moment it began to follow: a lag too long, not too short.
+            do {
+                try replica.noteLastSynced(owner: ownerName, at: caughtUp)
+            } catch {
+                logger.warning("could not note when the replica was caught up", metadata: ["error": "\(error)"])
             }
-            s.status = status
         }
         hub.notifyWatchers()
+    }
+
+    /// The link's status and times as the replica last saw them: when it last was caught up (before
+    /// this link started), if ever.
+    private func restoreLastSynced() {
+        guard let date = try? replica.lastSynced(owner: ownerName) else { return }
+        state.withLock { s in
+            guard s.lastSynced == nil else { return }
+            s.lastSynced = date
+            s.caughtUpAt = date
+        }
     }
 
     /// How far behind the owner the replica may be: zero while following (changes arrive as pushes),
