@@ -102,6 +102,16 @@ func checkParticipantRole(_ role: Participant.Role) throws {
     }
 }
 
+/// Refuses a thumbnail path that is not a readable file, from a command's `validate()`: there the
+/// usage error names the command (thrown from `run()`, it printed the top-level usage instead).
+func checkThumbnailPath(_ path: String?) throws {
+    guard let path else { return }
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+        FileManager.default.isReadableFile(atPath: path)
+    else { throw ValidationError("cannot read thumbnail file \(path)") }
+}
+
 /// Reads a thumbnail image file, refusing one over ``Share/maximumThumbnailSize`` before anything is sent.
 func readThumbnail(_ path: String) throws -> Data {
     let url = Foundation.URL(fileURLWithPath: path)
@@ -175,6 +185,7 @@ struct ShareCommand: AsyncParsableCommand {
             guard [.none, .readOnly, .readWrite].contains(publicPermission) else {
                 throw ValidationError("--public must be none, readOnly or readWrite")
             }
+            try checkThumbnailPath(thumbnail)
         }
 
         func run() async throws {
@@ -277,6 +288,7 @@ struct ShareCommand: AsyncParsableCommand {
             guard title != nil || thumbnail != nil || shareType != nil || !clear.isEmpty else {
                 throw ValidationError("give --title, --thumbnail, --type or --clear")
             }
+            try checkThumbnailPath(thumbnail)
             for key in clear where !["title", "thumbnail", "type"].contains(key) {
                 throw ValidationError("--clear takes title, thumbnail or type, not \(key.debugDescription)")
             }

@@ -63,6 +63,18 @@ struct CLIDetailsTests {
         }
     }
 
+    @Test("a thumbnail that cannot be read is a usage error of the share command that names it, before anything is asked")
+    func unreadableThumbnail() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        for command in [["create", "--zone", "Z"], ["set", "--zone", "Z"]] {
+            let result = try cli(["share"] + command + ["--thumbnail", folder.path + "/missing.png", "--home", folder.path + "/none"])
+            #expect(result.status == 64 && result.stderr.contains("cannot read thumbnail file"), "\(command): \(result.stderr)")
+            // Before, the top-level usage came with it (`sharesync <subcommand>`), not the command's.
+            #expect(result.stderr.contains("sharesync share \(command[0])"), "\(command): \(result.stderr)")
+        }
+    }
+
     @Test("init refuses a home too deep for its control socket, and creates nothing")
     func homeTooDeepForTheSocket() throws {
         let folder = try TemporaryFolder()
