@@ -57,15 +57,20 @@ public final class SyncEngine: Sendable {
         /// The record to save for a pending ``PendingRecordZoneChange/saveRecord(_:)``, as the app holds it
         /// now (with the change tag of the last version it fetched or saved); `nil` drops the change.
         public var recordProvider: @Sendable (Record.ID) async -> Record?
-        /// How long to wait before trying again after a failure that may pass.
+        /// How long to wait before trying again after a failure that may pass. Each failure in a row
+        /// doubles the wait, up to ``maximumRetryInterval``, and a failure that says when to come back
+        /// (`ShareSyncError.retryAfterSeconds`, up to an hour) waits at least that long; a success, a
+        /// local change or a change on the node tries again at once.
         public var retryInterval: Duration
+        /// The longest wait between tries while failures go on.
+        public var maximumRetryInterval: Duration
         /// Where the engine logs; by default nowhere.
         public var logger: Logger
 
         /// A configuration; see the properties for each parameter.
         public init(
             database: Database, stateSerialization: State.Serialization? = nil, automaticallySync: Bool = true,
-            retryInterval: Duration = .seconds(2),
+            retryInterval: Duration = .seconds(2), maximumRetryInterval: Duration = .seconds(60),
             logger: Logger = Logger(label: "sharesync.syncengine", factory: { _ in SwiftLogNoOpLogHandler() }),
             recordProvider: @escaping @Sendable (Record.ID) async -> Record?
         ) {
@@ -73,6 +78,7 @@ public final class SyncEngine: Sendable {
             self.stateSerialization = stateSerialization
             self.automaticallySync = automaticallySync
             self.retryInterval = retryInterval
+            self.maximumRetryInterval = max(maximumRetryInterval, retryInterval)
             self.logger = logger
             self.recordProvider = recordProvider
         }
@@ -380,7 +386,7 @@ public final class SyncEngine: Sendable {
     private let wakes: AsyncStream<Void>.Continuation
     private let serial = SerialRunner()
     private let tasks = Mutex<[Task<Void, Never>]>([])
-    /// The retry waiting to wake the loop (``retryLater()``).
+    /// The retry waiting to wake the loop (``retryLater(after:)``).
     private let retry = Mutex<Task<Void, Never>?>(nil)
     private let stopped = Atomic<Bool>(false)
     /// The connection the change watcher long-polls on (connected containers), closed by ``stop()`` to end its wait.
@@ -411,7 +417,7 @@ public final class SyncEngine: Sendable {
                 // A fetch that fails does not keep local changes from going out, nor the other way round.
                 // Each failure is an event (before, only the logger heard of it, a no-op by default:
                 // a failure that kept coming back looped in silence).
-                var failed = false
+                var failure: ShareSyncError?
                 do throws(ShareSyncError) {
                     try await self.fetchChanges()
                 } catch where error.code == .operationCancelled && self.stopped.load(ordering: .acquiring) {
@@ -419,7 +425,7 @@ public final class SyncEngine: Sendable {
                 } catch {
                     self.logFailure("fetch", error)
                     self.emit(.fetchFailed(error))
-                    failed = true
+                    failure = error
                 }
                 do throws(ShareSyncError) {
                     try await self.sendChanges()
@@ -428,9 +434,14 @@ public final class SyncEngine: Sendable {
                 } catch {
                     self.logFailure("send", error)
                     self.emit(.sendFailed(error))
-                    failed = true
+                    failure = failure ?? error
                 }
-                if failed { self.retryLater() }
+                if let failure {
+                    self.retryLater(after: failure)
+                } else if self.retry.withLock({ $0 }) == nil {
+                    // A pass with nothing to try again: the next failure waits the shortest time.
+                    self.failuresInARow.store(0, ordering: .relaxed)
+                }
             }
         }
         let watcher = Task { [weak self] () -> Void in await self?.watchForChanges() }
@@ -465,10 +476,30 @@ public final class SyncEngine: Sendable {
         continuation.finish()
     }
 
-    /// Wakes the loop after ``Configuration/retryInterval``, unless a retry already waits: one task
-    /// at a time (each failure added one before, kept until ``stop()``).
-    private func retryLater() {
-        let interval = configuration.retryInterval
+    /// Failed passes of the loop in a row (``retryLater(after:)``).
+    private let failuresInARow = Atomic<Int>(0)
+
+    /// How long to wait after the `failures`-th failure in a row: `base` doubled for each failure
+    /// after the first, at most `maximum`, and at least what the failure asked for (`retryAfter`
+    /// seconds, up to an hour). Before, every retry came after `base` (2 s), for as long as an owner
+    /// was away, each a full fetch and a resend of every pending change.
+    static func retryDelay(failures: Int, base: Duration, maximum: Duration, retryAfter: Double?) -> Duration {
+        var delay = base
+        for _ in 1..<max(1, min(failures, 32)) where delay < maximum { delay *= 2 }
+        delay = min(delay, maximum)
+        if let seconds = retryAfter, seconds.isFinite, seconds > 0 {
+            delay = max(delay, .milliseconds(Int64(min(seconds, 3600) * 1000)))
+        }
+        return delay
+    }
+
+    /// Wakes the loop after ``retryDelay(failures:base:maximum:retryAfter:)``, unless a retry already
+    /// waits: one task at a time (each failure added one before, kept until ``stop()``).
+    private func retryLater(after failure: ShareSyncError? = nil) {
+        let failures = failuresInARow.add(1, ordering: .relaxed).newValue
+        let interval = Self.retryDelay(
+            failures: failures, base: configuration.retryInterval, maximum: configuration.maximumRetryInterval,
+            retryAfter: failure?.retryAfterSeconds)
         retry.withLock { waiting in
             guard waiting == nil else { return }
             waiting = Task { [weak self] in
@@ -484,6 +515,8 @@ public final class SyncEngine: Sendable {
         let shared = configuration.database.scope == .shared
         var transport: Transport?
         var token: String?
+        /// Failed attempts in a row: the watcher backs off as the loop does.
+        var failures = 0
         while !Task.isCancelled, !stopped.load(ordering: .acquiring) {
             do {
                 if transport == nil {
@@ -505,6 +538,7 @@ public final class SyncEngine: Sendable {
                 let page: ChangesPage = try await transport!.call(.changes(shared: shared, since: token, waitSeconds: 10))
                 if !page.changes.isEmpty { wakes.yield() }
                 token = page.token
+                failures = 0
             } catch {
                 if case .connected(let client)? = transport, client !== configuration.database.container.connectedClient {
                     await client.close()
@@ -514,8 +548,14 @@ public final class SyncEngine: Sendable {
                 // A closed container does not come back: nothing more to watch.
                 if Task.isCancelled { break }
                 if case .closed = configuration.database.container.transport { break }
-                try? await Task.sleep(for: configuration.retryInterval)
-                wakes.yield()  // something may have changed while the feed was not watched
+                failures += 1
+                try? await Task.sleep(
+                    for: Self.retryDelay(
+                        failures: failures, base: configuration.retryInterval, maximum: configuration.maximumRetryInterval,
+                        retryAfter: nil))
+                // Something may have changed while the feed was not watched; the feed's current token,
+                // once read again, wakes the loop too.
+                if failures == 1 { wakes.yield() }
             }
         }
         if case .connected(let client)? = transport, client !== configuration.database.container.connectedClient {

@@ -56,6 +56,18 @@ struct SyncEngineFailureEventsTests {
         #expect(automaticEvents.failures { if case .fetchFailed(let e) = $0 { e } else { nil } }.contains { $0.code == .serviceUnavailable })
         await manual.stop()
         await automatic.stop()
+
+        // Tried again less and less often while the failures go on (100, 200, 400, 400… ms here):
+        // before, every 100 ms, about 20 tries in 2 s.
+        let backingOff = SyncEngine(
+            SyncEngine.Configuration(database: db, retryInterval: .milliseconds(100), maximumRetryInterval: .milliseconds(400)) { recordID in
+                Record(recordType: "Note", recordID: recordID)
+            })
+        let backingOffEvents = Events(backingOff)
+        try await Task.sleep(for: .seconds(2))
+        let tries = backingOffEvents.failures { if case .fetchFailed(let e) = $0 { e } else { nil } }.count
+        #expect(tries >= 2 && tries <= 10, "\(tries) tries in 2 s")
+        await backingOff.stop()
         await node.close()
     }
 

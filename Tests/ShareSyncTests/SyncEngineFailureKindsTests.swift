@@ -30,3 +30,19 @@ struct SyncEngineFailureKindsTests {
         #expect(!SyncEngine.waitsForZoneSave(.saveRecord(Record.ID(recordName: "a", zoneID: topics)), pendingZoneChanges: []))
     }
 }
+
+extension SyncEngineFailureKindsTests {
+    @Test("retries back off: doubled for each failure in a row up to the maximum, and at least what the failure asks")
+    func retryDelays() {
+        func delay(_ failures: Int, retryAfter: Double? = nil) -> Duration {
+            SyncEngine.retryDelay(failures: failures, base: .seconds(2), maximum: .seconds(60), retryAfter: retryAfter)
+        }
+        #expect(delay(1) == .seconds(2))
+        #expect(delay(2) == .seconds(4))
+        #expect(delay(4) == .seconds(16))
+        #expect(delay(6) == .seconds(60) && delay(1000) == .seconds(60))
+        #expect(delay(1, retryAfter: 30) == .seconds(30))
+        #expect(delay(6, retryAfter: 30) == .seconds(60))
+        #expect(delay(1, retryAfter: 1e12) == .seconds(3600) && delay(1, retryAfter: .nan) == .seconds(2))
+    }
+}
