@@ -109,13 +109,15 @@ public final class SyncEngine: Sendable {
         /// A send ended.
         case didSendChanges
         /// With ``Configuration/automaticallySync``: a fetch the engine started failed (after its
-        /// ``didFetchChanges``). The engine tries again after ``Configuration/retryInterval``; an error
+        /// ``didFetchChanges``). The engine tries again after ``Configuration/retryInterval``, doubled for
+        /// each failure in a row up to ``Configuration/maximumRetryInterval``; an error
         /// that does not pass by itself (a foreign token, a failing store, the node gone) comes again
         /// each time, so the app can tell the user. A fetch the app calls throws instead.
         case fetchFailed(ShareSyncError)
         /// A request of a send failed as a whole for a reason that may pass (the node not running, the
         /// network, a full disk): its changes stay pending, and with ``Configuration/automaticallySync``
-        /// the engine tries again after ``Configuration/retryInterval`` (changes refused one by one are
+        /// the engine tries again after ``Configuration/retryInterval``, backing off as for
+        /// ``fetchFailed(_:)`` (changes refused one by one are
         /// in ``sentRecordZoneChanges(_:)``). Also when the engine's own send threw. Before, such a
         /// send said nothing: pending changes could wait for ever while the app showed them as sent.
         case sendFailed(ShareSyncError)
