@@ -59,8 +59,8 @@ public final class SyncEngine: Sendable {
         public var recordProvider: @Sendable (Record.ID) async -> Record?
         /// How long to wait before trying again after a failure that may pass. Each failure in a row
         /// doubles the wait, up to ``maximumRetryInterval``, and a failure that says when to come back
-        /// (`ShareSyncError.retryAfterSeconds`, up to an hour) waits at least that long; a success, a
-        /// local change or a change on the node tries again at once.
+        /// (`ShareSyncError.retryAfterSeconds`, up to an hour) waits at least that long. A pass that
+        /// succeeds starts the count again; a local change, or a change on the node, tries at once.
         public var retryInterval: Duration
         /// The longest wait between tries while failures go on.
         public var maximumRetryInterval: Duration
