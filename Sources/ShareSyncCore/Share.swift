@@ -144,8 +144,11 @@ public struct Share: Sendable, Hashable {
     /// user record name, or, where either has none, the same email address (or, where either has no
     /// email address, phone number), so a participant invited by email and bound to the identity that
     /// accepted is still found by that email. One who accepted and then left or was removed is found
-    /// again only by user record name. The change takes effect when the share is saved. Fails on a share whose ``publicPermission`` is not none.
-    public mutating func addParticipant(_ participant: Participant) throws(ShareSyncError) {
+    /// again only by user record name. The change takes effect when the share is saved. Fails on a
+    /// share whose ``publicPermission`` is not none. Returns the participant as the share now holds
+    /// it: the one updated (with its own ``Participant/participantID``), or the one added.
+    @discardableResult
+    public mutating func addParticipant(_ participant: Participant) throws(ShareSyncError) -> Participant {
         guard publicPermission == .none else {
             throw .invalid(
                 "participants can be added only to a private share (publicPermission none)",
@@ -176,11 +179,14 @@ public struct Share: Sendable, Hashable {
             if state.participants[index].acceptanceStatus == .removed {
                 state.participants[index].acceptanceStatus = .pending
             }
+            return state.participants[index]
         } else if let index = state.participants.firstIndex(where: { $0.participantID == participant.participantID }) {
             state.participants[index].permission = participant.permission
             state.participants[index].role = participant.role
+            return state.participants[index]
         } else {
             state.participants.append(participant)
+            return participant
         }
     }
 

@@ -28,6 +28,18 @@ struct StoreFailureRuleTests {
     }
 }
 
+/// A database of owner `_owner` whose zone "Z" is shared as a whole with `participants` (invited, not
+/// accepted); the share as saved.
+private func zoneZShared(with participants: [Participant]) throws -> (PrivateDatabase, Share) {
+    let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+    let zoneID = RecordZone.ID(zoneName: "Z")
+    _ = try database.saveZone(RecordZone(zoneID: zoneID))
+    var share = Share(recordZoneID: zoneID)
+    for participant in participants { try share.addParticipant(participant) }
+    let saved = Share(try database.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)!
+    return (database, saved)
+}
+
 /// `modifyRecordsOnce`: a write ID's answer is kept with the write, for the newest 64 of a viewer.
 @Suite("Writes applied once, in the store")
 struct AppliedWriteStoreTests {
@@ -66,14 +78,9 @@ struct AppliedWriteStoreTests {
 extension AppliedWriteStoreTests {
     @Test("a participant's kept answers go once it is a participant of no share: after it leaves, and when the zone goes")
     func keptAnswersGoWithTheLastMembership() throws {
-        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let (database, saved) = try zoneZShared(
+            with: ["_b", "_c"].map { Participant(lookupInfo: .init(userRecordName: $0), permission: .readWrite) })
         let zoneID = RecordZone.ID(zoneName: "Z")
-        _ = try database.saveZone(RecordZone(zoneID: zoneID))
-        var share = Share(recordZoneID: zoneID)
-        for user in ["_b", "_c"] {
-            try share.addParticipant(Participant(lookupInfo: .init(userRecordName: user), permission: .readWrite))
-        }
-        let saved = Share(try database.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)!
         for user in ["_b", "_c"] {
             _ = try database.acceptShare(url: saved.url!, as: Caller(userRecordName: user))
             let view = database.sharedDatabase(for: Caller(userRecordName: user))
@@ -99,12 +106,8 @@ extension AppliedWriteStoreTests {
 struct ReinviteTests {
     @Test("adding by email someone who accepted an invitation by that email changes them, and adds nobody")
     func emailOfAnAcceptedParticipant() throws {
-        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
-        let zoneID = RecordZone.ID(zoneName: "Z")
-        _ = try database.saveZone(RecordZone(zoneID: zoneID))
-        var share = Share(recordZoneID: zoneID)
-        try share.addParticipant(Participant(lookupInfo: .init(emailAddress: "carol@example.org"), permission: .readWrite))
-        let saved = Share(try database.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)!
+        let (database, saved) = try zoneZShared(
+            with: [Participant(lookupInfo: .init(emailAddress: "carol@example.org"), permission: .readWrite)])
         _ = try database.acceptShare(url: saved.url!, as: Caller(userRecordName: "_carol", verifiedEmailAddress: "carol@example.org"))
         var accepted = Share(try database.fetchRecord(saved.recordID))!
         let before = accepted.participants.count
@@ -122,17 +125,13 @@ struct ReinviteTests {
 
     @Test("two email addresses are two people even with one phone number; someone removed after accepting is invited afresh by email")
     func differentEmailsAndRemovedParticipants() throws {
-        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
-        let zoneID = RecordZone.ID(zoneName: "Z")
-        _ = try database.saveZone(RecordZone(zoneID: zoneID))
-        var share = Share(recordZoneID: zoneID)
-        try share.addParticipant(Participant(
-            lookupInfo: .init(emailAddress: "a@example.org", phoneNumber: "+1 555 0100", userRecordName: nil), permission: .readWrite))
-        try share.addParticipant(Participant(
-            lookupInfo: .init(emailAddress: "b@example.org", phoneNumber: "+15550100", userRecordName: nil), permission: .readOnly))
-        #expect(share.participants.filter { $0.role != .owner }.count == 2, "a shared phone number made them one")
-        try share.addParticipant(Participant(lookupInfo: .init(emailAddress: "carol@example.org"), permission: .readWrite))
-        let saved = Share(try database.modifyRecords(saving: [share.record]).get().first { $0.recordType == Record.shareRecordType }!)!
+        let (database, saved) = try zoneZShared(with: [
+            Participant(lookupInfo: .init(emailAddress: "a@example.org", phoneNumber: "+1 555 0100", userRecordName: nil), permission: .readWrite),
+            Participant(lookupInfo: .init(emailAddress: "b@example.org", phoneNumber: "+15550100", userRecordName: nil), permission: .readOnly),
+            Participant(lookupInfo: .init(emailAddress: "carol@example.org"), permission: .readWrite),
+        ])
+        let emails = saved.participants.compactMap { $0.userIdentity.lookupInfo?.emailAddress }
+        #expect(emails.contains("a@example.org") && emails.contains("b@example.org"), "a shared phone number made them one")
         _ = try database.acceptShare(url: saved.url!, as: Caller(userRecordName: "_carol", verifiedEmailAddress: "carol@example.org"))
         // Carol leaves: her entry stays, removed, bound to her identity.
         try database.sharedDatabase(for: Caller(userRecordName: "_carol")).leaveShare(

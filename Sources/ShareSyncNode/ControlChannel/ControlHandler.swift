@@ -315,11 +315,11 @@ public struct ControlHandler: Sendable {
                     rule: .participantRole)
             }
             if let existing = try share.alreadyInvited(participant, role: role) { return ok(ParticipantInfo(existing, in: share)) }
-            try share.addParticipant(participant)
+            let invited = try share.addParticipant(participant).participantID
             let saved = try save(share)
-            guard let stored = saved.participants.first(where: { $0.participantID == participant.participantID })
-                ?? saved.participants.first(where: { $0.role != .owner && participant.identityKey != nil && $0.isSameInvitee(as: participant) })
-            else { throw ShareSyncError(.internalError, "the invited participant is missing from the saved share") }
+            guard let stored = saved.participants.first(where: { $0.participantID == invited }) else {
+                throw ShareSyncError(.internalError, "the invited participant is missing from the saved share")
+            }
             return ok(ParticipantInfo(stored, in: saved))
         case .shareSetRole(let zone, let name, let participantID, let role):
             var share = try findShare(zone: zone, name: name)

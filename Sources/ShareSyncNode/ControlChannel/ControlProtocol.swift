@@ -795,10 +795,7 @@ public enum ShareEdit: Sendable, Hashable, Codable {
                 : Participant(lookupInfo: lookup, permission: permission)
             participant.role = role ?? .privateUser
             if let existing = try share.alreadyInvited(participant, role: role) { return existing.participantID }
-            try share.addParticipant(participant)
-            return share.participants.first { $0.participantID == participant.participantID }?.participantID
-                ?? share.participants.first { $0.role != .owner && participant.identityKey != nil && $0.isSameInvitee(as: participant) }?
-                .participantID
+            return try share.addParticipant(participant).participantID
         case .setPermission(let id, let permission):
             try share.setPermission(permission, forParticipantID: id)
             return id
