@@ -14,13 +14,10 @@ struct ConnectionLimitTests {
     func unauthenticatedCap() async throws {
         var configuration = OwnerServer.Configuration()
         configuration.maximumUnauthenticatedConnections = 3
-        // Longer than any stall of a loaded test run: with the default 10 s, a CI run once had the
-        // first silent peer closed by its handshake timeout before the third was counted.
-        configuration.transport.limits.handshakeTimeout = .seconds(120)
         let owner = try await TestOwner.start(configuration)
         let b = NodeIdentity.generate()
         let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        // Three silent peers hold every unauthenticated slot (the handshake timeout, 120 s here, would
+        // Three silent peers hold every unauthenticated slot (TestOwner's handshake timeout would
         // free them; the TLS tests check that).
         var silent: [RawClient] = []
         for _ in 0..<3 {
@@ -43,7 +40,6 @@ struct ConnectionLimitTests {
         // One address may hold only its share of the unauthenticated slots: the next from it is closed at once.
         var perAddress = OwnerServer.Configuration()
         perAddress.maximumUnauthenticatedConnectionsPerAddress = 2
-        perAddress.transport.limits.handshakeTimeout = .seconds(120)
         let second = try await TestOwner.start(perAddress)
         var held: [RawClient] = []
         for _ in 0..<2 { held.append(try await RawClient.connect(port: second.server.port, .cleartext)) }
