@@ -290,6 +290,54 @@ struct InProcessEngineTests {
         await sync.stop()
     }
 
+    @Test func aLeaveResolvedWhileTheCatchUpPagesThroughTheZoneStillBringsTheWholeZoneBack() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant(pageSize: 10)
+        defer { p.remove() }
+        try sync.start()
+        let ownerName = try await acceptTwoSharesOfTopics(sync, p, fixture)
+        let firstName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
+        var first = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: firstName, zoneID: fixture.zone))))
+        try first.removeParticipant(try #require(first.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }))
+        _ = try fixture.db.modifyRecords(saving: [first.record]).get()
+        try await expectConverged(sync, fixture)
+
+        // While the owner is away it adds 30 notes under the second share: the catch-up after it comes
+        // back fetches the zone in four pages.
+        fixture.owner.isReachable = false
+        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+        let notes = (0..<30).map { i -> Record in
+            var note = Record(recordType: "Note", recordID: fixture.id("late-\(i)"))
+            note.setParent(fixture.id("second"))
+            return note
+        }
+        _ = try fixture.db.modifyRecords(saving: notes).get()
+        // As the second page is asked for, the participant leaves the first share locally and the leave
+        // is resolved at once (as an accept that tells the owner does): the zone is purged and marked
+        // to be fetched again from the start. The catch-up goes on storing its later pages into it.
+        // Before, the next catch-up synced the zone from the token of that last page, and the records
+        // before it ("second", "kept", the first notes) were missing for good.
+        let leave = PendingLeave(owner: ownerName, zoneName: "Topics", shareName: firstName)
+        let resolved = Mutex(false)
+        fixture.owner.onRequest(2, of: .fetchZoneChanges) {
+            do {
+                try sync.replica.leaveLocally(leave)
+                try sync.replica.resolvePendingLeave(leave)
+                resolved.withLock { $0 = true }
+            } catch {
+                Issue.record("the leave could not be resolved: \(error)")
+            }
+        }
+        fixture.owner.isReachable = true
+        try await expectEventually(sync, "the leave resolved during the catch-up", timeout: 90) { resolved.withLock { $0 } }
+        try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(90))
+        try await expectConverged(sync, fixture)
+        #expect(try sync.replica.zonesToRefetch(owner: ownerName).isEmpty)
+        let names = Set(try sync.replica.records(owner: ownerName, zoneName: "Topics").map(\.recordID.recordName))
+        #expect(names.isSuperset(of: ["second", "kept"] + notes.map(\.recordID.recordName)), "\(names.sorted())")
+        await sync.stop()
+    }
+
     @Test func acceptingAgainAShareLeftLocallyTellsTheOwnerOfTheLeaveFirstAndIsRefusedOutLoud() async throws {
         let fixture = try InProcessFixture()
         let p = try TestParticipant()

@@ -28,6 +28,7 @@ public final class InProcessOwner: OwnerDatabaseConnector, Sendable {
         var reachable = true
         var failures: [Operation: [ShareSyncError]] = [:]
         var drops: [Operation: Int] = [:]
+        var actions: [Operation: (countdown: Int, body: @Sendable () -> Void)] = [:]
         var counts: [Operation: Int] = [:]
         var connections: [ObjectIdentifier: InProcessConnection] = [:]
     }
@@ -65,6 +66,13 @@ public final class InProcessOwner: OwnerDatabaseConnector, Sendable {
         state.withLock { $0.drops[operation] = n }
     }
 
+    /// Runs `body` on the task that makes the `n`th request of `operation` from now on (counting from
+    /// 1), before that request is served: for making something happen at an exact point of a sync
+    /// (a local leave resolved while a zone's pages are being fetched, for example).
+    public func onRequest(_ n: Int, of operation: Operation, run body: @escaping @Sendable () -> Void) {
+        state.withLock { $0.actions[operation] = (max(n, 1), body) }
+    }
+
     /// Closes every open connection (their pushes end; requests fail with `networkFailure`).
     public func dropAllConnections() {
         let open = state.withLock { Array($0.connections.values) }
@@ -95,15 +103,20 @@ public final class InProcessOwner: OwnerDatabaseConnector, Sendable {
 
     /// Counts a request and throws what was injected for it (a cut connection is closed first).
     fileprivate func check(_ operation: Operation, connection: InProcessConnection?) throws(ShareSyncError) {
-        let (reachable, failure, drop) = state.withLock { s -> (Bool, ShareSyncError?, Bool) in
+        let (reachable, failure, drop, action) = state.withLock { s -> (Bool, ShareSyncError?, Bool, (@Sendable () -> Void)?) in
             s.counts[operation, default: 0] += 1
             var drop = false
             if let n = s.drops[operation] {
                 if n <= 1 { s.drops[operation] = nil; drop = true } else { s.drops[operation] = n - 1 }
             }
+            var action: (@Sendable () -> Void)?
+            if let (n, body) = s.actions[operation] {
+                if n <= 1 { s.actions[operation] = nil; action = body } else { s.actions[operation] = (n - 1, body) }
+            }
             let failure = s.failures[operation]?.isEmpty == false ? s.failures[operation]!.removeFirst() : nil
-            return (s.reachable, failure, drop)
+            return (s.reachable, failure, drop, action)
         }
+        action?()
         guard reachable else { throw ShareSyncError(.networkUnavailable, "the owner is not reachable (in process)") }
         if drop, let connection {
             connection.cut()

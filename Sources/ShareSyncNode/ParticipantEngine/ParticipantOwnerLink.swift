@@ -535,8 +535,16 @@ final class ParticipantOwnerLink: Sendable {
         let refetch = Set(try replica.zonesToRefetch(owner: ownerName))
         for zone in changedZones.union(known).union(refetch).sorted() {
             try Task.checkCancellation(or: ShareSyncError(.networkFailure, "the sync was stopped"))
-            try await syncZone(connection, zone)
-            if refetch.contains(zone) { try replica.refetched(owner: ownerName, zoneName: zone) }
+            if refetch.contains(zone) {
+                // From the start and swapped in whole, whatever the replica holds of it: a catch-up
+                // that was paging through the zone when the leave was resolved (an accept's) went on
+                // storing its later pages and their token into the purged zone. Synced from that
+                // token, the records of the pages before were missing for good.
+                try await replaceZone(connection, zone)
+                try replica.refetched(owner: ownerName, zoneName: zone)
+            } else {
+                try await syncZone(connection, zone)
+            }
         }
     }
 

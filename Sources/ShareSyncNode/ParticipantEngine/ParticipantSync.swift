@@ -38,6 +38,9 @@ import Synchronization
 ///      compaction: the link reports it and retries with backoff.)
 ///    - `changeTokenExpired` on the database token (or no token yet): the zone list is fetched from no token
 ///      and zones of the owner that are no longer listed are purged.
+///    - A zone purged by a local leave the owner has since taken (``SharedDatabaseReplica/zonesToRefetch(owner:)``:
+///      another share of it may still be this node's) is fetched again from no token and swapped in the
+///      same way, whatever the replica holds of it by then.
 /// 4. **Follow**: `subscribe(since:)` the database token; each push is applied with its token in one
 ///    transaction. A push with `moreComing` triggers a catch-up; a subscription that ends while the
 ///    connection stays open (its token expired) starts over at step 3. While nothing is sent, the
