@@ -67,19 +67,30 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
     /// lost, it gets the first answer. Set when it is enqueued (unless given: a write that was sent
     /// once already keeps its own), and anew when it changes after the owner answered it (a conflict
     /// resolved); kept through rebases. `nil` in a write queued by an older version (sent without one).
-    public var writeID: String? = nil
+    /// A new write ID forgets ``parts``.
+    public var writeID: String? = nil {
+        didSet { if writeID != oldValue { parts = nil } }
+    }
+    /// How the write was cut into requests when it was first sent under its ``writeID``: the number of
+    /// items (saves in order, then deletions) in each request. Sent again, it is cut the same way, so
+    /// each request goes with the write ID it had (a request's ID is made from the write's and the
+    /// names it carries). Cut anew, after the owner's limits changed or a rebase changed the records'
+    /// sizes, a request the owner had applied (its answer lost) went as other requests under other
+    /// IDs, and was applied again. `nil` until the first send.
+    public var parts: [Int]? = nil
 
     // The state, error and server records are stored in their own columns, not in the operation's JSON.
     private enum CodingKeys: String, CodingKey {
-        case id, zoneName, saving, deleting, savePolicy, atomically, writeID
+        case id, zoneName, saving, deleting, savePolicy, atomically, writeID, parts
     }
 
     /// Creates an operation to enqueue; its ``id`` is assigned when it is enqueued.
     public init(
         zoneName: String, saving: [ShareSyncCore.Record] = [], deleting: [String] = [],
-        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil, parts: [Int]? = nil
     ) {
         self.writeID = writeID
+        self.parts = parts
         self.id = 0
         self.zoneName = zoneName
         self.saving = saving

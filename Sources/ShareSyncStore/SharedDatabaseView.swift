@@ -280,12 +280,16 @@ public struct SharedDatabaseView: Sendable {
     /// anything of it was applied (a write that changed nothing may simply run again). For a write
     /// sent again after its answer was lost: before, it was applied twice (a save over a change made
     /// in between, a deletion of a record made again since).
+    ///
+    /// A repeat gets its first answer before the write's limits are checked (the item count, and
+    /// `check` for what the caller limits): limits lowered since the first request must not turn it
+    /// into a refusal, after which the client would send its items again as other writes.
     public func modifyRecordsOnce(
         writeID: String, saving recordsToSave: [ShareSyncCore.Record] = [], deleting recordIDsToDelete: [ShareSyncCore.Record.ID] = [],
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true,
+        check: () throws(ShareSyncError) -> Void = {},
         answer: @escaping (ModifyRecordsResult) throws -> Data
     ) throws(ShareSyncError) -> (answer: Data, repeated: Bool) {
-        try database.checkItemCount(recordsToSave.count + recordIDsToDelete.count)
         if viewer != database.ownerName { try checkSharedWithViewer(recordsToSave.map(\.recordID) + recordIDsToDelete) }
         let (database, viewer) = (self.database, self.viewer)
         return try database.write { db in
@@ -294,6 +298,8 @@ public struct SharedDatabaseView: Sendable {
             {
                 return (kept, true)
             }
+            try database.checkItemCount(recordsToSave.count + recordIDsToDelete.count)
+            try check()
             let result = try database.modifyRecords(
                 in: db, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically,
                 as: viewer, authorize: { _ in })

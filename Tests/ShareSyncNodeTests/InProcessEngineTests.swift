@@ -484,9 +484,10 @@ private final class StuckConnection: OwnerDatabase {
         try await inner.fetchRecords(zoneName: zoneName, recordNames: recordNames)
     }
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
-        try await inner.modifyRecords(zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID)
+        try await inner.modifyRecords(
+            zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID, parts: parts)
     }
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
         let owner = owner

@@ -67,7 +67,8 @@ struct WriteOnceTests {
             $0["modifyRecords"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull)
         }
         let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine], savePolicy: .changedKeys)
-        guard case .queued = outcome else { Issue.record("expected the write to be queued, got \(outcome)"); return }
+        guard case .queued(let queued) = outcome else { Issue.record("expected the write to be queued, got \(outcome)"); return }
+        #expect(queued.parts == [1], "queued with the cut of its first send")
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")
         var theirs = try owner.db.fetchRecord(owner.id("n0"))
         theirs["title"] = .string("owner")
@@ -79,6 +80,130 @@ struct WriteOnceTests {
         try await expectEventually(sync, "the replica to hold the owner's title") {
             try sync.replica.fetchRecord(mine.recordID)?["title"] == "owner"
         }
+        await sync.stop()
+        try await owner.stop()
+    }
+
+    @Test("a repeat gets its first answer even over limits lowered since; a new write over them is refused")
+    func aRepeatIsAnsweredOverLoweredLimits() throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "write-once-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appending(path: "private.sqlite").path
+        let ownerIdentity = NodeIdentity.generate()
+        let b = Caller(userRecordName: NodeIdentity.generate().userRecordName)
+        let before = try PrivateDatabase(path: path, ownerName: ownerIdentity.userRecordName)
+        before.setShareURLBase(ShareURLBase(host: "127.0.0.1", port: 1, ownerFingerprint: ownerIdentity.fingerprint))
+        let zone = RecordZone.ID(zoneName: "Topics")
+        try before.saveZone(RecordZone(zoneID: zone))
+        var share = Share(recordZoneID: zone)
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: b.userRecordName), permission: .readWrite))
+        let saved = try before.modifyRecords(saving: [share.record]).get()
+        let savedShare = try #require(saved.first.flatMap(Share.init))
+        _ = try before.acceptShare(url: try #require(savedShare.url), as: b)
+        let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerIdentity.userRecordName)
+        let notes = (0..<4).map { i -> Record in
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: sharedZone))
+            note["title"] = "participant"
+            return note
+        }
+        func write(_ db: PrivateDatabase, _ records: [Record], writeID: String, bytes: Int = 100) -> String {
+            let executor = RequestExecutor(database: db, caller: b, requestBytes: bytes)
+            let request = Request(
+                id: 7, body: .modifyRecords(zoneName: "Topics", saving: records, deleting: [], savePolicy: .allKeys, atomically: true, writeID: writeID))
+            return String(buffer: executor.execute(request))
+        }
+        let first = write(before, notes, writeID: "w-lowered")
+        #expect(first.contains(#""ok""#), "\(first)")
+        var theirs = try before.fetchRecord(Record.ID(recordName: "n0", zoneID: zone))
+        theirs["title"] = "owner"
+        _ = try before.modifyRecords(saving: [theirs], savePolicy: .allKeys).get()
+
+        // The owner comes back with lower limits: 2 items and 1,000 bytes a request.
+        var lower = Limits()
+        lower.maximumItemsPerRequest = 2
+        lower.maximumResponseSize = 1_000
+        let after = try PrivateDatabase(path: path, ownerName: ownerIdentity.userRecordName, limits: lower)
+        // Before, the repeat was refused as too large, and the client sent its items again in two
+        // requests under new IDs: applied again, over the owner's change.
+        #expect(write(after, notes, writeID: "w-lowered", bytes: 5_000) == first)
+        #expect(try after.fetchRecord(Record.ID(recordName: "n0", zoneID: zone))["title"] == "owner")
+        let tooMany = write(after, notes, writeID: "w-new")
+        #expect(tooMany.contains("itemsPerRequest") || tooMany.contains("maximumItemsPerRequest"), "\(tooMany)")
+        let tooLarge = write(after, [notes[0]], writeID: "w-new-2", bytes: 5_000)
+        #expect(tooLarge.contains("maximumResponseSize"), "\(tooLarge)")
+        #expect(try after.fetchRecord(Record.ID(recordName: "n0", zoneID: zone))["title"] == "owner")
+    }
+
+    @Test("a write sent again with the cut of its first send goes as the same requests, applied once; cut anew it is applied again")
+    func aStoredCutKeepsEachRequestsID() async throws {
+        let owner = try await TestOwner.start()
+        try owner.saveNotes("n", count: 6)
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        _ = try await connection.acceptShare(url: url)
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName)
+        let notes = (0..<6).map { i -> Record in
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: zone))
+            note["title"] = "participant"
+            note.setParent(Record.ID(recordName: "topic", zoneID: zone))
+            return note
+        }
+        // First sent as two requests (4 items, then 2), as an owner with a limit of 4 would have them.
+        let first = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", parts: [4, 2])
+        #expect(first.saveResults.count == 6 && first.errors.isEmpty, "\(first.errors)")
+        func ownerChanges() throws {
+            for name in ["n0", "n5"] {
+                var theirs = try owner.db.fetchRecord(owner.id(name))
+                theirs["title"] = "owner"
+                _ = try owner.db.modifyRecords(saving: [theirs], savePolicy: .allKeys).get()
+            }
+        }
+        try ownerChanges()
+        // Sent again with the same cut (this owner's limit of 400 would make it one request): both
+        // requests are answered, nothing is applied again.
+        let again = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", parts: [4, 2])
+        #expect(again.saveResults.count == 6 && again.errors.isEmpty, "\(again.errors)")
+        #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "owner")
+        #expect(try owner.db.fetchRecord(owner.id("n5"))["title"] == "owner")
+        // A cut that does not fit the items is not used: the write is cut by the limits.
+        // Cut anew (what happened before the cut was kept), the write is one request under another ID,
+        // and applied again over the owner's changes.
+        _ = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", parts: [4, 4])
+        #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")
+        await connection.close()
+        try await owner.stop()
+    }
+
+    @Test("a queued write is cut into requests once, on disk before its first send")
+    func theOutboxStoresTheCutBeforeSending() async throws {
+        let owner = try await TestOwner.start()
+        try owner.saveNotes("n", count: 1)
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = try b.makeSync()
+        try sync.start()
+        try await sync.accept(url: url)
+        let ownerName = owner.identity.userRecordName
+        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
+        mine["title"] = .string("participant")
+        // Queued as an older version left it (no cut yet); every send is refused (the disk is full,
+        // injected), so the write stays pending after its first send.
+        owner.server.registry.injectedRefusals.withLock {
+            $0["modifyRecords"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull)
+        }
+        let queued = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [mine]))
+        #expect(queued.parts == nil)
+        sync.existingLink(ownerName)?.pokeOutbox()
+        try await expectEventually(sync, "the first send to store its cut", timeout: 60) {
+            try sync.replica.outboxOperation(id: queued.id)?.operation.parts == [1]
+        }
+        #expect(try sync.replica.outboxOperation(id: queued.id)?.operation.writeID == queued.writeID)
+        owner.server.registry.injectedRefusals.withLock { $0 = [:] }
+        try await expectEventually(sync, "the outbox to empty", timeout: 60) { try sync.replica.outboxOperations().isEmpty }
+        #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")
         await sync.stop()
         try await owner.stop()
     }

@@ -66,7 +66,9 @@ private final class PagedOwner: OwnerDatabase {
     func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError) -> [Record.ID: Result<Record, ShareSyncError>] {
         throw unused()
     }
-    func modifyRecords(zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?)
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?
+    )
         async throws(ShareSyncError) -> ModifyRecordsResult
     { throw unused() }
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) { throw unused() }

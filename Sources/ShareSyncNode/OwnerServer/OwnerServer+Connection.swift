@@ -506,16 +506,10 @@ struct Session {
             return try send(Response(id: request.id, ok: EmptyResult()))
         }
         let limits = server.database.limits
-        if case .modifyRecords = request.body, frame.readableBytes > limits.maximumResponseSize {
-            // Its answer carries the saved records back, and an answer cannot be cut into pages.
+        // A write with a write ID is checked after its repeat is looked for (`RequestExecutor`).
+        if case .modifyRecords(_, _, _, _, _, nil) = request.body, frame.readableBytes > limits.maximumResponseSize {
             return try send(
-                ErrorResponse(
-                    id: request.id,
-                    ShareSyncError(
-                        .limitExceeded,
-                        "this modifyRecords request is \(frame.readableBytes) bytes; at most \(limits.maximumResponseSize) "
-                            + "bytes are allowed in one (split it into several requests)",
-                        rule: .maximumResponseSize)))
+                ErrorResponse(id: request.id, OwnerServer.oversizedWrite(bytes: frame.readableBytes, limit: limits.maximumResponseSize)))
         }
         // The request stays in flight until its answer is written: a client that stops reading cannot
         // make the owner hold more than `maximumRequestsInFlight` answers for it.
@@ -528,7 +522,8 @@ struct Session {
                         .requestRateLimited, "more than \(limit) requests in flight", rule: .maximumRequestsInFlight,
                         retryAfterSeconds: 0.1)))
         }
-        let executor = RequestExecutor(database: server.database, caller: caller, syncStates: server.syncStates)
+        let executor = RequestExecutor(
+            database: server.database, caller: caller, syncStates: server.syncStates, requestBytes: frame.readableBytes)
         let connection = self.connection
         let shared = self.shared
         let outbound = self.outbound

@@ -12,6 +12,9 @@ struct RequestExecutor: Sendable {
     let caller: Caller
     /// Where the changes served to the caller are noted (the owner server's; none in process).
     var syncStates: ParticipantSyncStates? = nil
+    /// The size of the request's frame, for the limit on a `modifyRecords` request with a write ID
+    /// (checked only if it is not a repeat; see ``OwnerServer/oversizedWrite(bytes:limit:)``).
+    var requestBytes = 0
 
     var view: SharedDatabaseView { database.sharedDatabase(for: caller) }
 
@@ -80,7 +83,6 @@ struct RequestExecutor: Sendable {
             }
             return try ok(id, FetchRecordsResult(records: records, errors: errors))
         case .modifyRecords(let zoneName, let saving, let deleting, let policy, let atomically, let writeID):
-            try checkCount(saving.count + deleting.count)
             let zone = zoneID(zoneName)
             for record in saving where record.recordID.zoneID != zone {
                 throw ShareSyncError(
@@ -94,10 +96,16 @@ struct RequestExecutor: Sendable {
                         .invalidArguments, "a writeID is 1 to 128 characters of letters, digits, '.', '_', ':' and '-'",
                         rule: .malformedRequest)
                 }
-                // Applied once: a repeat (sent again after its answer was lost) gets the first answer.
+                // Applied once: a repeat (sent again after its answer was lost) gets the first answer,
+                // even if it is now over the limits (lowered since), which are checked after.
+                let (bytes, limits) = (requestBytes, database.limits)
                 let (answer, _) = try view.modifyRecordsOnce(
                     writeID: writeID, saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) },
-                    savePolicy: policy, atomically: atomically
+                    savePolicy: policy, atomically: atomically,
+                    check: { () throws(ShareSyncError) in
+                        try checkCount(saving.count + deleting.count)
+                        if bytes > limits.maximumResponseSize { throw OwnerServer.oversizedWrite(bytes: bytes, limit: limits.maximumResponseSize) }
+                    }
                 ) { result in
                     ShareSyncMetrics.conflicts(side: "owner", result.errors.values.count { $0.code == .serverRecordChanged })
                     return try MessageCoding.encodeData(ModifyRecordsWireResult(result))
@@ -107,6 +115,7 @@ struct RequestExecutor: Sendable {
                 buffer.writeString("}")
                 return buffer
             }
+            try checkCount(saving.count + deleting.count)
             let result = try view.modifyRecords(
                 saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: policy,
                 atomically: atomically)
@@ -274,5 +283,16 @@ extension FeedPage: PushZonePage {
         changeToken = later.changeToken
         moreComing = later.moreComing
         bytes += later.bytes
+    }
+}
+
+extension OwnerServer {
+    /// The refusal of a `modifyRecords` request of more than `limit` bytes: its answer carries the
+    /// saved records back, and an answer cannot be cut into pages.
+    static func oversizedWrite(bytes: Int, limit: Int) -> ShareSyncError {
+        ShareSyncError(
+            .limitExceeded,
+            "this modifyRecords request is \(bytes) bytes; at most \(limit) bytes are allowed in one (split it into several requests)",
+            rule: .maximumResponseSize)
     }
 }

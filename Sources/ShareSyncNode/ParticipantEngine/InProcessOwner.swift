@@ -220,9 +220,10 @@ final class InProcessConnection: OwnerDatabase {
         return results
     }
 
-    /// `writeID` is not needed here: an answer in process is never lost on its way.
+    /// `writeID` and `parts` are not needed here: an answer in process is never lost on its way.
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        parts: [Int]?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try request(.modifyRecords)
         let zone = executor.zoneID(zoneName)

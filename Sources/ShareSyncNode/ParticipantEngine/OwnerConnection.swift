@@ -307,15 +307,27 @@ public final class OwnerConnection: Sendable {
     /// With a `writeID` (1 to 100 characters of letters, digits, `.`, `_`, `:` and `-`, unique to this
     /// write) the owner applies the write once: the same write sent again with the same `writeID`
     /// after its answer was lost gets the first answer and changes nothing. Each request of a write
-    /// in several requests has its own, made from it and the names it carries: cut differently (an
-    /// owner whose limits changed), a request is another write, never answered for other items.
+    /// in several requests has its own, made from it and the names it carries. `parts` (the number of
+    /// items in each request, as the write was cut when first sent: ``OutboxOperation/parts``) makes a
+    /// write sent again go as the same requests under the same IDs, whatever the owner's limits are
+    /// now; without it the write is cut by them. A request the owner then refuses as too large (which
+    /// it does only if it did not apply it under its ID) goes as two halves, each with its own ID.
     public func modifyRecords(
         zoneName: String, saving: [Record] = [], deleting: [String] = [],
-        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil, parts: [Int]? = nil
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         let items = saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
         var result = ModifyRecordsResult()
-        let chunks = ModifyItem.batches(items, limits: limits)
+        let chunks: [[ModifyItem]]
+        if let parts, parts.allSatisfy({ $0 > 0 }), parts.reduce(0, +) == items.count {
+            var start = 0
+            chunks = parts.map { count in
+                defer { start += count }
+                return Array(items[start..<(start + count)])
+            }
+        } else {
+            chunks = ModifyItem.batches(items, limits: limits)
+        }
         for chunk in chunks {
             let chunkID = writeID.map { chunks.count == 1 ? $0 : Self.partWriteID($0, chunk) }
             try await modifyRecords(
@@ -323,6 +335,12 @@ public final class OwnerConnection: Sendable {
                 into: &result)
         }
         return result
+    }
+
+    /// Whether a `limitExceeded` refusal of a `modifyRecords` request is about its size (bytes or item
+    /// count), which two halves fix.
+    static func refusesSize(_ error: ShareSyncError) -> Bool {
+        [.maximumResponseSize, .maximumItemsPerRequest, .itemsPerRequest].contains(error.rule)
     }
 
     /// The write ID of one request of a write sent in several: the write's, `.`, and a digest (64-bit
@@ -364,9 +382,11 @@ public final class OwnerConnection: Sendable {
                 .modifyRecords(
                     zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically, writeID: writeID),
                 expecting: ModifyRecordsWireResult.self)
-        } catch where error.code == .limitExceeded && error.rule == .maximumResponseSize && chunk.count > 1 {
-            // The owner counted more bytes than this side did: ask in two halves (refused whole, so
-            // neither half was applied under `writeID`).
+        } catch where error.code == .limitExceeded && Self.refusesSize(error) && chunk.count > 1 {
+            // The owner counted more bytes than this side did, or a request cut as it was first sent
+            // is over limits the owner lowered since: ask in two halves. Refused whole, so it was not
+            // applied under `writeID` (the owner answers a request it applied with its first answer
+            // before it checks the limits).
             let (first, second) = (Array(chunk[..<(chunk.count / 2)]), Array(chunk[(chunk.count / 2)...]))
             try await modifyRecords(
                 zoneName: zoneName, first, savePolicy: savePolicy, atomically: atomically, writeRoot: writeRoot,

@@ -41,9 +41,11 @@ public protocol OwnerDatabase: AnyObject, Sendable {
     /// Fetches records of a shared zone by name; a record outside this identity's view is `unknownItem`.
     func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)
         -> [Record.ID: Result<Record, ShareSyncError>]
-    /// Saves and deletes records in a shared zone, split to fit the owner's limits.
+    /// Saves and deletes records in a shared zone, split to fit the owner's limits, or as `parts` says
+    /// (``OutboxOperation/parts``: a write sent again under its `writeID` is cut as it was the first time).
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        parts: [Int]?
     ) async throws(ShareSyncError) -> ModifyRecordsResult
     /// Subscribes to this identity's view: a push after every change since `token` (or since now), each
     /// handed to `receiver` as it is read, in order. The subscription ends (``PushReceiver/end``) when
@@ -54,12 +56,28 @@ public protocol OwnerDatabase: AnyObject, Sendable {
 }
 
 extension OwnerDatabase {
+    /// A write cut to fit the owner's limits now.
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        try await modifyRecords(
+            zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID,
+            parts: nil)
+    }
+
+    /// How a write of `saving` and `deleting` is cut into requests by this owner's limits now: the number
+    /// of items in each (``OutboxOperation/parts``).
+    func parts(saving: [Record], deleting: [String]) -> [Int] {
+        ModifyItem.batches(saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }, limits: limits).map(\.count)
+    }
+
     /// A write without a write ID: applied again if sent again.
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try await modifyRecords(
-            zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: nil)
+            zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: nil,
+            parts: nil)
     }
 
     /// Subscribes to this identity's view: the stream yields a push after every change since `token`

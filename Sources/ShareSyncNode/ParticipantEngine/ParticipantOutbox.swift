@@ -17,14 +17,21 @@ extension ParticipantOwnerLink {
     func flushOutbox(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
         for id in try replica.pendingOperations(owner: ownerName).map(\.id) {
             // Read again: an earlier save may have rebased it, the user may have discarded it.
-            guard let operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
+            guard var operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
+            if operation.writeID != nil, operation.parts == nil {
+                // Cut into requests once, on disk before the first send: sent again (after a crash, to
+                // an owner whose limits changed), it goes as the same requests under the same IDs.
+                operation.parts = connection.parts(saving: operation.saving, deleting: operation.deleting)
+                try replica.updateOperation(operation)
+            }
             let answer: (ModifyRecordsResult, dropped: Set<Record.ID>)
             do {
                 // With its write ID: if an answer was lost (a cut connection, a crash), the owner answers
                 // this send with the first answer instead of applying the write again.
                 let first = try await connection.modifyRecords(
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
-                    savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID)
+                    savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID,
+                    parts: operation.parts)
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
             } catch where Self.keepsPending(error) {
                 throw error

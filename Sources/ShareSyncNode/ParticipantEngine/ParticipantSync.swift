@@ -393,7 +393,9 @@ public final class ParticipantSync: Sendable {
         let outboxEmpty = !readiness.writesWaiting
         // One write ID from the first send on: a write sent at once whose answer is lost, queued, and
         // sent again, is applied once.
+        // Queued after such a send, it keeps how that send was cut (``OutboxOperation/parts``).
         let writeID = OutboxOperation.newWriteID()
+        var parts: [Int]?
         if let connection = link?.activeConnection, outboxEmpty {
             do {
                 let result = try await connection.modifyRecords(
@@ -404,6 +406,8 @@ public final class ParticipantSync: Sendable {
                 return .sent(result)
             } catch where ParticipantOwnerLink.isTransient(error) {
                 if !queueWhenUnreachable { throw error }
+                // The same cut as the send's: the same records, and the connection's limits.
+                parts = connection.parts(saving: saving, deleting: deleting)
                 logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
             }
         }
@@ -418,7 +422,7 @@ public final class ParticipantSync: Sendable {
             owner: owner,
             operation: OutboxOperation(
                 zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
-                writeID: writeID))
+                writeID: writeID, parts: parts))
         hub.emit(.queued(owner: owner, operationID: queued.id))
         link?.pokeOutbox()
         return .queued(queued)
