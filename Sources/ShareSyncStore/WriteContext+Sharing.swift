@@ -395,6 +395,12 @@ extension WriteContext {
                 p.userIdentity.userRecordName = before.userIdentity.userRecordName
                 p.dateAddedToShare = before.dateAddedToShare
                 p.invitationToken = before.invitationToken
+                if before.acceptanceStatus == .pending, before.role != .administrator, p.role == .administrator {
+                    // A pending invitation made an administrator's gets a new link: administrators
+                    // were shown the old one (a private user's), and one of them could have used it
+                    // to become an administrator in the invitee's place.
+                    p.invitationToken = Self.randomToken()
+                }
                 p.isApprovedRequester = before.isApprovedRequester || p.isApprovedRequester
                 if proposed.participants.first(where: { $0.participantID == p.participantID })?.acceptanceStatus == .pending,
                     before.acceptanceStatus == .removed, before.role != .publicUser
@@ -435,6 +441,21 @@ extension WriteContext {
         if let name = ownerIdentity.displayName { owner.userIdentity.displayName = name }
         if let email = ownerIdentity.lookupInfo?.emailAddress { owner.userIdentity.lookupInfo?.emailAddress = email }
         participants.insert(owner, at: 0)
+        // One entry per person: a new entry for someone the share already lists (and who has not left
+        // or been removed) is refused; change that participant instead. Taken, a read-only
+        // administrator listed itself again with readWrite, accepted that entry, and wrote with it;
+        // and removing or leaving took away one entry, while the other kept the records in view.
+        for p in participants where oldByID[p.participantID] == nil {
+            if let other = participants.first(where: {
+                $0.participantID != p.participantID && $0.acceptanceStatus != .removed && $0.isSameInvitee(as: p)
+            }) {
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "participant \(p.participantID) names someone the share already lists (participant \(other.participantID)); "
+                        + "change that participant instead",
+                    recordID: id, rule: .alreadyParticipant)
+            }
+        }
         guard participants.count <= database.limits.maximumParticipants else {
             throw ShareSyncError(
                 .tooManyParticipants,

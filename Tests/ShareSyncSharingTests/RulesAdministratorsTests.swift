@@ -167,6 +167,65 @@ struct RulesAdministratorsTests {
         #expect(try w.currentShare(share.recordID).participants.filter { $0.participantID == pendingAdmin.participantID }.count == 1)
     }
 
+    @Test("nobody is listed twice: a read-only administrator cannot add itself again with readWrite, nor anyone add a second entry for a participant")
+    func nobodyIsListedTwice() throws {
+        let (w, share) = try world()
+        let before = try w.currentShare(share.recordID)
+        // `_a2` (a read-only administrator) lists itself again, with readWrite, ahead of its own entry,
+        // and accepts: before, that entry was taken, and `_a2` wrote with it.
+        let error = try edit(w, share, as: "_a2") { s in
+            s.updateState { state in
+                state.participants.insert(
+                    Participant(lookupInfo: .init(userRecordName: "_a2"), permission: .readWrite), at: 1)
+            }
+        }
+        #expect(error?.code == .invalidArguments && error?.rule == .alreadyParticipant, "\(String(describing: error))")
+        _ = try w.db.acceptShare(url: share.url!, as: Caller(userRecordName: "_a2"))
+        var note = try w.view("_a2").fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        note["title"] = "mine"
+        #expect(try w.view("_a2").modifyRecords(saving: [note]).error("note")?.code == .permissionFailure)
+        // An administrator adding a second entry for a participant, by user record name or by the
+        // email an invitation named; the owner too.
+        let byName = try edit(w, share, as: "_a") { s in
+            s.updateState { $0.participants.append(Participant(lookupInfo: .init(userRecordName: "_c"), permission: .readWrite)) }
+        }
+        #expect(byName?.rule == .alreadyParticipant, "\(String(describing: byName))")
+        var owners = try w.currentShare(share.recordID)
+        try owners.addParticipant(Participant(lookupInfo: .init(emailAddress: "e@example.org"), permission: .readOnly))
+        owners = try w.saveShare(owners)
+        owners.updateState { $0.participants.append(Participant(lookupInfo: .init(emailAddress: "E@example.org"), permission: .readWrite)) }
+        let shareName = share.recordID.recordName
+        #expect(try w.db.modifyRecords(saving: [owners.record]).error(shareName)?.rule == .alreadyParticipant)
+        let after = try w.currentShare(share.recordID)
+        #expect(after.participants.count == before.participants.count + 1, "only the owner's invitation of e@example.org was added")
+        #expect(try participant(after, "_a2").permission == .readOnly)
+        // Someone removed can be invited again as a new entry.
+        var again = after
+        try again.removeParticipant(try participant(again, "_c"))
+        again = try w.saveShare(again)
+        again.updateState { $0.participants.append(Participant(lookupInfo: .init(userRecordName: "_c"), permission: .readOnly)) }
+        #expect(try w.db.modifyRecords(saving: [again.record]).error(shareName) == nil)
+    }
+
+    @Test("a pending invitation made an administrator's gets a new link: the one administrators saw no longer works")
+    func promotionReplacesTheLink() throws {
+        let (w, share) = try world()
+        var s = try w.currentShare(share.recordID)
+        try s.addParticipant(Participant(lookupInfo: .init(emailAddress: "x@example.org"), permission: .readOnly))
+        s = try w.saveShare(s)
+        let invitee = try #require(s.participants.first { $0.userIdentity.lookupInfo?.emailAddress == "x@example.org" })
+        let seen = try #require(try fetched(w, s, as: "_a").oneTimeURL(for: invitee.participantID), "administrators see a private user's link")
+        try s.setRole(.administrator, forParticipantID: invitee.participantID)
+        s = try w.saveShare(s)
+        let fresh = try #require(s.oneTimeURL(for: invitee.participantID))
+        #expect(fresh != seen)
+        #expect(try fetched(w, s, as: "_a").oneTimeURL(for: invitee.participantID) == nil)
+        // The administrator's saved link, used with another key it holds, takes nothing.
+        #expect(failure { try w.db.acceptShare(url: seen, as: Caller(userRecordName: "_evil")) } != nil)
+        _ = try w.db.acceptShare(url: fresh, as: Caller(userRecordName: "_x"))
+        #expect(try w.currentShare(share.recordID).participants.first { $0.participantID == invitee.participantID }?.userIdentity.userRecordName == "_x")
+    }
+
     @Test("a participant who is not an administrator cannot change the share in any way")
     func plainParticipantCannotManage() throws {
         let (w, share) = try world()
