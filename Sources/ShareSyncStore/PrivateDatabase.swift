@@ -158,17 +158,28 @@ public final class PrivateDatabase: Sendable {
     /// result. The owner's server uses it to reuse a page it read ahead.
     public var changeGeneration: UInt64 { generation.load(ordering: .acquiring) }
 
-    /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers.
+    /// Runs a write transaction, turning database failures into ``ShareSyncError``, then tells observers
+    /// if it changed any row. A write that changed nothing (a request whose every item was refused, a
+    /// caller in no share) wakes no subscription: before, each such request, which anyone with a key
+    /// can send, made every subscription on the owner read for a push.
     func write<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
         // The generation moves past the write before observers are told: whatever reads after
         // being woken by this commit sees a generation no read made before the commit had (the
         // owner server's PushCache relies on it).
+        var changed = false
         func transaction() throws(ShareSyncError) -> T {
             generation.add(1, ordering: .releasing)
             defer { generation.add(1, ordering: .releasing) }
-            return try withStoreErrors("write", path: writer.path) { try writer.write(body) }
+            return try withStoreErrors("write", path: writer.path) {
+                try writer.write { db in
+                    let before = db.totalChangesCount
+                    defer { changed = db.totalChangesCount != before }
+                    return try body(db)
+                }
+            }
         }
         let result = try transaction()
+        guard changed else { return result }
         checkpointer?.committed()
         observers.notify()
         return result

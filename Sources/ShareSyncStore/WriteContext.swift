@@ -13,6 +13,8 @@ struct WriteContext {
     let actor: String
     let now: Date
     private(set) var seq: Int64
+    /// The sequence when the transaction began: ``finish()`` writes it back only if it moved.
+    private let startSeq: Int64
     /// What this transaction changed that sharing depends on, zone by zone (read by `settleSharing`).
     var delta = SharingDelta()
     /// The last change of each zone in this transaction; ``finish()`` writes them to `zone.seq` once.
@@ -31,6 +33,7 @@ struct WriteContext {
         self.cache = WriteCache(keepsRows: database.setBasedWrites)
         self.now = Millis.normalize(database.clock())
         self.seq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'")) ?? 0
+        self.startSeq = seq
     }
 
     mutating func nextSeq() -> Int64 {
@@ -49,6 +52,9 @@ struct WriteContext {
     func finish() throws {
         let zoneUpdate = try db.cachedStatement(sql: "UPDATE zone SET seq = ? WHERE name = ?")
         for (zone, seq) in zoneSeqs { try zoneUpdate.execute(arguments: [seq, zone]) }
+        // Only if something changed: a write that applied nothing (every item refused, a caller in no
+        // share) then commits nothing, so it costs no disk sync and wakes no subscription.
+        guard seq != startSeq else { return }
         try db.cachedStatement(sql: "UPDATE meta SET value = ? WHERE key = 'seq'").execute(arguments: [String(seq)])
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import ShareSyncCore
 import Testing
 
@@ -104,6 +105,30 @@ struct RulesPermissionsTests {
         #expect(stale?.serverRecord == nil)
     }
 
+    @Test("a write that changes nothing commits nothing and wakes no subscription: a stranger's, a refused one, an empty one")
+    func writesThatChangeNothingWakeNobody() throws {
+        let (w, _) = try world(.readOnly)
+        let wakes = Mutex(0)
+        let observer = w.db.addCommitObserver { wakes.withLock { $0 += 1 } }
+        defer { w.db.removeCommitObserver(observer) }
+        let before = try w.db.currentChangeToken()
+        var note = try w.view("_b").fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        note["title"] = "mine"
+        // Anyone with a key (no share at all), a read-only participant, an empty request.
+        #expect(try w.view("_stranger").modifyRecords(saving: [note]).error("note") != nil)
+        #expect(try w.view("_stranger").modifyRecords(saving: [note], atomically: false).error("note") != nil)
+        #expect(try w.view("_b").modifyRecords(saving: [note]).error("note")?.code == .permissionFailure)
+        _ = try w.view("_stranger").modifyRecords()
+        // Before, each committed the sequence again and woke every subscription of the owner.
+        #expect(wakes.withLock { $0 } == 0)
+        #expect(try w.db.currentChangeToken() == before)
+        #expect(try w.db.fetchRecord(w.id("note"))["title"] != "mine")
+        // A write that changes something does.
+        try w.save(w.record("Note", "another", parent: "topic"))
+        #expect(wakes.withLock { $0 } == 1)
+        #expect(try w.db.currentChangeToken() != before)
+    }
+
     @Test("only the owner deletes a hierarchy's root")
     func rootDeleteOwnerOnly() throws {
         let (w, share) = try world(.readWrite)
@@ -142,6 +167,23 @@ struct RulesPermissionsTests {
         try w.save(inside)
         #expect(try w.view("_b").modifyRecords(deleting: [w.sid("note")]).errors.isEmpty)
         #expect(try w.visible("_c", ["topic", "note", "inside"]) == ["topic"])
+    }
+
+    @Test("a share root deleted because it referred to another share's record (deleteSelf) takes its share with it")
+    func aRootDeletedWithAnotherShareTakesItsShare() throws {
+        let (w, share) = try world(.readWrite)
+        let otherShare = try w.share(root: "other", invite: [("_c", .readOnly)])
+        // _b (readWrite) makes its share's root refer to the other share's record, with deleteSelf.
+        var topic = try w.view("_b").fetchRecords([w.sid("topic")])[w.sid("topic")]!.get()
+        topic["on"] = .reference(Record.Reference(recordID: w.sid(otherShare.recordID.recordName), action: .deleteSelf))
+        #expect(try w.view("_b").modifyRecords(saving: [topic]).errors.isEmpty)
+        // The owner stops sharing `other`: its share record goes, and `topic` with it.
+        _ = try w.db.modifyRecords(deleting: [otherShare.recordID]).get()
+        #expect(failure { _ = try w.db.fetchRecord(w.id("topic")) }?.code == .unknownItem)
+        // Before, topic's share stayed, its root gone, and `note` stayed shared with _b.
+        #expect(failure { _ = try w.db.fetchRecord(share.recordID) }?.code == .unknownItem)
+        #expect(try w.visible("_b", ["note", "topic"]).isEmpty)
+        #expect(try w.db.fetchRecord(w.id("note")).recordID.recordName == "note")
     }
 
     @Test("a participant cannot take records into their share by creating the parent they name")
