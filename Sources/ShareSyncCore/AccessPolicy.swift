@@ -81,6 +81,21 @@ public enum AccessPolicy {
         }
     }
 
+    /// Whether `user` may save `share` at all: an accepted administrator of it (the owner is not asked).
+    /// Checked before anything else about the save (its change tag, its properties), so that a
+    /// participant who may not change the share is told so, not that their copy is stale (a conflict
+    /// that keeping theirs could never resolve). Returns the administrator's entry.
+    @discardableResult
+    public static func checkMayEditShare(_ share: Share, by user: String) throws(ShareSyncError) -> Participant {
+        guard let p = acceptedParticipant(user, in: share) else { throw outsideView(share.recordID) }
+        guard p.role == .administrator else {
+            throw ShareSyncError(
+                .permissionFailure, "only the owner or an administrator can change a share", recordID: share.recordID,
+                rule: .shareEditOwnerOrAdministrator)
+        }
+        return p
+    }
+
     /// Decides a participant's save of a share record (SharingRules.md, "Administrators"): only
     /// administrators may change a share. They manage the participants who are neither the owner nor
     /// administrators (add, remove, change permission), requesters (approve, deny, block) and blocks,
@@ -88,12 +103,9 @@ public enum AccessPolicy {
     /// anyone an administrator, change their own role or permission, the public permission, or the
     /// share's title, thumbnail and type.
     public static func checkShareEdit(old: Share, new: Share, by user: String) throws(ShareSyncError) {
-        guard let p = acceptedParticipant(user, in: old) else { throw outsideView(old.recordID) }
+        let p = try checkMayEditShare(old, by: user)
         func refuse(_ message: String, _ rule: Rule) -> ShareSyncError {
             ShareSyncError(.permissionFailure, message, recordID: old.recordID, rule: rule)
-        }
-        guard p.role == .administrator else {
-            throw refuse("only the owner or an administrator can change a share", .shareEditOwnerOrAdministrator)
         }
         guard old.publicPermission == new.publicPermission else {
             throw refuse("only the owner can change the public permission", .shareSettingsOwnerOnly)

@@ -166,7 +166,8 @@ extension Rule {
     /// The share has the most participants allowed.
     public static let maximumParticipants = Rule(rawValue: "maximumParticipants")
     /// An invitation names someone already in the share with another permission or role: change those
-    /// instead (the control channel's `shareInvite`, `sharesync share invite`).
+    /// instead (the control channel's `shareInvite`, `sharesync share invite`); or a share save adds a
+    /// second entry for someone the share already lists (the owner's database refuses it).
     public static let alreadyParticipant = Rule(rawValue: "alreadyParticipant")
     /// The share holds the most access requests allowed (``Share/maximumRequesters``), waiting for the
     /// owner or an administrator to approve, deny or block some.

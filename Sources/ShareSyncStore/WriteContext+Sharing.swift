@@ -200,12 +200,15 @@ extension WriteContext {
         for key in share.record.fields.keys where !key.hasPrefix("cloudkit.") {
             throw ShareSyncError(.invalidArguments, "a share holds only its system fields, not \(key)", recordID: id, rule: .shareFields)
         }
-        try checkShareProperties(share)
         let existingRecord = try loadRecord(zone: zone, name: id.recordName)
         if let existingRecord, existingRecord.recordType != Record.shareRecordType {
             throw ShareSyncError(.invalidArguments, "record \(id.recordName) is not a share", recordID: id, rule: .recordTypeImmutable)
         }
         let existing = existingRecord.flatMap(Share.init)
+        // Who may save it at all comes first: a read-only participant's stale copy is refused as a
+        // change they may not make, not reported as a conflict (or a too-large thumbnail).
+        if !isOwner, let existing { try AccessPolicy.checkMayEditShare(existing, by: actor) }
+        try checkShareProperties(share)
         if let existing {
             if policy == .ifServerRecordUnchanged, existing.recordChangeTag != record.recordChangeTag {
                 throw ShareSyncError(
@@ -502,7 +505,11 @@ extension WriteContext {
         let root = try String?.fetchOne(db.cachedStatement(sql: "SELECT root FROM share WHERE zone = ? AND name = ?"), arguments: [zone, name]) ?? nil
         try db.cachedStatement(sql: "DELETE FROM share WHERE zone = ? AND name = ?").execute(arguments: [zone, name])
         cache.forgetShare(zone: zone, name: name)
-        _ = try delete(zone: zone, name: name)
+        // What the share record's deletion took with it (records referring to it with deleteSelf)
+        // goes through the same steps as any deletion: a share root among them takes its share too.
+        // Dropped, such a share stayed with its root gone, and its records stayed shared.
+        let deleted = try delete(zone: zone, name: name)
+        try didDelete(deleted.filter { $0.recordID.recordName != name })
         if let root {
             delta.markMembershipDirty(zone: zone, root)
         } else {

@@ -244,6 +244,29 @@ struct RulesAdministratorsTests {
         #expect(try w.currentShare(share.recordID).participants.count == 5)
     }
 
+    @Test("a participant who may not change the share is told so first: not a conflict for a stale copy, not a thumbnail's size")
+    func plainParticipantIsRefusedBeforeTheTagIsChecked() throws {
+        let (w, share) = try world()
+        var stale = try fetched(w, share, as: "_c")
+        var owners = try w.currentShare(share.recordID)
+        owners.title = "Changed by the owner"
+        try w.saveShare(owners)
+        stale.title = "Mine"
+        let error = try w.view("_c").modifyRecords(saving: [stale.record]).error(share.recordID.recordName)
+        #expect(error?.code == .permissionFailure && error?.rule == .shareEditOwnerOrAdministrator, "\(String(describing: error))")
+        var large = try fetched(w, share, as: "_c")
+        large.thumbnailImageData = Data(repeating: 1, count: 300_000)
+        let tooLarge = try w.view("_c").modifyRecords(saving: [large.record]).error(share.recordID.recordName)
+        #expect(tooLarge?.rule == .shareEditOwnerOrAdministrator, "\(String(describing: tooLarge))")
+        // An administrator's stale copy is still a conflict (they may save the share).
+        var adminStale = try fetched(w, share, as: "_a")
+        owners = try w.currentShare(share.recordID)
+        owners.title = "Changed again"
+        try w.saveShare(owners)
+        adminStale.allowsAccessRequests = false
+        #expect(try w.view("_a").modifyRecords(saving: [adminStale.record]).error(share.recordID.recordName)?.code == .serverRecordChanged)
+    }
+
     @Test("the owner makes a participant an administrator and back; the owner's and public users' roles do not change")
     func ownerSetsRoles() throws {
         let (w, share) = try world()
