@@ -101,6 +101,17 @@ private func acceptTwoSharesOfTopics(_ sync: ParticipantSync, _ p: TestParticipa
     return fixture.identity.userRecordName
 }
 
+/// The owner removes `p` from the first of the two shares of ``acceptTwoSharesOfTopics(_:_:_:)``, and
+/// the replica follows; returns that share's record name.
+private func removeFromTheFirstShare(_ sync: ParticipantSync, _ p: TestParticipant, _ fixture: InProcessFixture) async throws -> String {
+    let firstName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
+    var first = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: firstName, zoneID: fixture.zone))))
+    try first.removeParticipant(try #require(first.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }))
+    _ = try fixture.db.modifyRecords(saving: [first.record]).get()
+    try await expectConverged(sync, fixture)
+    return firstName
+}
+
 /// Accepts the fixture's share, then takes the owner offline and queues an edit of the topic's title
 /// to "mine" under `savePolicy`; returns the owner's name, or nil (an issue recorded) if the edit was
 /// not queued.
@@ -232,7 +243,10 @@ struct InProcessEngineTests {
         try await expectEventually(sync, "the queued write reached the owner", timeout: 90) {
             try fixture.db.fetchRecord(fixture.id("topic"))["title"]?.stringValue == "mine"
         }
-        #expect(try sync.replica.outboxOperations(owner: ownerName).isEmpty, "kept as refused")
+        // The write leaves the outbox once its answer is settled, just after the owner has it.
+        try await expectEventually(sync, "the write to leave the outbox", timeout: 30) {
+            try sync.replica.outboxOperations(owner: ownerName).isEmpty
+        }
 
         // The same for a share left locally: the owner is told once its request goes through.
         let shareName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
@@ -278,11 +292,7 @@ struct InProcessEngineTests {
         // the owner answers that it is already gone, and the zone is emptied. Before, the catch-up then
         // skipped the zone (not changed since the token, not known any more): the second share's
         // records were missing for good.
-        let firstName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
-        var first = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: firstName, zoneID: fixture.zone))))
-        try first.removeParticipant(try #require(first.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }))
-        _ = try fixture.db.modifyRecords(saving: [first.record]).get()
-        try await expectConverged(sync, fixture)
+        let firstName = try await removeFromTheFirstShare(sync, p, fixture)
         try sync.leaveShareLocally(owner: ownerName, zoneName: "Topics", shareRecordName: firstName)
         try await expectEventually(sync, "the leave resolved", timeout: 90) { try sync.replica.pendingLeaves(owner: ownerName).isEmpty }
         try await expectConverged(sync, fixture)
@@ -296,11 +306,7 @@ struct InProcessEngineTests {
         defer { p.remove() }
         try sync.start()
         let ownerName = try await acceptTwoSharesOfTopics(sync, p, fixture)
-        let firstName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
-        var first = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: firstName, zoneID: fixture.zone))))
-        try first.removeParticipant(try #require(first.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }))
-        _ = try fixture.db.modifyRecords(saving: [first.record]).get()
-        try await expectConverged(sync, fixture)
+        let firstName = try await removeFromTheFirstShare(sync, p, fixture)
 
         // While the owner is away it adds 30 notes under the second share: the catch-up after it comes
         // back fetches the zone in four pages.

@@ -50,16 +50,10 @@ struct WriteOnceTests {
     @Test("a write whose answer is lost after the owner applied it is queued and sent again, and applied once")
     func aLostAnswerIsNotAppliedTwice() async throws {
         let owner = try await TestOwner.start()
-        try owner.saveNotes("n", count: 1)
         let b = try TestParticipant()
         defer { b.remove() }
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let sync = try b.makeSync()
-        try sync.start()
-        try await sync.accept(url: url)
+        let (sync, mine) = try await Self.participantEditingANote(owner, b)
         let ownerName = owner.identity.userRecordName
-        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
-        mine["title"] = .string("participant")
         // The first send is applied and its answer lost (the connection closes); sends after it are
         // held back (a full disk, injected) until the owner has changed the record.
         owner.server.registry.droppedAnswers.store(1, ordering: .relaxed)
@@ -179,16 +173,10 @@ struct WriteOnceTests {
     @Test("a queued write is cut into requests once, on disk before its first send")
     func theOutboxStoresTheCutBeforeSending() async throws {
         let owner = try await TestOwner.start()
-        try owner.saveNotes("n", count: 1)
         let b = try TestParticipant()
         defer { b.remove() }
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let sync = try b.makeSync()
-        try sync.start()
-        try await sync.accept(url: url)
+        let (sync, mine) = try await Self.participantEditingANote(owner, b)
         let ownerName = owner.identity.userRecordName
-        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
-        mine["title"] = .string("participant")
         // Queued as an older version left it (no cut yet); every send is refused (the disk is full,
         // injected), so the write stays pending after its first send.
         owner.server.registry.injectedRefusals.withLock {
@@ -206,6 +194,20 @@ struct WriteOnceTests {
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")
         await sync.stop()
         try await owner.stop()
+    }
+
+    /// A note `n0` under the owner's topic, shared read-write with `b`, whose engine has accepted: the
+    /// engine, and the participant's copy of the note with its title set to "participant".
+    static func participantEditingANote(_ owner: TestOwner, _ b: TestParticipant) async throws -> (ParticipantSync, Record) {
+        try owner.saveNotes("n", count: 1)
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = try b.makeSync()
+        try sync.start()
+        try await sync.accept(url: url)
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName)
+        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: zone)))
+        mine["title"] = .string("participant")
+        return (sync, mine)
     }
 
     @Test("a write in several requests gives each an ID from the names it carries: cut differently, a request is another write")
