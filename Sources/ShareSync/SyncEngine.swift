@@ -375,6 +375,15 @@ public final class SyncEngine: Sendable {
                 if let serialization = serialization() { body(serialization) }
             }
         }
+
+        /// Runs `body`, a change of the state and the event that reports it, with no snapshot taken in
+        /// between: a snapshot an app's ``add(pendingRecordZoneChanges:)`` takes meanwhile goes out
+        /// after the event. Before, it could go out first: an app that stored it and was killed before
+        /// it handled the event lost what the event reports (failed saves no longer pending, zones
+        /// whose tokens were dropped without their deletions).
+        func reporting(_ body: () -> Void) {
+            emission.withLock { _ in body() }
+        }
     }
 
     /// The engine's configuration.
@@ -395,6 +404,8 @@ public final class SyncEngine: Sendable {
     private let watcherClient = Mutex<ControlClient?>(nil)
     /// The longest batch of records one send carries.
     static let batchSize = 200
+    /// For tests: runs between a send's change of the state and the event that reports it.
+    let betweenChangeAndReport = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Creates an engine; with ``Configuration/automaticallySync`` it starts fetching and sending at once.
     public init(_ configuration: Configuration) {
@@ -632,17 +643,20 @@ public final class SyncEngine: Sendable {
                 // meanwhile stayed in the app for good. (The zone tokens cannot be kept instead: after a
                 // restore from a copy a zone token may still look valid in a history that diverged.)
                 configuration.logger.notice("the database change token expired; fetching everything again", metadata: ["error": "\(error)"])
-                let known = state.stored.withLock { s in
-                    var known: [String: RecordZone.ID] = [:]
-                    for zoneID in s.knownZones { known[Self.key(zoneID)] = zoneID }
-                    for key in s.zoneTokens.keys where known[key] == nil { known[key] = Self.zoneID(key: key) }
-                    s.databaseToken = nil
-                    s.zoneTokens = [:]
-                    return known
+                var known: [String: RecordZone.ID] = [:]
+                state.reporting {
+                    known = state.stored.withLock { s in
+                        var known: [String: RecordZone.ID] = [:]
+                        for zoneID in s.knownZones { known[Self.key(zoneID)] = zoneID }
+                        for key in s.zoneTokens.keys where known[key] == nil { known[key] = Self.zoneID(key: key) }
+                        s.databaseToken = nil
+                        s.zoneTokens = [:]
+                        return known
+                    }
+                    let zones = known.values.sorted { Self.key($0) < Self.key($1) }
+                    if !zones.isEmpty { emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: zones))) }
                 }
                 refetch = (known, [])
-                let zones = known.values.sorted { Self.key($0) < Self.key($1) }
-                if !zones.isEmpty { emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: zones))) }
                 continue
             }
             for zoneID in changes.modifiedZoneIDs { refetch?.seen.insert(Self.key(zoneID)) }
@@ -692,8 +706,10 @@ public final class SyncEngine: Sendable {
                 // deletions in it may have been missed. It is reported deleted, then fetched again from
                 // nil, so the app starts it over rather than keep records that no longer exist.
                 restarted = true
-                state.stored.withLock { _ = $0.zoneTokens.removeValue(forKey: Self.key(zoneID)) }
-                emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: [zoneID])))
+                state.reporting {
+                    state.stored.withLock { _ = $0.zoneTokens.removeValue(forKey: Self.key(zoneID)) }
+                    emit(.fetchedDatabaseChanges(FetchedDatabaseChanges(modifications: [], deletions: [zoneID])))
+                }
                 continue
             } catch where error.code == .zoneNotFound {
                 return  // deleted since the database changes were read; the next fetch reports it
@@ -798,8 +814,10 @@ public final class SyncEngine: Sendable {
                 done.append(change)
             }
         }
-        state.finish(records: [], zones: Set(done))
-        emit(.sentDatabaseChanges(sent))
+        state.reporting {
+            state.finish(records: [], zones: Set(done))
+            emit(.sentDatabaseChanges(sent))
+        }
         return (retry, failure, Set(changes).subtracting(done))
     }
 
@@ -917,8 +935,11 @@ public final class SyncEngine: Sendable {
                 }
             }
         }
-        state.finish(records: finished)
-        emit(.sentRecordZoneChanges(sent))
+        state.reporting {
+            state.finish(records: finished)
+            betweenChangeAndReport.withLock { $0 }?()
+            emit(.sentRecordZoneChanges(sent))
+        }
         return (retry, failure)
     }
 

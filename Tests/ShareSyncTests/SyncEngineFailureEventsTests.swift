@@ -154,3 +154,54 @@ extension SyncEngineFailureEventsTests {
         }
     }
 }
+
+extension SyncEngineFailureEventsTests {
+    @Test("a snapshot taken while a send changes the state goes out after the event that reports the change")
+    func snapshotsWaitForTheEventOfTheChange() async throws {
+        try await withNode(.embedded) { node in
+            let db = node.container.privateDatabase
+            let engine = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { recordID in
+                Record(recordType: "Note", recordID: recordID)
+            })
+            let events = Task { () -> [SyncEngine.Event] in
+                var all: [SyncEngine.Event] = []
+                for await event in engine.events { all.append(event) }
+                return all
+            }
+            // A save into a zone that does not exist fails for good: the send takes it out of the
+            // pending changes and reports it failed.
+            let failing = Record.ID(recordName: "f", zoneID: RecordZone.ID(zoneName: "Missing"))
+            let other = Record.ID(recordName: "o", zoneID: Self.zoneID)
+            engine.state.add(pendingRecordZoneChanges: [.saveRecord(failing)])
+            // The app adds a change from another thread right after the send changed the state and
+            // before it reported the failure (waiting at most half a second for the add to finish).
+            engine.betweenChangeAndReport.withLock {
+                $0 = {
+                    let added = DispatchSemaphore(value: 0)
+                    Thread.detachNewThread {
+                        engine.state.add(pendingRecordZoneChanges: [.saveRecord(other)])
+                        added.signal()
+                    }
+                    _ = added.wait(timeout: .now() + 0.5)
+                }
+            }
+            try await engine.sendChanges()
+            engine.betweenChangeAndReport.withLock { $0 = nil }
+            await engine.stop()
+            let all = await events.value
+            let reported = try #require(all.firstIndex {
+                if case .sentRecordZoneChanges(let sent) = $0 { sent.failedRecordSaves.contains { $0.record.recordID == failing } } else { false }
+            })
+            // The first snapshot without the failed save: before, the add's snapshot went out before
+            // the failure's event; an app that stored it and was killed never heard of the failure.
+            let firstWithout = try all.firstIndex { event in
+                guard case .stateUpdate(let snapshot) = event else { return false }
+                let restored = SyncEngine(SyncEngine.Configuration(database: db, stateSerialization: snapshot, automaticallySync: false) { _ in nil })
+                defer { Task { await restored.stop() } }
+                return !restored.state.pendingRecordZoneChanges.contains(.saveRecord(failing))
+            }
+            #expect(firstWithout.map { $0 > reported } ?? true, "snapshot at \(String(describing: firstWithout)), failure reported at \(reported)")
+            #expect(all.contains { if case .stateUpdate = $0 { true } else { false } })
+        }
+    }
+}
