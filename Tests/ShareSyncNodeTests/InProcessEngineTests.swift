@@ -373,6 +373,31 @@ struct InProcessEngineTests {
         await sync.stop()
     }
 
+    @Test func theInProcessOwnerAppliesAWriteWithAWriteIDOnce() async throws {
+        let fixture = try InProcessFixture()
+        let p = try TestParticipant()
+        defer { p.remove() }
+        let url = try fixture.share(with: p.identity)
+        let connection = try await fixture.owner.connect(
+            host: "owner.invalid", port: 1, identity: p.identity, expectedOwnerFingerprint: fixture.identity.fingerprint, displayName: nil)
+        _ = try await connection.acceptShare(url: url)
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: fixture.identity.userRecordName)
+        var mine = try #require(try await connection.fetchRecords(zoneName: "Topics", recordNames: ["topic"])[Record.ID(recordName: "topic", zoneID: zone)]?.get())
+        mine["title"] = "mine"
+        let first = try await connection.modifyRecords(
+            zoneName: "Topics", saving: [mine], deleting: [], savePolicy: .allKeys, atomically: true, writeID: "w-once", parts: nil)
+        let saved = try #require(try first.saveResults[mine.recordID]?.get())
+        var theirs = try fixture.db.fetchRecord(fixture.id("topic"))
+        theirs["title"] = "theirs"
+        _ = try fixture.db.modifyRecords(saving: [theirs], savePolicy: .allKeys).get()
+        // Sent again (its sender killed before it settled the answer): the first answer, nothing applied.
+        let again = try await connection.modifyRecords(
+            zoneName: "Topics", saving: [mine], deleting: [], savePolicy: .allKeys, atomically: true, writeID: "w-once", parts: nil)
+        #expect(try again.saveResults[mine.recordID]?.get().recordChangeTag == saved.recordChangeTag)
+        #expect(try fixture.db.fetchRecord(fixture.id("topic"))["title"]?.stringValue == "theirs")
+        await connection.close()
+    }
+
     @Test func anOwnersRetryDelayFromTheWireIsKeptWithinReason() async throws {
         let fixture = try InProcessFixture()
         let (sync, p) = try fixture.participant()

@@ -170,7 +170,7 @@ struct WriteOnceTests {
         try await owner.stop()
     }
 
-    @Test("a queued write is cut into requests once, on disk before its first send")
+    @Test("a queued write is cut into requests once, on disk before its first send; one queued without a write ID gets one")
     func theOutboxStoresTheCutBeforeSending() async throws {
         let owner = try await TestOwner.start()
         let b = try TestParticipant()
@@ -182,13 +182,17 @@ struct WriteOnceTests {
         owner.server.registry.injectedRefusals.withLock {
             $0["modifyRecords"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull)
         }
-        let queued = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [mine]))
-        #expect(queued.parts == nil)
+        var queued = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [mine]))
+        queued.writeID = nil  // as a version without write IDs left it
+        try sync.replica.updateOperation(queued)
+        #expect(try sync.replica.outboxOperation(id: queued.id)?.operation.writeID == nil)
         sync.existingLink(ownerName)?.pokeOutbox()
         try await expectEventually(sync, "the first send to store its cut", timeout: 60) {
             try sync.replica.outboxOperation(id: queued.id)?.operation.parts == [1]
         }
-        #expect(try sync.replica.outboxOperation(id: queued.id)?.operation.writeID == queued.writeID)
+        // It got a write ID too, before it was sent: from now on it is applied once.
+        let stored = try #require(try sync.replica.outboxOperation(id: queued.id)?.operation)
+        #expect(stored.writeID?.hasPrefix("w-") == true, "\(String(describing: stored.writeID))")
         owner.server.registry.injectedRefusals.withLock { $0 = [:] }
         try await expectEventually(sync, "the outbox to empty", timeout: 60) { try sync.replica.outboxOperations().isEmpty }
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")

@@ -220,7 +220,9 @@ final class InProcessConnection: OwnerDatabase {
         return results
     }
 
-    /// `writeID` and `parts` are not needed here: an answer in process is never lost on its way.
+    /// With a `writeID`, applied once, as the owner's server does (an answer in process is never lost
+    /// on its way, but a participant killed after the owner applied its write sends it again).
+    /// `parts` is not needed: the write goes as one request.
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
         parts: [Int]?
@@ -232,9 +234,18 @@ final class InProcessConnection: OwnerDatabase {
                 .invalidArguments, "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone)",
                 recordID: record.recordID, rule: .zoneMismatch)
         }
-        return try executor.view.modifyRecords(
-            saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: savePolicy,
-            atomically: atomically)
+        let ids = deleting.map { Record.ID(recordName: $0, zoneID: zone) }
+        guard let writeID else {
+            return try executor.view.modifyRecords(saving: saving, deleting: ids, savePolicy: savePolicy, atomically: atomically)
+        }
+        // The answer kept with the write is the result itself, as JSON (the wire form's codec).
+        let (answer, _) = try executor.view.modifyRecordsOnce(
+            writeID: writeID, saving: saving, deleting: ids, savePolicy: savePolicy, atomically: atomically
+        ) { result in try MessageCoding.encodeData(ModifyRecordsWireResult(result)) }
+        var result = ModifyRecordsResult()
+        try MessageCoding.decode(ModifyRecordsWireResult.self, from: answer).merge(
+            saving: saving, deleting: deleting, zoneID: RecordZone.ID(zoneName: zoneName, ownerName: ownerName), into: &result)
+        return result
     }
 
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {

@@ -396,24 +396,7 @@ public final class OwnerConnection: Sendable {
                 writeID: writeRoot.map { Self.partWriteID($0, second) }, into: &result)
             return
         }
-        let saved = Dictionary(page.saved.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
-        for record in saves {
-            let name = record.recordID.recordName
-            if let error = page.errors[name] {
-                result.saveResults[record.recordID] = .failure(error.shareSyncError(ownerName: ownerName))
-            } else if let savedRecord = saved[name] {
-                result.saveResults[record.recordID] = .success(savedRecord)
-            }
-        }
-        let deleted = Set(page.deleted)
-        for name in deletes {
-            let id = Record.ID(recordName: name, zoneID: zoneID)
-            if let error = page.errors[name] {
-                result.deleteResults[id] = .failure(error.shareSyncError(ownerName: ownerName))
-            } else if deleted.contains(name) {
-                result.deleteResults[id] = .success(())
-            }
-        }
+        page.merge(saving: saves, deleting: deletes, zoneID: zoneID, into: &result)
     }
 
     /// Sends a `ping` and waits for the owner's answer. The connection pings by itself when it has been
@@ -441,6 +424,33 @@ public final class OwnerConnection: Sendable {
 }
 
 /// One item of a `modifyRecords`, with the bytes it adds to a request.
+extension ModifyRecordsWireResult {
+    /// Adds this answer's outcome of each record saved and each name deleted to `result` (records
+    /// matched by name; an error's records carry the zone's owner). An item the answer does not name
+    /// gets no outcome.
+    func merge(saving saves: [Record], deleting deletes: [String], zoneID: RecordZone.ID, into result: inout ModifyRecordsResult) {
+        let ownerName = zoneID.ownerName
+        let saved = Dictionary(self.saved.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
+        for record in saves {
+            let name = record.recordID.recordName
+            if let error = errors[name] {
+                result.saveResults[record.recordID] = .failure(error.shareSyncError(ownerName: ownerName))
+            } else if let savedRecord = saved[name] {
+                result.saveResults[record.recordID] = .success(savedRecord)
+            }
+        }
+        let deleted = Set(self.deleted)
+        for name in deletes {
+            let id = Record.ID(recordName: name, zoneID: zoneID)
+            if let error = errors[name] {
+                result.deleteResults[id] = .failure(error.shareSyncError(ownerName: ownerName))
+            } else if deleted.contains(name) {
+                result.deleteResults[id] = .success(())
+            }
+        }
+    }
+}
+
 enum ModifyItem {
     case save(Record, bytes: Int)
     case delete(String)

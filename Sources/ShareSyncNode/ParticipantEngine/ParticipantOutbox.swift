@@ -18,9 +18,13 @@ extension ParticipantOwnerLink {
         for id in try replica.pendingOperations(owner: ownerName).map(\.id) {
             // Read again: an earlier save may have rebased it, the user may have discarded it.
             guard var operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
-            if operation.writeID != nil, operation.parts == nil {
+            if operation.writeID == nil || operation.parts == nil {
                 // Cut into requests once, on disk before the first send: sent again (after a crash, to
-                // an owner whose limits changed), it goes as the same requests under the same IDs.
+                // an owner whose limits changed), it goes as the same requests under the same IDs. A
+                // write queued by a version without write IDs gets one now, so that from here on it
+                // is applied once too (it may have been sent before, without one: that send cannot
+                // be told apart, as before).
+                if operation.writeID == nil { operation.writeID = OutboxOperation.newWriteID() }
                 operation.parts = connection.parts(saving: operation.saving, deleting: operation.deleting)
                 try replica.updateOperation(operation)
             }
