@@ -398,6 +398,52 @@ struct InProcessEngineTests {
         await connection.close()
     }
 
+    @Test func aMergedRetryRefusedAsAWholeKeepsOnlyItsOwnItemsRefused() async throws {
+        let fixture = try InProcessFixture()
+        let p = try TestParticipant()
+        defer { p.remove() }
+        let sync = ParticipantSync(
+            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
+            configuration: .init(
+                pageSize: 10, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50),
+                mergeConflict: { _, server in server }, connector: fixture.owner))
+        try fixture.saveNotes("n", count: 2)
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+        fixture.owner.isReachable = false
+        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        var edits: [Record] = []
+        for name in ["n0", "n1"] {
+            var record = try #require(try sync.replica.fetchRecord(Record.ID(recordName: name, zoneID: zone)))
+            record["title"] = .string("mine")
+            edits.append(record)
+        }
+        guard case .queued = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: edits, atomically: false) else {
+            Issue.record("not queued")
+            return
+        }
+        // n1 changes on the owner meanwhile: the send saves n0, n1 conflicts, the hook merges it, and
+        // the retry of n1 is refused as a whole.
+        var theirs = try fixture.db.fetchRecord(fixture.id("n1"))
+        theirs["title"] = "theirs"
+        _ = try fixture.db.modifyRecords(saving: [theirs]).get()
+        fixture.owner.onRequest(1, of: .modifyRecords) {
+            fixture.owner.fail(.modifyRecords, with: ShareSyncError(.invalidArguments, "refused (injected)"))
+        }
+        fixture.owner.isReachable = true
+        try await expectEventually(sync, "the write kept as refused", timeout: 90) {
+            try sync.replica.outboxOperations(owner: ownerName).contains { $0.operation.state == .refused }
+        }
+        #expect(try fixture.db.fetchRecord(fixture.id("n0"))["title"]?.stringValue == "mine")
+        let kept = try #require(try sync.replica.outboxOperations(owner: ownerName).first?.operation)
+        // Before, the whole write was kept as refused, n0 (saved) included.
+        #expect(kept.saving.map(\.recordID.recordName) == ["n1"], "\(kept.saving.map(\.recordID.recordName))")
+        await sync.stop()
+    }
+
     @Test func anOwnersRetryDelayFromTheWireIsKeptWithinReason() async throws {
         let fixture = try InProcessFixture()
         let (sync, p) = try fixture.participant()

@@ -194,9 +194,19 @@ extension ParticipantOwnerLink {
             }
         }
         guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
-        let retry = try await connection.modifyRecords(
-            zoneName: operation.zoneName, saving: saves, deleting: deletes, savePolicy: operation.savePolicy,
-            atomically: operation.atomically, writeID: operation.writeID.map { $0 + ".merged" })
+        var retry = ModifyRecordsResult()
+        do {
+            retry = try await connection.modifyRecords(
+                zoneName: operation.zoneName, saving: saves, deleting: deletes, savePolicy: operation.savePolicy,
+                atomically: operation.atomically, writeID: operation.writeID.map { $0 + ".merged" })
+        } catch where Self.keepsPending(error) || Self.holdsBackWrite(error) {
+            throw error
+        } catch {
+            // The retry refused as a whole: each of its items failed so. What the first request
+            // saved stays saved; before, the whole write was kept as refused, saved items included.
+            for record in saves { retry.saveResults[record.recordID] = .failure(error) }
+            for name in deletes { retry.deleteResults[Record.ID(recordName: name, zoneID: zoneID)] = .failure(error) }
+        }
         var merged = result
         for (id, outcome) in retry.saveResults { merged.saveResults[id] = outcome }
         for (id, outcome) in retry.deleteResults { merged.deleteResults[id] = outcome }
