@@ -191,7 +191,9 @@ public final class SyncEngine: Sendable {
 
     /// What a send did to records (``Event/sentRecordZoneChanges(_:)``).
     public struct SentRecordZoneChanges: Sendable {
-        /// The records saved, as the database now holds them (store their change tags).
+        /// The records saved, as the database now holds them (store their change tags). A save the
+        /// database already held exactly (type, fields, parent: sent again after its answer was lost)
+        /// is here too, not a conflict in ``failedRecordSaves``.
         public var savedRecords: [Record] = []
         /// The saves that failed: the record sent and the error.
         public var failedRecordSaves: [FailedRecordSave] = []
@@ -910,6 +912,12 @@ public final class SyncEngine: Sendable {
                 switch results.saveResults[record.recordID] {
                 case .success(let saved)?:
                     sent.savedRecords.append(saved)
+                    if let pending = sentBy[record.recordID] { finished.insert(pending) }
+                case .failure(let error)? where error.code == .serverRecordChanged && error.serverRecord.map(record.holdsSameContent) == true:
+                    // Sent before, its answer lost (an app killed before it stored the state after
+                    // that send): the server holds exactly this save. Saved, under the server's tag;
+                    // before, the app was told its own save conflicted.
+                    sent.savedRecords.append(error.serverRecord!)
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):
                     retry = true

@@ -177,3 +177,14 @@ extension Record {
         return copy
     }
 }
+
+extension Record {
+    /// Whether `other` holds what this record holds: the same type, fields and parent (its change tag,
+    /// dates and share aside). A save answered `serverRecordChanged` whose server record holds what
+    /// the save sent landed on an earlier try whose answer was lost (a cut connection, a process
+    /// killed before it settled the answer): it counts as saved, not as a conflict.
+    public func holdsSameContent(as other: Record) -> Bool {
+        recordType == other.recordType && fields == other.fields
+            && parent?.recordID.recordName == other.parent?.recordID.recordName
+    }
+}

@@ -205,3 +205,45 @@ extension SyncEngineFailureEventsTests {
         }
     }
 }
+
+extension SyncEngineFailureEventsTests {
+    @Test("a save sent again after its answer was lost (the app killed before it stored the state) is reported saved, not as its own conflict")
+    func aSaveThatLandedBeforeIsSavedNotAConflict() async throws {
+        try await withNode(.embedded) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let id = Record.ID(recordName: "n", zoneID: Self.zoneID)
+            let provider: @Sendable (Record.ID) async -> Record? = { recordID in
+                var record = Record(recordType: "Note", recordID: recordID)
+                record["title"] = "mine"
+                return record
+            }
+            let first = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false, recordProvider: provider))
+            first.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            // The state the app stored last: the change still pending. The send goes through, and the
+            // app is killed before it stores the state after it.
+            let stored = try #require(first.state.serialization())
+            try await first.sendChanges()
+            #expect(try await db.record(for: id)["title"] == "mine")
+            await first.stop()
+
+            let second = SyncEngine(SyncEngine.Configuration(
+                database: db, stateSerialization: stored, automaticallySync: false, recordProvider: provider))
+            let events = Task { () -> [SyncEngine.Event] in
+                var all: [SyncEngine.Event] = []
+                for await event in second.events { all.append(event) }
+                return all
+            }
+            #expect(second.state.pendingRecordZoneChanges == [.saveRecord(id)])
+            try await second.sendChanges()
+            await second.stop()
+            let sent = await events.value.compactMap { event -> SyncEngine.SentRecordZoneChanges? in
+                if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
+            }
+            // Before, the app was told its own save conflicted (serverRecordChanged).
+            #expect(sent.flatMap(\.failedRecordSaves).isEmpty, "\(sent.flatMap(\.failedRecordSaves).map(\.error))")
+            #expect(sent.flatMap(\.savedRecords).map(\.recordID) == [id])
+            #expect(second.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+}

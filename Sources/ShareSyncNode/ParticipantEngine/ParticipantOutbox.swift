@@ -129,8 +129,7 @@ extension ParticipantOwnerLink {
         }
         for record in operation.saving {
             guard case .failure(let error)? = result.saveResults[record.recordID], error.code == .serverRecordChanged,
-                let server = error.serverRecord, server.recordType == record.recordType, server.fields == record.fields,
-                server.parent?.recordID.recordName == record.parent?.recordID.recordName
+                let server = error.serverRecord, server.holdsSameContent(as: record)
             else { continue }
             result.saveResults[record.recordID] = .success(server)
         }
