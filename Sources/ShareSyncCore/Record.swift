@@ -183,8 +183,11 @@ extension Record {
     /// dates and share aside). A save answered `serverRecordChanged` whose server record holds what
     /// the save sent landed on an earlier try whose answer was lost (a cut connection, a process
     /// killed before it settled the answer): it counts as saved, not as a conflict.
+    ///
+    /// Never for a share record: most of what a share holds (participants, permissions, requesters)
+    /// is not in its fields, and the server decides part of it, so equal fields say nothing.
     public func holdsSameContent(as other: Record) -> Bool {
-        recordType == other.recordType && fields == other.fields
+        recordType != Record.shareRecordType && recordType == other.recordType && fields == other.fields
             && parent?.recordID.recordName == other.parent?.recordID.recordName
     }
 }

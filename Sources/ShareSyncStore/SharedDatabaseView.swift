@@ -321,6 +321,18 @@ public struct SharedDatabaseView: Sendable {
         }
     }
 
+    /// The answer kept with this viewer's write `writeID`, if it was applied
+    /// (``modifyRecordsOnce(writeID:saving:deleting:savePolicy:atomically:check:answer:)``), read
+    /// without a write transaction: a request over the limits is refused at this cost when it is not
+    /// a repeat.
+    public func keptAnswer(writeID: String) throws(ShareSyncError) -> Data? {
+        let viewer = self.viewer
+        return try database.read { db in
+            try Data.fetchOne(
+                db.cachedStatement(sql: "SELECT answer FROM appliedWrite WHERE user = ? AND writeID = ?"), arguments: [viewer, writeID])
+        }
+    }
+
     /// Refuses records of another owner's zones: a participant's shared zones are all this owner's.
     private func checkSharedWithViewer(_ ids: [ShareSyncCore.Record.ID]) throws(ShareSyncError) {
         for id in ids where id.zoneID.ownerName != database.ownerName {

@@ -393,9 +393,13 @@ extension WriteContext {
         for var p in share.participants where p.role != .owner {
             if let before = oldByID[p.participantID] {
                 if publicChanged, share.publicPermission == .none || before.acceptanceStatus == .pending { continue }
-                // Only the server changes statuses and bindings.
+                // Only the server changes statuses and bindings, and whom an entry is for stays as it
+                // was invited: an edited lookup info let a read-only administrator turn a one-time
+                // URL participant it added into a second, readWrite entry for itself.
                 p.acceptanceStatus = before.acceptanceStatus
                 p.userIdentity.userRecordName = before.userIdentity.userRecordName
+                p.userIdentity.lookupInfo = before.userIdentity.lookupInfo
+                p.isOneTimeURLParticipant = before.isOneTimeURLParticipant
                 p.dateAddedToShare = before.dateAddedToShare
                 p.invitationToken = before.invitationToken
                 if before.acceptanceStatus == .pending, before.role != .administrator, p.role == .administrator {
@@ -448,7 +452,8 @@ extension WriteContext {
         // or been removed) is refused; change that participant instead. Taken, a read-only
         // administrator listed itself again with readWrite, accepted that entry, and wrote with it;
         // and removing or leaving took away one entry, while the other kept the records in view.
-        for p in participants where oldByID[p.participantID] == nil {
+        // An entry invited again after leaving counts as new here.
+        for p in participants where oldByID[p.participantID].map({ $0.acceptanceStatus == .removed && p.acceptanceStatus != .removed }) ?? true {
             if let other = participants.first(where: {
                 $0.participantID != p.participantID && $0.acceptanceStatus != .removed && $0.isSameInvitee(as: p)
             }) {

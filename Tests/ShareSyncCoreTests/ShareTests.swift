@@ -324,3 +324,33 @@ struct ShareTests {
         #expect(share.oneTimeURL(for: bob.participantID) == "sharesync://owner.local:7420/share/tok?invite=inv-1")
     }
 }
+
+@Suite("Records holding the same content")
+struct SameContentTests {
+    @Test("same type, fields and parent: the same content, whatever the change tag; never for share records")
+    func sameContent() throws {
+        let zone = RecordZone.ID(zoneName: "Topics")
+        var mine = Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: zone))
+        mine["title"] = "mine"
+        mine.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        var server = mine
+        server.recordChangeTag = "7"
+        #expect(mine.holdsSameContent(as: server))
+        server["title"] = "theirs"
+        #expect(!mine.holdsSameContent(as: server))
+        server = mine
+        server.setParent(Record.ID(recordName: "other", zoneID: zone))
+        #expect(!mine.holdsSameContent(as: server))
+        // Two shares with the same fields (title, type) but different participants and permissions:
+        // a share's save that conflicted is never taken for one that landed.
+        let root = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: zone))
+        var a = Share(rootRecord: root)
+        a.title = "Groceries"
+        var b = a
+        b.publicPermission = .readWrite
+        try a.addParticipant(Participant(lookupInfo: .init(userRecordName: "_x"), permission: .readWrite))
+        #expect(a.record.fields == b.record.fields)
+        #expect(!a.record.holdsSameContent(as: b.record))
+        #expect(!a.record.holdsSameContent(as: a.record))
+    }
+}

@@ -124,8 +124,10 @@ struct WriteOnceTests {
         #expect(try after.fetchRecord(Record.ID(recordName: "n0", zoneID: zone))["title"] == "owner")
         let tooMany = write(after, notes, writeID: "w-new")
         #expect(tooMany.contains("itemsPerRequest") || tooMany.contains("maximumItemsPerRequest"), "\(tooMany)")
+        let generation = after.changeGeneration
         let tooLarge = write(after, [notes[0]], writeID: "w-new-2", bytes: 5_000)
         #expect(tooLarge.contains("maximumResponseSize"), "\(tooLarge)")
+        #expect(after.changeGeneration == generation, "refused after a read: no write transaction was begun")
         #expect(try after.fetchRecord(Record.ID(recordName: "n0", zoneID: zone))["title"] == "owner")
     }
 

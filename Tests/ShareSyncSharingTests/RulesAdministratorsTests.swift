@@ -207,6 +207,46 @@ struct RulesAdministratorsTests {
         #expect(try w.db.modifyRecords(saving: [again.record]).error(shareName) == nil)
     }
 
+    @Test("whom an entry is for stays as invited: a one-time URL participant cannot be turned into a second entry for its adder")
+    func anEntrysIdentityCannotBeEdited() throws {
+        let (w, share) = try world()
+        // `_a2` (read-only administrator) adds a readWrite one-time URL participant, then edits that
+        // entry to name itself and moves it ahead of its own, and accepts: before, it then wrote
+        // with readWrite.
+        #expect(try edit(w, share, as: "_a2") { try $0.addParticipant(.oneTimeURLParticipant(permission: .readWrite)) } == nil)
+        let oneTime = try #require(try w.currentShare(share.recordID).participants.first { $0.isOneTimeURLParticipant })
+        _ = try edit(w, share, as: "_a2") { s in
+            s.updateState { state in
+                guard let i = state.participants.firstIndex(where: { $0.participantID == oneTime.participantID }) else { return }
+                var entry = state.participants.remove(at: i)
+                entry.userIdentity.lookupInfo = .init(userRecordName: "_a2")
+                entry.isOneTimeURLParticipant = false
+                state.participants.insert(entry, at: 1)
+            }
+        }
+        let stored = try #require(try w.currentShare(share.recordID).participants.first { $0.participantID == oneTime.participantID })
+        #expect(stored.isOneTimeURLParticipant && stored.userIdentity.lookupInfo?.userRecordName == nil, "\(stored)")
+        _ = try w.db.acceptShare(url: share.url!, as: Caller(userRecordName: "_a2"))
+        var note = try w.view("_a2").fetchRecords([w.sid("note")])[w.sid("note")]!.get()
+        note["title"] = "mine"
+        #expect(try w.view("_a2").modifyRecords(saving: [note]).error("note")?.code == .permissionFailure)
+
+        // An entry invited again after leaving counts as new: not while someone else's entry names them.
+        let old = try participant(try w.currentShare(share.recordID), "_c")
+        try w.view("_c").leaveShare(w.sid(share.recordID.recordName))
+        var owners = try w.currentShare(share.recordID)
+        #expect(owners.participants.first { $0.participantID == old.participantID }?.acceptanceStatus == .removed)
+        owners.updateState { $0.participants.append(Participant(lookupInfo: .init(userRecordName: "_c"), permission: .readOnly)) }
+        owners = try w.saveShare(owners)
+        owners.updateState { state in
+            if let i = state.participants.firstIndex(where: { $0.participantID == old.participantID }) {
+                state.participants[i].acceptanceStatus = .pending
+            }
+        }
+        let again = try w.db.modifyRecords(saving: [owners.record]).error(share.recordID.recordName)
+        #expect(again?.rule == .alreadyParticipant, "\(String(describing: again))")
+    }
+
     @Test("a pending invitation made an administrator's gets a new link: the one administrators saw no longer works")
     func promotionReplacesTheLink() throws {
         let (w, share) = try world()

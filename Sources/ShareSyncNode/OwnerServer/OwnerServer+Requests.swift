@@ -97,23 +97,24 @@ struct RequestExecutor: Sendable {
                         rule: .malformedRequest)
                 }
                 // Applied once: a repeat (sent again after its answer was lost) gets the first answer,
-                // even if it is now over the limits (lowered since), which are checked after.
+                // even if it is now over the limits (lowered since), which are checked after. A
+                // request over them that is not a repeat is refused after a read, before any write
+                // transaction (anyone with a key can send one).
                 let (bytes, limits) = (requestBytes, database.limits)
+                let checkLimits = { () throws(ShareSyncError) in
+                    try checkCount(saving.count + deleting.count)
+                    if bytes > limits.maximumResponseSize { throw OwnerServer.oversizedWrite(bytes: bytes, limit: limits.maximumResponseSize) }
+                }
+                if let kept = try view.keptAnswer(writeID: writeID) { return answerFrame(id, kept) }
+                try checkLimits()
                 let (answer, _) = try view.modifyRecordsOnce(
                     writeID: writeID, saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) },
-                    savePolicy: policy, atomically: atomically,
-                    check: { () throws(ShareSyncError) in
-                        try checkCount(saving.count + deleting.count)
-                        if bytes > limits.maximumResponseSize { throw OwnerServer.oversizedWrite(bytes: bytes, limit: limits.maximumResponseSize) }
-                    }
+                    savePolicy: policy, atomically: atomically, check: checkLimits
                 ) { result in
                     ShareSyncMetrics.conflicts(side: "owner", result.errors.values.count { $0.code == .serverRecordChanged })
                     return try MessageCoding.encodeData(ModifyRecordsWireResult(result))
                 }
-                var buffer = ByteBuffer(string: #"{"id":\#(id),"ok":"#)
-                buffer.writeBytes(answer)
-                buffer.writeString("}")
-                return buffer
+                return answerFrame(id, answer)
             }
             try checkCount(saving.count + deleting.count)
             let result = try view.modifyRecords(
@@ -129,6 +130,14 @@ struct RequestExecutor: Sendable {
         case .ping:
             return try ok(id, EmptyResult())  // the connection answers pings itself, at once
         }
+    }
+
+    /// The response frame `{"id", "ok"}` around an answer already encoded (a kept write answer).
+    private func answerFrame(_ id: Int, _ answer: Data) -> ByteBuffer {
+        var buffer = ByteBuffer(string: #"{"id":\#(id),"ok":"#)
+        buffer.writeBytes(answer)
+        buffer.writeString("}")
+        return buffer
     }
 
     /// A `modifyRecords` write ID: 1 to 128 characters of ASCII letters, digits, `.`, `_`, `:` and `-`.

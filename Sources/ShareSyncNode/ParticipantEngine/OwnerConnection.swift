@@ -423,7 +423,6 @@ public final class OwnerConnection: Sendable {
     }
 }
 
-/// One item of a `modifyRecords`, with the bytes it adds to a request.
 extension ModifyRecordsWireResult {
     /// Adds this answer's outcome of each record saved and each name deleted to `result` (records
     /// matched by name; an error's records carry the zone's owner). An item the answer does not name
@@ -451,6 +450,7 @@ extension ModifyRecordsWireResult {
     }
 }
 
+/// One item of a `modifyRecords`, with the bytes it adds to a request.
 enum ModifyItem {
     case save(Record, bytes: Int)
     case delete(String)

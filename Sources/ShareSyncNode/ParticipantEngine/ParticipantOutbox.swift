@@ -26,7 +26,11 @@ extension ParticipantOwnerLink {
                 // be told apart, as before).
                 if operation.writeID == nil { operation.writeID = OutboxOperation.newWriteID() }
                 operation.parts = connection.parts(saving: operation.saving, deleting: operation.deleting)
-                try replica.updateOperation(operation)
+                do {
+                    try replica.updateOperation(operation)
+                } catch where error.code == .unknownItem {
+                    continue  // the user discarded it meanwhile
+                }
             }
             let answer: (ModifyRecordsResult, dropped: Set<Record.ID>)
             do {
