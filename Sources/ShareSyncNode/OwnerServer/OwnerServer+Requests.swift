@@ -105,8 +105,14 @@ struct RequestExecutor: Sendable {
                     try checkCount(saving.count + deleting.count)
                     if bytes > limits.maximumResponseSize { throw OwnerServer.oversizedWrite(bytes: bytes, limit: limits.maximumResponseSize) }
                 }
-                if let kept = try view.keptAnswer(writeID: writeID) { return answerFrame(id, kept) }
-                try checkLimits()
+                do {
+                    try checkLimits()
+                } catch {
+                    // Over the limits: answered only if it is a repeat (one read; within them, the
+                    // write's own transaction looks for the repeat first, at no extra cost).
+                    if let kept = try view.keptAnswer(writeID: writeID) { return answerFrame(id, kept) }
+                    throw error
+                }
                 let (answer, _) = try view.modifyRecordsOnce(
                     writeID: writeID, saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) },
                     savePolicy: policy, atomically: atomically, check: checkLimits
