@@ -406,7 +406,9 @@ public final class SyncEngine: Sendable {
     private let watcherClient = Mutex<ControlClient?>(nil)
     /// The longest batch of records one send carries.
     static let batchSize = 200
-    /// For tests: runs between a send's change of the state and the event that reports it.
+    /// For tests: runs between a send's change of the state and the event that reports it, under the
+    /// snapshot lock (``State/reporting(_:)``): a body that changes the state on its own thread waits
+    /// for itself for ever; the test's adds from another thread, bounded.
     let betweenChangeAndReport = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Creates an engine; with ``Configuration/automaticallySync`` it starts fetching and sending at once.
