@@ -58,12 +58,15 @@ private struct InProcessFixture {
     }
 
     /// A participant engine on a fresh replica that reaches this owner in process.
-    func participant(pageSize: Int? = 10) throws -> (ParticipantSync, TestParticipant) {
+    func participant(
+        pageSize: Int? = 10, mergeConflict: (@Sendable (Record, Record) -> Record?)? = nil
+    ) throws -> (ParticipantSync, TestParticipant) {
         let p = try TestParticipant()
         let sync = ParticipantSync(
             replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
             configuration: .init(
-                pageSize: pageSize, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), connector: owner))
+                pageSize: pageSize, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), mergeConflict: mergeConflict,
+                connector: owner))
         return (sync, p)
     }
 }
@@ -400,13 +403,8 @@ struct InProcessEngineTests {
 
     @Test func aMergedRetryRefusedAsAWholeKeepsOnlyItsOwnItemsRefused() async throws {
         let fixture = try InProcessFixture()
-        let p = try TestParticipant()
+        let (sync, p) = try fixture.participant(mergeConflict: { _, server in server })
         defer { p.remove() }
-        let sync = ParticipantSync(
-            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: p.identity,
-            configuration: .init(
-                pageSize: 10, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50),
-                mergeConflict: { _, server in server }, connector: fixture.owner))
         try fixture.saveNotes("n", count: 2)
         try sync.start()
         try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
