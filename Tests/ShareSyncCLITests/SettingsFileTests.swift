@@ -1,6 +1,7 @@
 import Foundation
 import ShareSyncCore
 import ShareSyncNode
+import ShareSyncWire
 import Testing
 
 /// `settings.json` is rewritten at a start that keeps a chosen port and at `advertise` (an owner
@@ -43,6 +44,29 @@ struct SettingsFileTests {
         try FileManager.default.removeItem(atPath: blocker)
         let home = try NodeHome.create(at: path, settings: NodeSettings(displayName: "Alice"))
         #expect(try NodeHome.open(at: path).identity.fingerprint == home.identity.fingerprint)
+    }
+
+    @Test("an init stopped after the settings and before the key is taken over by the next; a key alone is never replaced")
+    func anInitStoppedPartWayIsTakenOver() throws {
+        let path = NSTemporaryDirectory() + "sharesync-settings-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // What an init killed right after it wrote the settings leaves (its clean-up never ran).
+        let first = try NodeHome.create(at: path, settings: NodeSettings(displayName: "Alice"))
+        for file in try FileManager.default.contentsOfDirectory(atPath: path) where file != NodeHome.settingsFileName {
+            try FileManager.default.removeItem(atPath: path + "/" + file)
+        }
+        #expect(throws: ShareSyncError.self) { try NodeHome.open(at: path) }
+        let home = try NodeHome.create(at: path, settings: NodeSettings(displayName: "Alice again"))
+        let opened = try NodeHome.open(at: path)
+        #expect(opened.identity.fingerprint == home.identity.fingerprint && opened.identity.fingerprint != first.identity.fingerprint)
+        #expect(opened.settings.displayName == "Alice again")
+        // A key with no settings is someone's identity: init does not replace it.
+        try FileManager.default.removeItem(atPath: home.settingsPath)
+        for file in [NodeHome.privateDatabaseFileName, NodeHome.replicaFileName] {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + "/" + file + suffix) }
+        }
+        let error = try #require(throws: ShareSyncError.self) { try NodeHome.create(at: path, settings: NodeSettings(displayName: "Mallory")) }
+        #expect(error.rule == .homeExists && error.message.contains(NodeIdentity.keyFileName), "\(error)")
     }
 
     @Test("a folder that still holds a node's database is not made a new home (its shares would change hands)")

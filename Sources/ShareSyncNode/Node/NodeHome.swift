@@ -108,19 +108,35 @@ public struct NodeHome: Sendable {
     /// already holds a key, settings or a database (``ShareSyncError/Code/invalidArguments``, rule
     /// `homeExists`): a new identity would take over the old databases' shares and outbox. If a step
     /// fails, the files it had written are removed, so that `init` can simply be run again.
+    ///
+    /// The settings are written first, then the key, then the databases: an `init` killed part-way
+    /// (Ctrl-C, a power loss), whose clean-up never ran, leaves either a home that opens (the key and
+    /// the settings are there; the databases are made when first opened) or only the settings, which
+    /// the next `init` takes over. Before, the key came first: a home with a key and no settings
+    /// could neither be opened nor made again without deleting files by hand.
     public static func create(at path: String, settings: NodeSettings) throws(ShareSyncError) -> NodeHome {
         let fm = FileManager.default
         let files = [NodeIdentity.keyFileName, settingsFileName, privateDatabaseFileName, replicaFileName]
-        for file in files where fm.fileExists(atPath: join(path, file)) {
+        // Only the settings: an init stopped before it wrote the key (nothing else was made yet).
+        let present = files.filter { fm.fileExists(atPath: join(path, $0)) }
+        if let file = present.first(where: { $0 != settingsFileName }) {
             throw ShareSyncError(
                 .invalidArguments, "\(path) is already a node home (it has \(file)); choose another --home",
                 rule: .homeExists)
         }
         do throws(ShareSyncError) {
             let identity = NodeIdentity.generate()
-            try identity.save(home: path)
+            do {
+                if !fm.fileExists(atPath: path) {
+                    try fm.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                }
+                try fm.setAttributes([.posixPermissions: 0o700], ofItemAtPath: path)
+            } catch {
+                throw ShareSyncError(.internalError, "cannot create the node home \(path): \(error)", rule: .identityKey)
+            }
             let home = NodeHome(path: path, identity: identity, settings: settings)
             try home.saveSettings()
+            try identity.save(home: path)
             // Create both databases now, so a fresh home is complete and its files get their modes.
             _ = try home.openPrivateDatabase()
             _ = try home.openReplica()
