@@ -274,6 +274,8 @@ extension Rule {
     public static let ambiguousShare = Rule(rawValue: "ambiguousShare")
     /// The zone is in the owner's own database, not the shared one.
     public static let ownerWithSharedZone = Rule(rawValue: "ownerWithSharedZone")
+    /// A node accepting a share it owns itself: its records are in its private database.
+    public static let ownShare = Rule(rawValue: "ownShare")
     /// The record is not a share.
     public static let notAShare = Rule(rawValue: "notAShare")
     /// The record has no conflict to resolve.

@@ -358,7 +358,9 @@ public struct SharedDatabaseView: Sendable {
 
     /// Leaves a share: the caller's status becomes removed and the share's records leave their view.
     public func leaveShare(_ shareID: ShareSyncCore.Record.ID) throws(ShareSyncError) {
-        _ = try modifyRecords(deleting: [shareID]).get()
+        // The deletion's own error, as a sharing request's refusal (protocol.md): not a
+        // `partialFailure` around it, which an owner never sends.
+        if case .failure(let error)? = try modifyRecords(deleting: [shareID]).deleteResults[shareID] { throw error }
     }
 }
 

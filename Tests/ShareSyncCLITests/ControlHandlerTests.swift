@@ -187,6 +187,18 @@ struct ControlHandlerTests {
         #expect(throws: ShareSyncError.self) { try value("2026-13-01") }
         #expect(throws: ShareSyncError.self) { try value("2026-1-1") }
     }
+
+    @Test("a reference's action is read in any case; another suffix stays part of the name (names may hold colons)")
+    func referenceActions() throws {
+        let zone = RecordZone.ID(zoneName: "Z")
+        func value(_ text: String) throws -> FieldValue { try FieldAssignment(parsing: "r=reference:" + text).fieldValue(in: zone) }
+        let p1 = Record.ID(recordName: "p1", zoneID: zone)
+        #expect(try value("p1:deleteSelf") == .reference(Record.Reference(recordID: p1, action: .deleteSelf)))
+        // Before, these referred to a record named "p1:deleteself" (or "p1:NONE"), with no action.
+        #expect(try value("p1:deleteself") == .reference(Record.Reference(recordID: p1, action: .deleteSelf)))
+        #expect(try value("p1:NONE") == .reference(Record.Reference(recordID: p1, action: .none)))
+        #expect(try value("a:b") == .reference(Record.Reference(recordID: Record.ID(recordName: "a:b", zoneID: zone), action: .none)))
+    }
 }
 
 enum NodeStatusStub {

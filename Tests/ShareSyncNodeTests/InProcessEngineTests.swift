@@ -442,6 +442,24 @@ struct InProcessEngineTests {
         await sync.stop()
     }
 
+    @Test func aNodeAcceptingItsOwnShareIsRefusedAndFollowsNobody() async throws {
+        let fixture = try InProcessFixture()
+        let p = try TestParticipant()
+        defer { p.remove() }
+        let url = try fixture.share(with: p.identity)
+        // The owner's own node (its identity) accepts the share's URL.
+        let sync = ParticipantSync(
+            replica: try SharedDatabaseReplica(path: p.replicaPath), identity: fixture.identity,
+            configuration: .init(pageSize: 10, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50), connector: fixture.owner))
+        try sync.start()
+        // Before, it said accepted (0 records) and followed itself as an owner from then on.
+        let error = await expectShareSyncError { try await sync.accept(url: url, timeout: .seconds(30)) }
+        #expect(error?.code == .invalidArguments && error?.rule == .ownShare, "\(String(describing: error))")
+        #expect(try sync.replica.owners().isEmpty)
+        #expect(fixture.owner.requestCount(.connect) == 0)
+        await sync.stop()
+    }
+
     @Test func anOwnersRetryDelayFromTheWireIsKeptWithinReason() async throws {
         let fixture = try InProcessFixture()
         let (sync, p) = try fixture.participant()

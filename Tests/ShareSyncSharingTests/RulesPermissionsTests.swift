@@ -129,6 +129,14 @@ struct RulesPermissionsTests {
         #expect(try w.db.currentChangeToken() != before)
     }
 
+    @Test("leaving a share one is not in is refused with the rule broken, not a partialFailure around it")
+    func leavingAShareOneIsNotInIsRefusedPlainly() throws {
+        let (w, share) = try world(.readOnly)
+        let error = failure { try w.view("_stranger").leaveShare(w.sid(share.recordID.recordName)) }
+        #expect(error?.code == .permissionFailure && error?.partialErrors == nil, "\(String(describing: error))")
+        #expect(error?.rule != nil, "\(String(describing: error))")
+    }
+
     @Test("only the owner deletes a hierarchy's root")
     func rootDeleteOwnerOnly() throws {
         let (w, share) = try world(.readWrite)

@@ -71,13 +71,15 @@ public struct FieldAssignment: Sendable, Hashable, Codable {
             guard let data = Data(base64Encoded: value) else { throw bad("base64") }
             return .bytes(data)
         case "reference":
-            // NAME, NAME:deleteSelf or NAME:none (a name may itself hold colons: only a known suffix counts).
+            // NAME, NAME:deleteSelf or NAME:none (a name may itself hold colons: only a known suffix
+            // counts, in any case: `:deleteself` was taken as part of the name, a reference to a
+            // record that did not exist, with no action).
             var name = value
             var action = Record.Reference.Action.none
             if let colon = value.lastIndex(of: ":") {
                 let suffix = value[value.index(after: colon)...]
-                switch suffix {
-                case "deleteSelf":
+                switch suffix.lowercased() {
+                case "deleteself":
                     action = .deleteSelf
                     name = String(value[..<colon])
                 case "none":

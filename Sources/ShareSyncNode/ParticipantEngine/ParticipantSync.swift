@@ -206,13 +206,21 @@ public final class ParticipantSync: Sendable {
     // MARK: Shares
 
     /// Accepts a share: connects to the URL's owner (checking its key against the URL's fingerprint;
-    /// a URL without one is refused with `invalidArguments`, rule `ownerFingerprintMissing`), accepts,
+    /// a URL without one is refused with `invalidArguments`, rule `ownerFingerprintMissing`; a share
+    /// this node owns itself, with rule `ownShare`), accepts,
     /// records the owner in the replica, and returns once the owner's link has caught up (the share's
     /// records are in the replica), or throws `networkFailure` after `timeout`, or the error that stopped
     /// the sync (see ``waitUntilSynced(owner:timeout:)``; the share stays accepted and the sync resumes).
     @discardableResult
     public func accept(url: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) -> ShareMetadata {
         let (parsed, fingerprint) = try ShareURL.pinned(url)
+        // Its own share: the owner answered with the metadata and changed nothing, and this node then
+        // followed itself as an owner, connecting to itself at every start, for good.
+        guard fingerprint.lowercased() != identity.fingerprint.lowercased() else {
+            throw ShareSyncError(
+                .invalidArguments, "this node owns the share at this URL: its records are in this node's private database",
+                rule: .ownShare)
+        }
         let connection = try await configuration.effectiveConnector.connect(
             host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
             displayName: configuration.displayName)
