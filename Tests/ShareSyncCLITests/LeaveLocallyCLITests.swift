@@ -20,6 +20,7 @@ struct LeaveLocallyCLITests {
             // Without --local the owner is needed.
             let refused = try b.run(["leave", "--owner", a.userRecordName, "--zone", "Topics"], timeout: 120)
             #expect(refused.status != 0, "\(refused.stderr)")
+            #expect(refused.stderr.contains("--local"), "the refusal names the way out: \(refused.stderr)")
             try b.ok(["leave", "--owner", a.userRecordName, "--zone", "Topics", "--local"])
             #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
             let gone = try b.run(["record", "list", "--shared", "--zone", "Topics"])

@@ -361,7 +361,10 @@ public final class ParticipantSync: Sendable {
         async throws(ShareSyncError)
     {
         guard let connection = existingLink(owner)?.activeConnection else {
-            throw ShareSyncError(.networkUnavailable, "owner \(owner) is not connected; leave the share when it is")
+            throw ShareSyncError(
+                .networkUnavailable,
+                "owner \(owner) is not connected; leave the share when it is, or leave it locally now (`sharesync leave --local`: "
+                    + "its records go at once and the owner is told when it is back)")
         }
         try await connection.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName)
         do {
