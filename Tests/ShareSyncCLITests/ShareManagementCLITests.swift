@@ -63,6 +63,10 @@ struct ShareManagementCLITests {
                 ["share", "invite", "--zone", "Topics", "--shared", "--one-time", "--permission", "readOnly"],
                 ["share", "remove", "--zone", "Topics", "--shared", "--participant", cID],
                 ["share", "permission", "--zone", "Topics", "--shared", "--participant", cID, "--permission", "readWrite"],
+                // Someone this participant does not see: refused as a change it may not make, not as
+                // a participant that does not exist.
+                ["share", "permission", "--zone", "Topics", "--shared", "--participant", bID, "--permission", "readOnly"],
+                ["share", "remove", "--zone", "Topics", "--shared", "--participant", bID],
             ] {
                 try refused(c, command, code: "permissionFailure", rule: .shareEditOwnerOrAdministrator)
             }

@@ -44,6 +44,9 @@ extension ControlHandler {
             var changed: String?
             let saved = try await participant.editShare(owner: zoneID.ownerName, zoneName: zone, shareRecordName: name) {
                 (share: inout Share) throws(ShareSyncError) in
+                // Someone who may not change the share is told so first: a plain participant sees only
+                // the owner and themselves, so naming anyone else was answered "no such participant".
+                try AccessPolicy.checkMayEditShare(share, by: participant.identity.userRecordName)
                 changed = try edit.apply(to: &share)
             }
             let info = ShareInfo(saved, ownerName: zoneID.ownerName)
