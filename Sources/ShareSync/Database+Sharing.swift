@@ -123,7 +123,7 @@ extension Database {
     /// Makes a participant an administrator, or a private user again. A pending
     /// invitation made an administrator's gets a new link: the one handed out before stops working
     /// (administrators could see it while it was a private user's); hand out the new one, from the
-    /// returned share's ``Share/oneTimeURL(for:)``.
+    /// returned share's `oneTimeURL(for:)`.
     @discardableResult
     public func setRole(
         _ role: Participant.Role, forParticipantID participantID: String, in share: Share

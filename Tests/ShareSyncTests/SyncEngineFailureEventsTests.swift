@@ -194,7 +194,7 @@ extension SyncEngineFailureEventsTests {
             })
             // The first snapshot without the failed save: before, the add's snapshot went out before
             // the failure's event; an app that stored it and was killed never heard of the failure.
-            let firstWithout = try all.firstIndex { event in
+            let firstWithout = all.firstIndex { event in
                 guard case .stateUpdate(let snapshot) = event else { return false }
                 let restored = SyncEngine(SyncEngine.Configuration(database: db, stateSerialization: snapshot, automaticallySync: false) { _ in nil })
                 defer { Task { await restored.stop() } }
