@@ -167,6 +167,40 @@ struct OutboxCLITests {
         }
     }
 
+    @Test("two queued writes of one record in conflict: theirs for the first, mine for the second keeps only the second's fields")
+    func keepingMineOnALaterWriteDoesNotUndoTheirsOnAnEarlierOne() async throws {
+        try await blocking {
+            let (a, b, _) = try sharedTopics()
+            defer { a.stop(); b.stop() }
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "count=int64:9"])
+            #expect(try eventually { (try b.sharedTopic()["fields"] as? [String: Any])?["count"] != nil })
+            try a.kill()
+            for field in ["count=int64:1", "note=string:second"] {
+                let queued = try #require(try b.ok(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--field", field]) as? [String: Any])
+                #expect(queued["outcome"] as? String == "queued")
+            }
+            try b.kill()
+            try a.restart()
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A"])
+            try b.restart()
+            var entries: [[String: Any]] = []
+            #expect(try eventually(timeout: 30) {
+                entries = try b.outbox()
+                return entries.count == 2 && entries.allSatisfy { $0["state"] as? String == "conflict" }
+            }, "\(entries)")
+            let ids = entries.compactMap { $0["id"] as? Int }.sorted()
+            try #require(ids.count == 2)
+            _ = try b.ok(["outbox", "resolve", "\(ids[0])", "--keep", "theirs"])
+            _ = try b.ok(["outbox", "resolve", "\(ids[1])", "--keep", "mine"])
+            let owners = try #require(try a.ok(["record", "get", "--zone", "Topics", "--name", "topic-1"]) as? [String: Any])
+            let fields = try #require(owners["fields"] as? [String: [String: Any]])
+            // Before, the second write carried the first's count as its own change, and put it back.
+            #expect(fields["count"]?["value"] as? Int == 9, "\(fields)")
+            #expect(fields["note"]?["value"] as? String == "second", "\(fields)")
+            #expect(fields["title"]?["value"] as? String == "A", "\(fields)")
+        }
+    }
+
     @Test("a queued write the owner refuses (made read-only meanwhile) is kept as refused; discard removes it")
     func refusedWriteIsKeptUntilDiscarded() async throws {
         try await blocking {

@@ -126,6 +126,10 @@ extension ControlHandler {
             var record: Record
             if let edit, edit.state == .pending, let pending = edit.record {
                 record = pending
+                // This write's changed keys are its own: inherited from the write before it, they made
+                // `outbox resolve --keep mine` on this one put back a value the user had just given up
+                // by resolving that earlier write with `theirs`.
+                record.clearChangeTracking()
             } else {
                 if let copy = try replica.fetchRecord(id) {
                     record = copy
