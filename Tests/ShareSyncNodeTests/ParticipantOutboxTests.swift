@@ -153,6 +153,8 @@ struct ParticipantOutboxTests {
         let member = try w.owner.db.fetchRecord(savedShare.recordID)
         #expect(Share(member)?.participants.first { $0.userIdentity.lookupInfo?.userRecordName == b.identity.userRecordName }?.acceptanceStatus == .removed)
         try await expectEventually(w.sync, "the outbox to empty") { try w.sync.replica.outboxOperations().isEmpty }
+        // Cleared once the flush that sent it has gone through every write (just after the last left).
+        try await eventually { w.sync.lastFailure(owner: w.ownerName) == nil }
         #expect(w.sync.lastFailure(owner: w.ownerName) == nil)
         await w.sync.stop()
         try await server.shutdown()
