@@ -276,6 +276,8 @@ extension Rule {
     public static let ownerWithSharedZone = Rule(rawValue: "ownerWithSharedZone")
     /// A node accepting a share it owns itself: its records are in its private database.
     public static let ownShare = Rule(rawValue: "ownShare")
+    /// `record save --parent` names a record that does not exist in the zone.
+    public static let parentNotFound = Rule(rawValue: "parentNotFound")
     /// The record is not a share.
     public static let notAShare = Rule(rawValue: "notAShare")
     /// The record has no conflict to resolve.

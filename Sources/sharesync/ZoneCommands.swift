@@ -145,7 +145,7 @@ struct RecordCommand: AsyncParsableCommand {
         @Option(help: "The record's zone.") var zone: String
         @Option(help: "The record's type, such as Item (needed only to create a record).") var type: String?
         @Option(help: "The record's name, unique in its zone.") var name: String
-        @Option(help: "The parent record's name (same zone): the record joins its parent's share.") var parent: String?
+        @Option(help: "The parent record's name (same zone; it must exist): the record joins its parent's share.") var parent: String?
         @Option(name: .customLong("field"), help: ArgumentHelp("A field to set.", valueName: "key=type:value"))
         var fields: [String] = []
         @OptionGroup var sharing: SharedOptions

@@ -32,6 +32,23 @@ struct OwnerCommandTests {
         }
     }
 
+    @Test("a --parent that does not exist is refused (a typo took the record out of its share); an existing one is kept")
+    func aMissingParentIsRefused() async throws {
+        try await blocking {
+            let node = try RunningNode()
+            defer { node.stop() }
+            _ = try node.json(["zone", "create", "Z"])
+            _ = try node.json(["record", "save", "--zone", "Z", "--type", "List", "--name", "list-1"])
+            _ = try node.json(["record", "save", "--zone", "Z", "--type", "Item", "--name", "milk", "--parent", "list-1"])
+            let typo = try cli(["record", "save", "--zone", "Z", "--name", "milk", "--parent", "lits-1", "--home", node.home])
+            #expect(typo.status == 65 && typo.stderr.contains("parentNotFound") && typo.stderr.contains("lits-1"), "\(typo.stderr)")
+            let milk = try #require(try node.json(["record", "get", "--zone", "Z", "--name", "milk"]) as? [String: Any])
+            #expect((milk["parent"] as? [String: Any])?["recordName"] as? String == "list-1", "\(milk)")
+            // Saving again under the parent it has, or a field alone, needs nothing more.
+            _ = try node.json(["record", "save", "--zone", "Z", "--name", "milk", "--parent", "list-1", "--field", "n=int64:1"])
+        }
+    }
+
     @Test func recordsRoundTripEveryFieldType() async throws {
         try await blocking {
             let node = try RunningNode()

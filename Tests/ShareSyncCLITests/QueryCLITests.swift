@@ -7,6 +7,7 @@ import Testing
         let node = try RunningNode()
         defer { node.stop() }
         #expect(try node.run(["zone", "create", "Groceries"]).status == 0)
+        #expect(try node.run(["record", "save", "--zone", "Groceries", "--type", "List", "--name", "list"]).status == 0)
         let items: [(String, String, Int)] = [("milk", "Milk", 3), ("mint", "Mint", 1), ("bread", "Bread", 2), ("tea", "Tea", 5)]
         for (name, title, rank) in items {
             let saved = try node.run([

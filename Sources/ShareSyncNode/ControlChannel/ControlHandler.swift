@@ -434,7 +434,22 @@ public struct ControlHandler: Sendable {
             record.recordChangeTag = ifTag
         }
         for field in fields { record[field.key] = try field.fieldValue(in: zoneID) }
-        if let parent { record.setParent(Record.ID(recordName: parent, zoneID: zoneID)) }
+        if let parent {
+            let parentID = Record.ID(recordName: parent, zoneID: zoneID)
+            // A parent that does not exist (a typo) took the record, and everything under it, out of
+            // every share without a word; a participant's save is refused (moveOutsideShare). The
+            // store keeps records whose parent was deleted; a new parent must exist.
+            if existing?.parent?.recordID.recordName != parent {
+                do {
+                    _ = try database.fetchRecord(parentID)
+                } catch where error.code == .unknownItem {
+                    throw ShareSyncError(
+                        .unknownItem, "parent \(parent) does not exist in zone \(zone); save it first (or check the name)",
+                        recordID: parentID, rule: .parentNotFound)
+                }
+            }
+            record.setParent(parentID)
+        }
         let result = try database.modifyRecords(saving: [record], savePolicy: policy)
         try check(result)
         guard case .success(let saved)? = result.saveResults[id] else {
