@@ -156,13 +156,14 @@ extension Database {
     }
 
     /// Saves a share's title, thumbnail and type as set on `share` (`share.title = "Groceries"`; `nil`
-    /// removes one), what ``Container/shareMetadata(for:)`` shows before someone accepts. Participants
+    /// removes one), what ``Container/shareMetadata(for:)`` shows before someone accepts, and whether
+    /// it takes access requests (`share.allowsAccessRequests`). Participants
     /// change through ``invite(_:permission:role:to:)`` and the calls beside it. Private database only;
     /// a thumbnail over `Share.maximumThumbnailSize` is `limitExceeded` (rule `thumbnailSize`), a
     /// malformed type `invalidArguments`, and either changes nothing.
     @discardableResult
     public func saveProperties(of share: Share) async throws(ShareSyncError) -> Share {
-        try ownerOnly("change a share's title, thumbnail or type")
+        try ownerOnly("change a share's title, thumbnail, type or access requests")
         var clear: [String] = []
         if share.title == nil { clear.append("title") }
         if share.thumbnailImageData == nil { clear.append("thumbnail") }
@@ -170,7 +171,8 @@ extension Database {
         let _: ShareInfo = try await container.transport.call(
             .shareSetProperties(
                 zone: share.recordID.zoneID.zoneName, share: share.recordID.recordName, title: share.title,
-                thumbnail: share.thumbnailImageData, shareType: share.shareType, clear: clear))
+                thumbnail: share.thumbnailImageData, shareType: share.shareType, clear: clear,
+                allowsAccessRequests: share.allowsAccessRequests))
         return try await self.share(withID: share.recordID)
     }
 

@@ -264,7 +264,7 @@ struct ShareCommand: AsyncParsableCommand {
     struct SetProperties: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "set",
-            abstract: "Change a share's title, thumbnail or type (owner only).",
+            abstract: "Change a share's title, thumbnail or type, or whether it takes access requests (owner only).",
             discussion: """
                 Participants get the new values in the share record (cloudkit.title, \
                 cloudkit.thumbnailImageData, cloudkit.type). A thumbnail over 262144 bytes is refused \
@@ -273,6 +273,7 @@ struct ShareCommand: AsyncParsableCommand {
                 Example:
                   sharesync share set --zone Groceries --title "Weekly groceries" --thumbnail basket.png --type com.example.list
                   sharesync share set --zone Groceries --clear thumbnail
+                  sharesync share set --zone Groceries --allow-access-requests
                 """)
         @OptionGroup var options: NodeOptions
         @OptionGroup var target: ShareTarget
@@ -282,11 +283,13 @@ struct ShareCommand: AsyncParsableCommand {
         var shareType: String?
         @Option(help: ArgumentHelp("Remove a property: title, thumbnail or type (repeatable).", valueName: "property"))
         var clear: [String] = []
+        @Flag(inversion: .prefixedNo, help: "Let uninvited users with the URL ask to join, or no longer (--no-…).")
+        var allowAccessRequests: Bool?
 
         func validate() throws {
             try target.ownerOnly("set")
-            guard title != nil || thumbnail != nil || shareType != nil || !clear.isEmpty else {
-                throw ValidationError("give --title, --thumbnail, --type or --clear")
+            guard title != nil || thumbnail != nil || shareType != nil || !clear.isEmpty || allowAccessRequests != nil else {
+                throw ValidationError("give --title, --thumbnail, --type, --clear or --[no-]allow-access-requests")
             }
             try checkThumbnailPath(thumbnail)
             for key in clear where !["title", "thumbnail", "type"].contains(key) {
@@ -302,8 +305,9 @@ struct ShareCommand: AsyncParsableCommand {
         func run() async throws {
             let image = try thumbnail.map(readThumbnail)
             try await target.change(options, result: { ShareInfo($0) }, human: Output.describe, sharedHuman: { _ in "" }) {
-                [title, shareType, clear] db, found in
+                [title, shareType, clear, allowAccessRequests] db, found in
                 var share = found
+                if let allowAccessRequests { share.allowsAccessRequests = allowAccessRequests }
                 if let title { share.title = title }
                 if let image { share.thumbnailImageData = image }
                 if let shareType { share.shareType = shareType }

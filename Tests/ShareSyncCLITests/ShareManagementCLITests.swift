@@ -228,6 +228,12 @@ struct ShareManagementCLITests {
                 return now?["title"] as? String == "Weekly groceries" && now?["thumbnailImageData"] == nil
             })
 
+            // Access requests switched on, then off again.
+            try a.ok(["share", "set", "--zone", "Topics", "--allow-access-requests"])
+            #expect((try a.ok(["share", "show", "--zone", "Topics"]) as? [String: Any])?["allowsAccessRequests"] as? Bool == true)
+            try a.ok(["share", "set", "--zone", "Topics", "--no-allow-access-requests"])
+            #expect((try a.ok(["share", "show", "--zone", "Topics"]) as? [String: Any])?["allowsAccessRequests"] as? Bool != true)
+
             // Bad input: a clear error, and nothing changes.
             let big = a.folder.path + "/big.png"
             try Data(count: 256 * 1024 + 1).write(to: URL(fileURLWithPath: big))

@@ -82,6 +82,13 @@ import Testing
                     share.thumbnailImageData = nil
                     share = try await db.saveProperties(of: share)
                     #expect(share.thumbnailImageData == nil && share.title == "Groceries")
+                    // Access requests switched on and off (before, the flag was not sent: saving changed nothing).
+                    share.allowsAccessRequests = true
+                    share = try await db.saveProperties(of: share)
+                    #expect(try await db.share(withID: share.recordID).allowsAccessRequests)
+                    share.allowsAccessRequests = false
+                    share = try await db.saveProperties(of: share)
+                    #expect(try await !db.share(withID: share.recordID).allowsAccessRequests)
                     var tooBig = share
                     tooBig.thumbnailImageData = Data(count: Share.maximumThumbnailSize + 1)
                     #expect(await shareSyncError { _ = try await db.saveProperties(of: tooBig) }?.code == .limitExceeded)

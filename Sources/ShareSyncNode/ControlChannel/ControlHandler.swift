@@ -326,7 +326,7 @@ public struct ControlHandler: Sendable {
             try share.setRole(role, forParticipantID: participantID)
             let saved = try save(share)
             return ok(ParticipantInfo(try participant(participantID, in: saved), in: saved))
-        case .shareSetProperties(let zone, let name, let title, let thumbnail, let shareType, let clear):
+        case .shareSetProperties(let zone, let name, let title, let thumbnail, let shareType, let clear, let allowsAccessRequests):
             var share = try findShare(zone: zone, name: name)
             for key in clear ?? [] {
                 switch key {
@@ -342,6 +342,7 @@ public struct ControlHandler: Sendable {
             if let title { share.title = title }
             if let thumbnail { share.thumbnailImageData = thumbnail }
             if let shareType { share.shareType = shareType }
+            if let allowsAccessRequests { share.allowsAccessRequests = allowsAccessRequests }
             return ok(ShareInfo(try save(share)))
         case .shareSetPermission(let zone, let name, let participantID, let permission):
             var share = try findShare(zone: zone, name: name)

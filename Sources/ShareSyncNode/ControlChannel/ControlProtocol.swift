@@ -68,14 +68,16 @@ public enum ControlRequest: Sendable, Hashable, Codable {
         zone: String, root: String?, title: String?, publicPermission: Participant.Permission,
         allowsAccessRequests: Bool, thumbnail: Data? = nil, shareType: String? = nil)
     /// Changes a share's title, thumbnail or type (given ones are set; `clear` lists those to remove:
-    /// `title`, `thumbnail`, `type`). → ``ShareInfo``
+    /// `title`, `thumbnail`, `type`), and whether it takes access requests (`allowsAccessRequests`, if
+    /// given). → ``ShareInfo``
     ///
     /// ```
     /// → {"shareSetProperties":{"zone":"Topics","title":"Groceries","shareType":"com.example.list"}}
     /// ← {"ok":true,"result":{"shareName":"cloudkit.zoneshare","title":"Groceries","shareType":"com.example.list",…}}
     /// ```
     case shareSetProperties(
-        zone: String, share: String?, title: String?, thumbnail: Data?, shareType: String?, clear: [String]?)
+        zone: String, share: String?, title: String?, thumbnail: Data?, shareType: String?, clear: [String]?,
+        allowsAccessRequests: Bool? = nil)
     /// Makes a participant an administrator, or a privateUser again (owner only). → ``ParticipantInfo``
     case shareSetRole(zone: String, share: String?, participantID: String, role: Participant.Role)
     /// `share` is the share's record name; `nil` picks the zone's only share. → ``ShareInfo``
