@@ -281,13 +281,13 @@ public struct SharedDatabaseView: Sendable {
     /// sent again after its answer was lost: before, it was applied twice (a save over a change made
     /// in between, a deletion of a record made again since).
     ///
-    /// A repeat gets its first answer before the write's limits are checked (the item count, and
-    /// `check` for what the caller limits): limits lowered since the first request must not turn it
-    /// into a refusal, after which the client would send its items again as other writes.
+    /// A repeat gets its first answer before the write's item count is checked: limits lowered since
+    /// the first request must not turn it into a refusal, after which the client would send its items
+    /// again as other writes. (A caller that checks limits of its own first looks for the repeat with
+    /// ``keptAnswer(writeID:)`` when they refuse the request.)
     public func modifyRecordsOnce(
         writeID: String, saving recordsToSave: [ShareSyncCore.Record] = [], deleting recordIDsToDelete: [ShareSyncCore.Record.ID] = [],
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true,
-        check: () throws(ShareSyncError) -> Void = {},
         answer: @escaping (ModifyRecordsResult) throws -> Data
     ) throws(ShareSyncError) -> (answer: Data, repeated: Bool) {
         if viewer != database.ownerName { try checkSharedWithViewer(recordsToSave.map(\.recordID) + recordIDsToDelete) }
@@ -299,7 +299,6 @@ public struct SharedDatabaseView: Sendable {
                 return (kept, true)
             }
             try database.checkItemCount(recordsToSave.count + recordIDsToDelete.count)
-            try check()
             let result = try database.modifyRecords(
                 in: db, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically,
                 as: viewer, authorize: { _ in })
@@ -322,7 +321,7 @@ public struct SharedDatabaseView: Sendable {
     }
 
     /// The answer kept with this viewer's write `writeID`, if it was applied
-    /// (``modifyRecordsOnce(writeID:saving:deleting:savePolicy:atomically:check:answer:)``), read
+    /// (``modifyRecordsOnce(writeID:saving:deleting:savePolicy:atomically:answer:)``), read
     /// without a write transaction: a request over the limits is refused at this cost when it is not
     /// a repeat.
     public func keptAnswer(writeID: String) throws(ShareSyncError) -> Data? {

@@ -97,25 +97,20 @@ struct RequestExecutor: Sendable {
                         rule: .malformedRequest)
                 }
                 // Applied once: a repeat (sent again after its answer was lost) gets the first answer,
-                // even if it is now over the limits (lowered since), which are checked after. A
-                // request over them that is not a repeat is refused after a read, before any write
-                // transaction (anyone with a key can send one).
-                let (bytes, limits) = (requestBytes, database.limits)
-                let checkLimits = { () throws(ShareSyncError) in
+                // even over limits lowered since. A request over the limits is answered only if it is
+                // a repeat, found with one read and no write transaction (anyone with a key can send
+                // one); within them, the write's own transaction looks for the repeat first.
+                do throws(ShareSyncError) {
                     try checkCount(saving.count + deleting.count)
-                    if bytes > limits.maximumResponseSize { throw OwnerServer.oversizedWrite(bytes: bytes, limit: limits.maximumResponseSize) }
-                }
-                do {
-                    try checkLimits()
+                    let limit = database.limits.maximumResponseSize
+                    if requestBytes > limit { throw OwnerServer.oversizedWrite(bytes: requestBytes, limit: limit) }
                 } catch {
-                    // Over the limits: answered only if it is a repeat (one read; within them, the
-                    // write's own transaction looks for the repeat first, at no extra cost).
                     if let kept = try view.keptAnswer(writeID: writeID) { return answerFrame(id, kept) }
                     throw error
                 }
                 let (answer, _) = try view.modifyRecordsOnce(
                     writeID: writeID, saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) },
-                    savePolicy: policy, atomically: atomically, check: checkLimits
+                    savePolicy: policy, atomically: atomically
                 ) { result in
                     ShareSyncMetrics.conflicts(side: "owner", result.errors.values.count { $0.code == .serverRecordChanged })
                     return try MessageCoding.encodeData(ModifyRecordsWireResult(result))
