@@ -68,10 +68,9 @@ public struct NodeIdentity: Sendable {
         return try NodeIdentity(rawPrivateKey: raw)
     }
 
-    /// Writes the key to `identity.key` in `home`, creating the folder with mode 0700; the file gets
-    /// mode 0600. The key replaces any earlier one at once, and is on the disk when this returns
-    /// (``DurableFile``): a crash or a power loss leaves the old key or the new one, never no key.
-    public func save(home: String) throws(ShareSyncError) {
+    /// Creates the node home folder `home` (and its parents) with mode 0700, or sets that mode on the
+    /// folder that is there.
+    package static func createHome(_ home: String) throws(ShareSyncError) {
         let fm = FileManager.default
         do {
             if !fm.fileExists(atPath: home) {
@@ -81,6 +80,13 @@ public struct NodeIdentity: Sendable {
         } catch {
             throw ShareSyncError(.internalError, "cannot create the node home \(home): \(error)", rule: .identityKey)
         }
+    }
+
+    /// Writes the key to `identity.key` in `home`, creating the folder with mode 0700; the file gets
+    /// mode 0600. The key replaces any earlier one at once, and is on the disk when this returns
+    /// (``DurableFile``): a crash or a power loss leaves the old key or the new one, never no key.
+    public func save(home: String) throws(ShareSyncError) {
+        try Self.createHome(home)
         let path = (home as NSString).appendingPathComponent(Self.keyFileName)
         do {
             try DurableFile.write(Data((rawPrivateKey.base64EncodedString() + "\n").utf8), to: path)

@@ -126,14 +126,7 @@ public struct NodeHome: Sendable {
         }
         do throws(ShareSyncError) {
             let identity = NodeIdentity.generate()
-            do {
-                if !fm.fileExists(atPath: path) {
-                    try fm.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                }
-                try fm.setAttributes([.posixPermissions: 0o700], ofItemAtPath: path)
-            } catch {
-                throw ShareSyncError(.internalError, "cannot create the node home \(path): \(error)", rule: .identityKey)
-            }
+            try NodeIdentity.createHome(path)
             let home = NodeHome(path: path, identity: identity, settings: settings)
             try home.saveSettings()
             try identity.save(home: path)
