@@ -12,12 +12,7 @@ struct WriteOnceTests {
     @Test("the same writeID again gets the first answer and changes nothing; without one the write is applied again")
     func aRepeatIsAnsweredNotApplied() async throws {
         let owner = try await TestOwner.start()
-        try owner.saveNotes("n", count: 1)
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        _ = try await connection.acceptShare(url: url)
-        let zone = RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName)
+        let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 1)
         var mine = Record(recordType: "Note", recordID: Record.ID(recordName: "n0", zoneID: zone))
         mine["title"] = .string("participant")
         let first = try await connection.modifyRecords(zoneName: "Topics", saving: [mine], savePolicy: .changedKeys, writeID: "w-test.1")
@@ -134,12 +129,7 @@ struct WriteOnceTests {
     @Test("a write sent again with the cut of its first send goes as the same requests, applied once; cut anew it is applied again")
     func aStoredCutKeepsEachRequestsID() async throws {
         let owner = try await TestOwner.start()
-        try owner.saveNotes("n", count: 6)
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        _ = try await connection.acceptShare(url: url)
-        let zone = RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName)
+        let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 6)
         let notes = (0..<6).map { i -> Record in
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: zone))
             note["title"] = "participant"
@@ -200,6 +190,17 @@ struct WriteOnceTests {
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")
         await sync.stop()
         try await owner.stop()
+    }
+
+    /// A connection of a new identity that accepted the owner's topic, shared read-write with it, after
+    /// the owner saved `notes` notes under it (`n0`, `n1`, …); and the shared zone's ID.
+    static func readWriteConnection(to owner: TestOwner, notes: Int) async throws -> (OwnerConnection, RecordZone.ID) {
+        try owner.saveNotes("n", count: notes)
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        _ = try await connection.acceptShare(url: url)
+        return (connection, RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName))
     }
 
     /// A note `n0` under the owner's topic, shared read-write with `b`, whose engine has accepted: the
