@@ -103,7 +103,8 @@ public struct Share: Sendable, Hashable {
     /// What anyone with the URL may do: ``Participant/Permission/none`` (the default) keeps the share
     /// private to invited participants. Public users (those who joined through the URL) always have
     /// this permission, also after it changes. When a saved change of it reaches the server, pending
-    /// participants are removed; a change to none removes every participant but the owner.
+    /// participants are removed; a change to none also removes the public users. Private
+    /// participants who had accepted, and administrators, stay.
     public var publicPermission: Participant.Permission {
         get { state.publicPermission }
         set { state.publicPermission = newValue }

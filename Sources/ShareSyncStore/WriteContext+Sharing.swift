@@ -385,14 +385,17 @@ extension WriteContext {
                 .invalidArguments, "participants can be added or removed only while publicPermission is none", recordID: id,
                 rule: .publicAndPrivateDoNotMix)
         }
-        // A change of publicPermission removes the pending participants; a change to none, everyone but
-        // the owner (participants added in the same save stay: they are new invitations).
+        // A change of publicPermission removes the pending participants; a change to none also removes
+        // the public users (below), as CloudKit "removes all public participants". Private participants
+        // who had accepted, and administrators, stay: before, a change to none removed everyone but
+        // the owner, so an owner who opened a share to the public and closed it again took it away
+        // from the people invited first. Participants added in the same save stay: new invitations.
         let publicChanged = existing.map { $0.publicPermission != share.publicPermission } ?? false
         let ownerName = database.ownerName
         var participants: [Participant] = []
         for var p in share.participants where p.role != .owner {
             if let before = oldByID[p.participantID] {
-                if publicChanged, share.publicPermission == .none || before.acceptanceStatus == .pending { continue }
+                if publicChanged, before.acceptanceStatus == .pending { continue }
                 // Only the server changes statuses and bindings, and whom an entry is for stays as it
                 // was invited: an edited lookup info let a read-only administrator turn a one-time
                 // URL participant it added into a second, readWrite entry for itself.

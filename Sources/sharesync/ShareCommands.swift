@@ -497,7 +497,8 @@ struct ShareCommand: AsyncParsableCommand {
             abstract: "Set what anyone with the URL may do: none, readOnly or readWrite.",
             discussion: """
                 Public users who joined already get the new permission. A change removes pending \
-                invitations; none removes every participant but you.
+                invitations; none also removes the public users (people you invited who had \
+                accepted stay).
 
                 Example:
                   sharesync share public --zone Groceries --permission readOnly

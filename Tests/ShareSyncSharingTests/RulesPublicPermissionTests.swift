@@ -143,21 +143,29 @@ struct RulesPublicPermissionTests {
         #expect(after.participants.first { $0.role == .publicUser }?.permission == .readWrite)
     }
 
-    @Test("setting publicPermission to none removes every participant but the owner; a pending invitee can no longer accept")
-    func noneRemovesEveryone() throws {
+    @Test("setting publicPermission to none removes the public users and pending invitees; the private participants who had accepted keep the share")
+    func noneRemovesPublicUsers() throws {
         let w = try topicWorld()
-        let share = try w.share(root: "topic", invite: [("_b", .readWrite), ("_c", .readOnly)])
+        let share = try w.share(root: "topic", invite: [("_b", .readWrite), ("_c", .readOnly), ("_a", .readOnly)])
         try w.accept(share, "_b")
+        try w.accept(share, "_a")
+        var promoted = try w.currentShare(share.recordID)
+        try promoted.setRole(.administrator, forParticipantID: #require(promoted.participants.first { $0.userIdentity.userRecordName == "_a" }).participantID)
+        _ = try w.saveShare(promoted)
         _ = try setPublic(w, share.recordID, .readOnly)
         try w.accept(share, "_p")
         #expect(try w.visible("_b", ["topic"]) == ["topic"])
+        #expect(try w.visible("_p", ["topic"]) == ["topic"])
         let after = try setPublic(w, share.recordID, .none)
-        #expect(after.participants.map(\.role) == [.owner])
-        for user in ["_b", "_p"] {
-            #expect(try w.visible(user, ["topic"]).isEmpty)
-            #expect(try w.view(user).fetchAllZones().isEmpty)
+        #expect(after.participants.map(\.role) == [.owner, .privateUser, .administrator])
+        #expect(after.participants.compactMap(\.userIdentity.userRecordName) == ["_owner", "_b", "_a"])
+        #expect(after.participants.first { $0.userIdentity.userRecordName == "_b" }?.permission == .readWrite)
+        for user in ["_b", "_a"] {
+            #expect(try w.visible(user, ["topic"]) == ["topic"], "\(user)")
         }
-        for user in ["_b", "_c", "_p"] {
+        #expect(try w.visible("_p", ["topic"]).isEmpty)
+        #expect(try w.view("_p").fetchAllZones().isEmpty)
+        for user in ["_c", "_p"] {
             let error = failure { try w.accept(share, user) }
             #expect(error?.code == .participantMayNeedVerification, "\(user)")
         }
@@ -168,7 +176,7 @@ struct RulesPublicPermissionTests {
         again.publicPermission = .none
         try again.addParticipant(Participant(lookupInfo: .init(userRecordName: "_d"), permission: .readOnly))
         let invited = try w.saveShare(again)
-        #expect(invited.participants.filter { $0.role != .owner }.map(\.userIdentity.userRecordName) == ["_d"])
+        #expect(invited.participants.filter { $0.role != .owner }.map(\.userIdentity.userRecordName) == ["_b", "_a", "_d"])
         #expect(try w.accept(invited, "_d").participantStatus == .accepted)
     }
 
