@@ -13,10 +13,12 @@ private struct OfflineWriter {
     var ownerName: String { owner.identity.userRecordName }
     var zone: RecordZone.ID { RecordZone.ID(zoneName: "Topics", ownerName: ownerName) }
 
-    static func start(_ b: TestParticipant, merge: (@Sendable (Record, Record) -> Record?)? = nil) async throws -> OfflineWriter {
+    static func start(
+        _ b: TestParticipant, permission: Participant.Permission = .readWrite, merge: (@Sendable (Record, Record) -> Record?)? = nil
+    ) async throws -> OfflineWriter {
         let owner = try await TestOwner.start()
         try owner.saveNotes("n", count: 3)
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, permission)])
         let sync = try b.makeSync(merge: merge)
         try sync.start()
         try await sync.accept(url: url)
@@ -47,6 +49,29 @@ private struct OfflineWriter {
 
 @Suite("The outbox: conflicts and refusals are kept until resolved")
 struct ParticipantOutboxTests {
+    @Test("a read-only participant's write while the owner is away is refused at once (readOnlyParticipant), not queued")
+    func readOnlyWriteNotQueued() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b, permission: .readOnly)
+        var record = try #require(try w.sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: w.zone)))
+        record["title"] = "mine"
+        for write in [{ try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", saving: [record]) },
+                      { try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", deleting: ["n1"]) }] {
+            let error = await #expect(throws: ShareSyncError.self) { _ = try await write() }
+            #expect(error?.code == .permissionFailure)
+            #expect(error?.rule == .readOnlyParticipant)
+            #expect(error?.message.contains("read-only") == true)
+        }
+        #expect(try w.sync.replica.outboxOperations(owner: w.ownerName).isEmpty)
+        // A read-write participant's write in the same situation is queued, as before.
+        let c = try TestParticipant()
+        defer { c.remove() }
+        let rw = try await OfflineWriter.start(c)
+        _ = try await rw.queueTitle("n0", "mine")
+        #expect(try rw.sync.replica.outboxOperations(owner: rw.ownerName).count == 1)
+    }
+
     @Test("without a merge hook a queued conflict is kept with the owner's record, later writes still go, and mine resends it")
     func conflictKeptWithoutHook() async throws {
         let b = try TestParticipant()

@@ -82,7 +82,10 @@ import Synchronization
 ///   was made read-only (`permissionFailure`, rule `readOnlyParticipant`) or lost the share, the record
 ///   is outside the share (`permissionFailure`), no longer exists (`unknownItem`, a save with a change
 ///   tag), a field or name is invalid (`invalidArguments`), and so on. A deletion answered `unknownItem`
-///   is not refused but done: the record is gone, as it asked.
+///   is not refused but done: the record is gone, as it asked. A write the replica already shows to be
+///   refused is not queued at all: a change of records in a zone where every share the replica holds
+///   gives this node read-only permission throws `permissionFailure`, rule `readOnlyParticipant`, as the
+///   owner would (what the replica holds is what the owner last said).
 ///
 /// A conflict or a refusal is never dropped and never sent again on its own: it stays in the outbox
 /// (``Event/operationKept(owner:operation:)``, and ``Event/error(owner:_:)`` for a refusal) until the
@@ -429,6 +432,7 @@ public final class ParticipantSync: Sendable {
                     ? "owner \(owner) is not connected now; try again later"
                     : "earlier writes to owner \(owner) wait in the outbox; try again once they are sent")
         }
+        try checkNotReadOnly(owner: owner, zoneName: zoneName, saving: saving, deleting: deleting)
         let queued = try replica.enqueue(
             owner: owner,
             operation: OutboxOperation(
@@ -437,6 +441,34 @@ public final class ParticipantSync: Sendable {
         hub.emit(.queued(owner: owner, operationID: queued.id))
         link?.pokeOutbox()
         return .queued(queued)
+    }
+
+    /// Refuses a write to be queued that the owner is known to refuse: one that changes records (not
+    /// share records) in a zone where every share this replica holds gives this node read-only
+    /// permission. As the owner would: `permissionFailure`, rule `readOnlyParticipant`, and nothing
+    /// queued. Before, such a write waited in the outbox until the owner was back, and only then
+    /// came back refused. What the replica holds is what the owner last said: a permission raised
+    /// meanwhile is seen once the node is back in touch, and the write can be made then. A zone with
+    /// no share in the replica, or one share giving read-write, is left to the owner to decide.
+    private func checkNotReadOnly(owner: String, zoneName: String, saving: [Record], deleting: [String]) throws(ShareSyncError) {
+        let changesRecords =
+            saving.contains { $0.recordType != Record.shareRecordType }
+            || deleting.contains { name in
+                let id = Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zoneName, ownerName: owner))
+                return (try? replica.fetchRecord(id))??.recordType != Record.shareRecordType
+            }
+        guard changesRecords else { return }
+        let shares = try replica.shareRecords().filter { $0.recordID.zoneID.ownerName == owner && $0.recordID.zoneID.zoneName == zoneName }
+            .compactMap(Share.init)
+        let me = identity.userRecordName
+        let permissions = shares.compactMap { share in
+            AccessPolicy.acceptedParticipant(me, in: share).map { AccessPolicy.effectivePermission(of: $0, in: share) }
+        }
+        guard !permissions.isEmpty, !permissions.contains(.readWrite) else { return }
+        throw ShareSyncError(
+            .permissionFailure,
+            "you have read-only permission in every share of zone \(zoneName) (as owner \(owner) last said); the write was not queued",
+            rule: .readOnlyParticipant)
     }
 
     // MARK: Observing
