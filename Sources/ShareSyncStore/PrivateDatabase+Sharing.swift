@@ -258,8 +258,13 @@ extension PrivateDatabase {
     /// Asks the owner for access to a share that allows access requests.
     public func requestAccess(url: String, as caller: Caller) throws(ShareSyncError) {
         try write { db in
-            let (_, _, existing) = try resolve(url, db)
-            guard existing.allowsAccessRequests, !isBlocked(caller, existing) else { throw Self.notInvited }
+            let existing: Share
+            do {
+                (_, _, existing) = try resolve(url, db)
+            } catch let error as ShareSyncError where error.rule == .notInvited {
+                throw Self.takesNoRequests
+            }
+            guard existing.allowsAccessRequests, !isBlocked(caller, existing) else { throw Self.takesNoRequests }
             if AccessPolicy.acceptedParticipant(caller.userRecordName, in: existing) != nil { return }
             var share = existing
             var ctx = try WriteContext(db: db, database: self, actor: caller.userRecordName)
@@ -278,6 +283,16 @@ extension PrivateDatabase {
             try ctx.settleSharing()
             try ctx.finish()
         }
+    }
+
+    /// The refusal of an access request: the same for a share that takes none (or none from this
+    /// caller) as for a URL that names no share, so that it tells a guesser nothing. It used to be
+    /// ``notInvited``'s, which spoke of invitations to someone asking for one.
+    static var takesNoRequests: ShareSyncError {
+        ShareSyncError(
+            .participantMayNeedVerification,
+            "there is no share at this URL that takes access requests from you; ask its owner to invite you",
+            rule: .notInvited)
     }
 
     static var notInvited: ShareSyncError {

@@ -208,7 +208,7 @@ struct EndToEndTests {
             try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "title=string:A's"])
             try b.ok(["zone", "create", "Photos"])
             try b.ok(["record", "save", "--zone", "Photos", "--type", "Photo", "--name", "photo-1", "--field", "title=string:B's"])
-            let fromA = try invite(c, to: "Topics", of: a, permission: "readOnly")
+            let fromA = try invite(c, to: "Topics", of: a, permission: "readWrite")
             let fromB = try invite(c, to: "Photos", of: b, permission: "readOnly")
             try c.ok(["accept", fromA.url])
             try c.ok(["accept", fromB.url])
@@ -234,6 +234,16 @@ struct EndToEndTests {
             let delete = try c.run(["record", "delete", "--shared", "--zone", "Topics", "--name", "offline"])
             #expect(delete.status == 65 && delete.stderr.contains("not accepted by the owner yet: `sharesync outbox discard "),
                     "\(delete.stderr)")
+
+            // With B gone too, a write to B's zone, where C may only read, is refused at once, not queued.
+            b.daemon.signal(SIGKILL)
+            _ = try b.daemon.waitForExit(timeout: 10)
+            let readOnly = try c.run(["record", "save", "--shared", "--owner", b.userRecordName, "--zone", "Photos", "--name", "photo-1",
+                                      "--field", "title=string:mine"])
+            #expect(readOnly.status == 65 && readOnly.stderr.contains("read-only permission in every share of zone Photos"),
+                    "\(readOnly.stdout) \(readOnly.stderr)")
+            let outbox = try #require(try c.ok(["outbox", "list"]) as? [[String: Any]])
+            #expect(outbox.count == 2, "the two writes to A's zone only: \(outbox)")
         }
     }
 

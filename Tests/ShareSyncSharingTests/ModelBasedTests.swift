@@ -745,8 +745,8 @@ struct ModelRun {
     }
 
     /// The owner changes a share's publicPermission (sometimes to what it is already). A change removes
-    /// the pending participants (unbound one-time ones included), a change to none everyone but the
-    /// owner; public users get the new one.
+    /// the pending participants (unbound one-time ones included), a change to none the public users
+    /// too; public users get the new one.
     mutating func ownerSetPublicPermission() throws {
         guard let (z, s) = randomShare() else { return }
         let permission = rng.pick([Participant.Permission.none, .readOnly, .readWrite])!
@@ -757,7 +757,7 @@ struct ModelRun {
         if check("owner public", result.errors[s], Expectation(allowed: [nil], description: "make \(s) public \(permission) (was \(old))")) {
             var shr = model[z]!.shares[s]!
             if permission != old {
-                shr.members = permission == .none ? [:] : shr.members.filter { $0.value.status != .pending }
+                shr.members = shr.members.filter { $0.value.status != .pending && !(permission == .none && $0.value.role == .publicUser) }
                 // Unbound one-time participants are pending: they go too (bound ones go with their member).
                 model[z]!.oneTime = model[z]!.oneTime.filter { $0.value.share != s || $0.value.boundTo != nil }
             }

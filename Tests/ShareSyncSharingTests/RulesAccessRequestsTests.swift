@@ -45,6 +45,7 @@ struct RulesAccessRequestsTests {
         let real = failure { try w.db.requestAccess(url: saved.url!, as: caller("_x")) }
         let fake = failure { try w.db.requestAccess(url: forged.absoluteString, as: caller("_x")) }
         #expect(real?.code == .participantMayNeedVerification)
+        #expect(real?.message.contains("takes access requests") == true)
         #expect(real == fake)
         #expect(try w.currentShare(saved.recordID).requesters.isEmpty)
     }
