@@ -86,7 +86,7 @@ struct ParticipantWriteTests {
         let owner = try await TestOwner.start()
         let b = try TestParticipant()
         defer { b.remove() }
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readOnly)])
+        let (url, shareName) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
         let ownerName = owner.identity.userRecordName
         let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
         let sync = try b.makeSync()
@@ -95,6 +95,11 @@ struct ParticipantWriteTests {
         let port = owner.server.port
         try await owner.stop()
         try await expectEventually(sync, "disconnected") { sync.status(owner: ownerName) != .following }
+        // Made read-only while away: the replica still says read-write, so the write is queued.
+        var share = try #require(Share(try owner.db.fetchRecord(Record.ID(recordName: shareName, zoneID: owner.zone))))
+        let entry = try #require(share.participants.first { $0.userIdentity.userRecordName == b.identity.userRecordName })
+        try share.setPermission(.readOnly, forParticipantID: entry.participantID)
+        _ = try owner.db.modifyRecords(saving: [share.record]).get()
 
         var topic = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "topic", zoneID: zone)))
         topic["title"] = "not allowed"
