@@ -104,7 +104,7 @@ public struct Share: Sendable, Hashable {
     /// private to invited participants. Public users (those who joined through the URL) always have
     /// this permission, also after it changes. When a saved change of it reaches the server, pending
     /// participants are removed; a change to none also removes the public users. Private
-    /// participants who had accepted, and administrators, stay.
+    /// participants and administrators who had accepted stay.
     public var publicPermission: Participant.Permission {
         get { state.publicPermission }
         set { state.publicPermission = newValue }

@@ -387,7 +387,7 @@ extension WriteContext {
         }
         // A change of publicPermission removes the pending participants; a change to none also removes
         // the public users (below), as CloudKit "removes all public participants". Private participants
-        // who had accepted, and administrators, stay: before, a change to none removed everyone but
+        // and administrators who had accepted stay: before, a change to none removed everyone but
         // the owner, so an owner who opened a share to the public and closed it again took it away
         // from the people invited first. Participants added in the same save stay: new invitations.
         let publicChanged = existing.map { $0.publicPermission != share.publicPermission } ?? false

@@ -62,8 +62,15 @@ struct ParticipantOutboxTests {
             #expect(error?.code == .permissionFailure)
             #expect(error?.rule == .readOnlyParticipant)
             #expect(error?.message.contains("read-only") == true)
+            #expect(error?.recordID?.zoneID.zoneName == "Topics")
         }
         #expect(try w.sync.replica.outboxOperations(owner: w.ownerName).isEmpty)
+        // A write that also saves the share record (an administrator's edit) is the owner's to judge: queued.
+        let shareRecord = try #require(try w.sync.replica.shareRecords().first)
+        guard case .queued = try await w.sync.modifyRecords(
+            owner: w.ownerName, zoneName: "Topics", saving: [shareRecord, record], atomically: false)
+        else { throw ShareSyncError(.internalError, "expected the write with the share record to be queued") }
+        #expect(try w.sync.replica.outboxOperations(owner: w.ownerName).count == 1)
         // A read-write participant's write in the same situation is queued, as before.
         let c = try TestParticipant()
         defer { c.remove() }

@@ -5,7 +5,7 @@ import Testing
 @testable import ShareSyncStore
 
 // Issue 11, "Wrong today" 1–4: public users' permission follows publicPermission; a change of
-// publicPermission removes pending participants (none: everyone but the owner); inviting a blocked
+// publicPermission removes pending participants (none: the public users too); inviting a blocked
 // user is refused until unblocked; deleting a record that does not exist is unknownItem.
 @Suite("Rules: publicPermission changes, blocking and unblocking, deleting missing records")
 struct RulesPublicPermissionTests {

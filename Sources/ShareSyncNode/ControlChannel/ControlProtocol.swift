@@ -94,8 +94,8 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// → ``Done``
     case shareRemoveParticipant(zone: String, share: String?, participantID: String)
     /// Changes the public permission (and so whether anyone with the URL may join). Public users who
-    /// joined already get the new permission; pending invitations are removed, and with `none` every
-    /// participant but the owner. → ``ShareInfo``
+    /// joined already get the new permission; pending invitations are removed, and with `none` the
+    /// public users too (invited participants who had accepted stay). → ``ShareInfo``
     case shareSetPublicPermission(zone: String, share: String?, permission: Participant.Permission)
     /// Stops sharing: deletes the share. → ``Done``
     case shareStop(zone: String, share: String?)

@@ -432,7 +432,9 @@ public final class ParticipantSync: Sendable {
                     ? "owner \(owner) is not connected now; try again later"
                     : "earlier writes to owner \(owner) wait in the outbox; try again once they are sent")
         }
-        try checkNotReadOnly(owner: owner, zoneName: zoneName, saving: saving, deleting: deleting)
+        // Not after a direct send that failed on the network: the owner may have applied it (its
+        // answer lost), and the write, with its ID, is queued to learn how it ended.
+        if parts == nil { try checkNotReadOnly(owner: owner, zoneName: zoneName, saving: saving, deleting: deleting) }
         let queued = try replica.enqueue(
             owner: owner,
             operation: OutboxOperation(
@@ -443,21 +445,23 @@ public final class ParticipantSync: Sendable {
         return .queued(queued)
     }
 
-    /// Refuses a write to be queued that the owner is known to refuse: one that changes records (not
-    /// share records) in a zone where every share this replica holds gives this node read-only
+    /// Refuses a write to be queued that the owner is known to refuse: one that changes only records
+    /// (no share record) in a zone where every share this replica holds gives this node read-only
     /// permission. As the owner would: `permissionFailure`, rule `readOnlyParticipant`, and nothing
     /// queued. Before, such a write waited in the outbox until the owner was back, and only then
-    /// came back refused. What the replica holds is what the owner last said: a permission raised
-    /// meanwhile is seen once the node is back in touch, and the write can be made then. A zone with
-    /// no share in the replica, or one share giving read-write, is left to the owner to decide.
+    /// came back refused. The replica holds what the owner last sent: a permission raised since,
+    /// or a second share of the zone accepted whose share record has not come yet, is seen once the
+    /// node is back in touch, and the write can be made then. A zone with no share in the replica,
+    /// or one share giving read-write, and a write that also saves or deletes a share record (an
+    /// administrator's edit, a leave), are left to the owner to decide.
     private func checkNotReadOnly(owner: String, zoneName: String, saving: [Record], deleting: [String]) throws(ShareSyncError) {
-        let changesRecords =
-            saving.contains { $0.recordType != Record.shareRecordType }
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: owner)
+        let touchesShare =
+            saving.contains { $0.recordType == Record.shareRecordType }
             || deleting.contains { name in
-                let id = Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zoneName, ownerName: owner))
-                return (try? replica.fetchRecord(id))??.recordType != Record.shareRecordType
+                (try? replica.fetchRecord(Record.ID(recordName: name, zoneID: zoneID)))??.recordType == Record.shareRecordType
             }
-        guard changesRecords else { return }
+        guard !touchesShare, !saving.isEmpty || !deleting.isEmpty else { return }
         let shares = try replica.shareRecords().filter { $0.recordID.zoneID.ownerName == owner && $0.recordID.zoneID.zoneName == zoneName }
             .compactMap(Share.init)
         let me = identity.userRecordName
@@ -468,6 +472,7 @@ public final class ParticipantSync: Sendable {
         throw ShareSyncError(
             .permissionFailure,
             "you have read-only permission in every share of zone \(zoneName) (as owner \(owner) last said); the write was not queued",
+            recordID: saving.first?.recordID ?? deleting.first.map { Record.ID(recordName: $0, zoneID: zoneID) },
             rule: .readOnlyParticipant)
     }
 
