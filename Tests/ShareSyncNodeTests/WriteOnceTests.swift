@@ -3,7 +3,43 @@ import ShareSyncCore
 @testable import ShareSyncNode
 import ShareSyncStore
 import ShareSyncWire
+import Synchronization
 import Testing
+
+/// An owner connection whose every write is refused as too large, halved (the new cut told), and then
+/// cut off before an answer: what the outbox stores in between is checked.
+private final class HalvingThenCut: OwnerDatabase {
+    let ownerName: String
+    let limits = WireLimits()
+    let isActive = true
+    let announcedAddress: WireAddress? = nil
+    init(ownerName: String) { self.ownerName = ownerName }
+    private func unused() -> ShareSyncError { ShareSyncError(.internalError, "not served by this test owner") }
+    func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?) {}
+    func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool) async throws(ShareSyncError) -> ShareMetadata { throw unused() }
+    func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata { throw unused() }
+    func requestAccess(url: String) async throws(ShareSyncError) { throw unused() }
+    func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError) { throw unused() }
+    func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int?) async throws(ShareSyncError) -> DatabaseChanges {
+        throw unused()
+    }
+    func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
+        async throws(ShareSyncError) -> PendingZoneChanges
+    { throw unused() }
+    func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError) -> [Record.ID: Result<Record, ShareSyncError>] {
+        throw unused()
+    }
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
+        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        let count = saving.count + deleting.count
+        try recut?([count / 2, count - count / 2])
+        throw ShareSyncError(.networkFailure, "the connection closed before the first half was answered (test)")
+    }
+    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) { throw unused() }
+    func close() async {}
+}
 
 /// A participant's write sent again after its answer was lost is applied once (`modifyRecords`'
 /// `writeID`): the owner answers the repeat with the first answer and changes nothing.
@@ -160,6 +196,71 @@ struct WriteOnceTests {
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")
         await connection.close()
         try await owner.stop()
+    }
+
+    @Test("a request refused as too large goes as two halves, whose cut is told before they are sent; sent again with it, nothing is applied twice")
+    func halvesAreToldBeforeTheyAreSent() async throws {
+        var limits = Limits()
+        limits.maximumItemsPerRequest = 4
+        let owner = try await TestOwner.start(limits: limits)
+        // Two notes (the owner's own writes have the same limit); the write creates the others.
+        let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 2)
+        let notes = (0..<6).map { i -> Record in
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: zone))
+            note["title"] = "participant"
+            note.setParent(Record.ID(recordName: "topic", zoneID: zone))
+            return note
+        }
+        // Cut as one request of 6 (as an owner with higher limits had it): refused, sent as 3 and 3.
+        let told = Mutex<[[Int]]>([])
+        let applied = Mutex<[String?]>([])
+        let first = try await connection.modifyRecords(
+            zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-halves", parts: [6],
+            recut: { parts throws(ShareSyncError) in
+                told.withLock { $0.append(parts) }
+                // Told before the halves go: the owner holds none of them yet.
+                let title = try? owner.db.fetchRecord(owner.id("n0"))["title"]
+                applied.withLock { $0.append(title.flatMap { if case .string(let s) = $0 { s } else { nil } }) }
+            })
+        #expect(first.saveResults.count == 6 && first.errors.isEmpty, "\(first.errors)")
+        #expect(told.withLock { $0 } == [[3, 3]])
+        let seen = applied.withLock { $0 }
+        #expect(seen.count == 1 && seen.first != "participant", "\(seen)")
+        for name in ["n0", "n5"] {
+            var theirs = try owner.db.fetchRecord(owner.id(name))
+            theirs["title"] = "owner"
+            _ = try owner.db.modifyRecords(saving: [theirs], savePolicy: .allKeys).get()
+        }
+        // Sent again with the cut it was told (its answers lost, say): the halves' IDs, nothing applied again.
+        let again = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-halves", parts: [3, 3])
+        #expect(again.saveResults.count == 6 && again.errors.isEmpty, "\(again.errors)")
+        #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "owner")
+        #expect(try owner.db.fetchRecord(owner.id("n5"))["title"] == "owner")
+        await connection.close()
+        try await owner.stop()
+    }
+
+    @Test("the outbox stores the halves' cut before they are sent: sent again, the write goes as those halves")
+    func theOutboxStoresTheHalvesCut() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (sync, mine) = try await Self.participantEditingANote(owner, b)
+        let ownerName = owner.identity.userRecordName
+        try await owner.stop()
+        try await expectEventually(sync, "disconnected") { sync.status(owner: ownerName) != .following }
+        let other = Record(recordType: "Note", recordID: Record.ID(recordName: "n-new", zoneID: mine.recordID.zoneID))
+        guard case .queued(let queued) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine, other]) else {
+            Issue.record("expected the write to be queued")
+            return
+        }
+        let link = try #require(sync.existingLink(ownerName))
+        let error = await expectShareSyncError { try await link.flushOutbox(HalvingThenCut(ownerName: ownerName)) }
+        #expect(error?.code == .networkFailure)
+        let stored = try #require(try sync.replica.outboxOperation(id: queued.id)?.operation)
+        #expect(stored.state == .pending)
+        #expect(stored.parts == [1, 1], "\(String(describing: stored.parts))")
+        await sync.stop()
     }
 
     @Test("a queued write is cut into requests once, on disk before its first send; one queued without a write ID gets one")

@@ -67,7 +67,8 @@ private final class PagedOwner: OwnerDatabase {
         throw unused()
     }
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
+        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
     )
         async throws(ShareSyncError) -> ModifyRecordsResult
     { throw unused() }

@@ -311,28 +311,44 @@ public final class OwnerConnection: Sendable {
     /// items in each request, as the write was cut when first sent: ``OutboxOperation/parts``) makes a
     /// write sent again go as the same requests under the same IDs, whatever the owner's limits are
     /// now; without it the write is cut by them. A request the owner then refuses as too large (which
-    /// it does only if it did not apply it under its ID) goes as two halves, each with its own ID.
+    /// it does only if it did not apply it under its ID) goes as two halves, each with its own ID;
+    /// `recut` is told the write's cut with those halves before they are sent (the outbox stores it:
+    /// sent again, the write goes as the halves, under their IDs, even if the owner's limits were
+    /// raised meanwhile; sent whole under the request's ID, a half the owner had applied, its answer
+    /// lost, was applied again).
     public func modifyRecords(
         zoneName: String, saving: [Record] = [], deleting: [String] = [],
-        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil, parts: [Int]? = nil
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil, parts: [Int]? = nil,
+        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)? = nil
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         let items = saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
         var result = ModifyRecordsResult()
-        let chunks: [[ModifyItem]]
+        var cut: [Int]
         if let parts, parts.allSatisfy({ $0 > 0 }), parts.reduce(0, +) == items.count {
-            var start = 0
-            chunks = parts.map { count in
-                defer { start += count }
-                return Array(items[start..<(start + count)])
-            }
+            cut = parts
         } else {
-            chunks = ModifyItem.batches(items, limits: limits)
+            cut = ModifyItem.batches(items, limits: limits).map(\.count)
         }
-        for chunk in chunks {
-            let chunkID = writeID.map { chunks.count == 1 ? $0 : Self.partWriteID($0, chunk) }
-            try await modifyRecords(
-                zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, writeRoot: writeID, writeID: chunkID,
-                into: &result)
+        var index = 0
+        var start = 0
+        while index < cut.count {
+            let chunk = Array(items[start..<(start + cut[index])])
+            // A write in one request goes under the write's own ID; cut in several, each request under
+            // an ID made from the write's and the request's items.
+            let chunkID = writeID.map { cut.count == 1 ? $0 : Self.partWriteID($0, chunk) }
+            do {
+                try await modifyRecords(zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, writeID: chunkID, into: &result)
+            } catch where error.code == .limitExceeded && Self.refusesSize(error) && chunk.count > 1 {
+                // The owner counted more bytes than this side did, or a request cut as it was first
+                // sent is over limits the owner lowered since: ask in two halves. Refused whole, so it
+                // was not applied under its ID (the owner answers a request it applied with its first
+                // answer before it checks the limits). The new cut is told first (stored by the outbox).
+                cut.replaceSubrange(index...index, with: [chunk.count / 2, chunk.count - chunk.count / 2])
+                try recut?(cut)
+                continue
+            }
+            start += cut[index]
+            index += 1
         }
         return result
     }
@@ -364,7 +380,7 @@ public final class OwnerConnection: Sendable {
     }
 
     private func modifyRecords(
-        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, writeRoot: String?, writeID: String?,
+        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
         into result: inout ModifyRecordsResult
     ) async throws(ShareSyncError) {
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
@@ -376,26 +392,10 @@ public final class OwnerConnection: Sendable {
             case .delete(let name): deletes.append(name)
             }
         }
-        let page: ModifyRecordsWireResult
-        do {
-            page = try await send(
-                .modifyRecords(
-                    zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically, writeID: writeID),
-                expecting: ModifyRecordsWireResult.self)
-        } catch where error.code == .limitExceeded && Self.refusesSize(error) && chunk.count > 1 {
-            // The owner counted more bytes than this side did, or a request cut as it was first sent
-            // is over limits the owner lowered since: ask in two halves. Refused whole, so it was not
-            // applied under `writeID` (the owner answers a request it applied with its first answer
-            // before it checks the limits).
-            let (first, second) = (Array(chunk[..<(chunk.count / 2)]), Array(chunk[(chunk.count / 2)...]))
-            try await modifyRecords(
-                zoneName: zoneName, first, savePolicy: savePolicy, atomically: atomically, writeRoot: writeRoot,
-                writeID: writeRoot.map { Self.partWriteID($0, first) }, into: &result)
-            try await modifyRecords(
-                zoneName: zoneName, second, savePolicy: savePolicy, atomically: atomically, writeRoot: writeRoot,
-                writeID: writeRoot.map { Self.partWriteID($0, second) }, into: &result)
-            return
-        }
+        let page = try await send(
+            .modifyRecords(
+                zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically, writeID: writeID),
+            expecting: ModifyRecordsWireResult.self)
         page.merge(saving: saves, deleting: deletes, zoneID: zoneID, into: &result)
     }
 

@@ -43,9 +43,10 @@ public protocol OwnerDatabase: AnyObject, Sendable {
         -> [Record.ID: Result<Record, ShareSyncError>]
     /// Saves and deletes records in a shared zone, split to fit the owner's limits, or as `parts` says
     /// (``OutboxOperation/parts``: a write sent again under its `writeID` is cut as it was the first time).
+    /// `recut` is told the new cut before a request the owner refused as too large goes as two halves.
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
-        parts: [Int]?
+        parts: [Int]?, recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
     ) async throws(ShareSyncError) -> ModifyRecordsResult
     /// Subscribes to this identity's view: a push after every change since `token` (or since now), each
     /// handed to `receiver` as it is read, in order. The subscription ends (``PushReceiver/end``) when
@@ -62,7 +63,7 @@ extension OwnerDatabase {
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try await modifyRecords(
             zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID,
-            parts: nil)
+            parts: nil, recut: nil)
     }
 
     /// How a write of `saving` and `deleting` is cut into requests by this owner's limits now: the number
@@ -77,7 +78,7 @@ extension OwnerDatabase {
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try await modifyRecords(
             zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: nil,
-            parts: nil)
+            parts: nil, recut: nil)
     }
 
     /// Subscribes to this identity's view: the stream yields a push after every change since `token`

@@ -36,10 +36,20 @@ extension ParticipantOwnerLink {
             do {
                 // With its write ID: if an answer was lost (a cut connection, a crash), the owner answers
                 // this send with the first answer instead of applying the write again.
+                // A request the owner refuses as too large goes as two halves: the new cut is stored
+                // before they are sent, so that a resend goes as those halves under their IDs.
                 let first = try await connection.modifyRecords(
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
                     savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID,
-                    parts: operation.parts)
+                    parts: operation.parts, recut: { [replica, operation] parts throws(ShareSyncError) in
+                        var recut = operation
+                        recut.parts = parts
+                        do throws(ShareSyncError) {
+                            try replica.updateOperation(recut)
+                        } catch where error.code == .unknownItem {
+                            // Discarded meanwhile: the send goes on, as for any discard during a send.
+                        }
+                    })
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
             } catch where Self.keepsPending(error) {
                 throw error
