@@ -22,7 +22,7 @@ struct AcceptCommand: AsyncParsableCommand {
             """)
     @OptionGroup var options: NodeOptions
     @Argument(help: "The share URL or invitation link.") var url: String
-    @Option(help: "How long to wait for the initial sync, in seconds (at most 3600).") var timeout: Double = 300
+    @Option(parsing: .unconditional, help: "How long to wait for the initial sync, in seconds (at most 3600).") var timeout: Double = 300
 
     func validate() throws {
         guard ShareURL(string: url) != nil else { throw ValidationError("\(url.debugDescription) is not a share URL") }
@@ -177,7 +177,8 @@ struct ChangesCommand: AsyncParsableCommand {
     @Option(help: "Print the changes of this zone only.") var zone: String?
     @Option(help: "With --shared --zone: the owner (user record name, name or email) when several owners share the zone name.")
     var owner: String?
-    @Option(help: "At most this many changes (zones with --database); the rest comes from the token printed.")
+    // `.unconditional`: `--limit -5` is a value the check below refuses, not a missing one.
+    @Option(parsing: .unconditional, help: "At most this many changes (zones with --database); the rest comes from the token printed.")
     var limit: Int?
 
     func validate() throws {

@@ -37,8 +37,9 @@ extension RecordCommand {
         @Option(help: "Only the children of this record (same zone).") var parent: String?
         @Option(name: .customLong("sort"), help: ArgumentHelp("Order by a key, ascending (KEY) or descending (KEY:desc).", valueName: "key[:desc]"))
         var sorts: [String] = []
-        @Option(help: "At most this many records (1-1000).") var limit = 100
-        @Option(help: "Where the next page starts (printed after a page that stopped at --limit).") var cursor: Int?
+        // `.unconditional`: a negative number is a value the checks below refuse, not a missing one.
+        @Option(parsing: .unconditional, help: "At most this many records (1-1000).") var limit = 100
+        @Option(parsing: .unconditional, help: "Where the next page starts (printed after a page that stopped at --limit).") var cursor: Int?
         @OptionGroup var sharing: RecordCommand.SharedOptions
 
         func validate() throws {

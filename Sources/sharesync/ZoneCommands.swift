@@ -362,7 +362,7 @@ struct RecordCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("The JSON Lines file, or - for standard input.", valueName: "path")) var file: String
         @Option(help: ArgumentHelp("allKeys (default), changedKeys or ifServerRecordUnchanged (see above).", valueName: "policy"))
         var policy: SavePolicy?
-        @Option(help: "Records per batch (one transaction each).") var batchSize = 2000
+        @Option(parsing: .unconditional, help: "Records per batch (one transaction each).") var batchSize = 2000
         @Option(help: "Leave out the first N records of the file (to resume after the batches that committed).")
         var skip = 0
 

@@ -52,6 +52,25 @@ struct CLIDetailsTests {
         }
     }
 
+    @Test("a negative number given to a numeric option is refused by that option's own check (64), not as a missing value")
+    func negativeNumbers() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let home = folder.path + "/none"
+        for (arguments, message) in [
+            (["changes", "--shared", "--limit", "-5"], "--limit must be 1 or more"),
+            (["record", "query", "--zone", "Z", "--type", "T", "--limit", "-5"], "--limit -5 is not between 1 and"),
+            (["record", "query", "--zone", "Z", "--type", "T", "--cursor", "-1"], "--cursor -1 must not be negative"),
+            (["accept", "sharesync://127.0.0.1:7420/share/PJddINT0_RFtsUZscRLeoSDj?owner=861c5add48934dc0bbcf0ec1406315ca", "--timeout", "-1"], "--timeout must be more than 0"),
+            (["record", "import", "--zone", "Z", "--file", "f", "--batch-size", "-3"], "--batch-size must be 1...10000"),
+        ] {
+            let result = try cli(arguments + ["--home", home])
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+            #expect(!result.stderr.contains("Missing value"), "\(arguments): \(result.stderr)")
+        }
+    }
+
     @Test("owner-only share commands with --shared are usage errors (64) before anything is asked")
     func ownerOnlyShareCommands() throws {
         let folder = try TemporaryFolder()
