@@ -6,7 +6,7 @@ import Synchronization
 
 /// Which share a command is about: a zone and, when the zone has several, the share's record name;
 /// with `--shared` (or `--owner`), a share this node accepted from another owner.
-struct ShareTarget: ParsableArguments {
+struct ShareTarget: ParsableArguments, ShareTargeting {
     @Option(help: "The share's zone.") var zone: String
     @Option(help: ArgumentHelp(
         "The share's record name, or its root record's name (default: the zone's only share; a zone-wide share is cloudkit.zoneshare).",
@@ -23,7 +23,32 @@ struct ShareTarget: ParsableArguments {
 
     /// Whether the command is about a share this node accepted.
     var isShared: Bool { shared }
+}
 
+/// The share of a command only the owner gives (`share set|public|stop|block|unblock`): a zone and,
+/// when the zone has several, the share's record name. `--shared` and `--owner` are still read (so
+/// that giving them is the usage error that says they do not apply) but not shown in the help.
+struct OwnerShareTarget: ParsableArguments, ShareTargeting {
+    @Option(help: "The share's zone.") var zone: String
+    @Option(help: ArgumentHelp(
+        "The share's record name, or its root record's name (default: the zone's only share; a zone-wide share is cloudkit.zoneshare).",
+        valueName: "name"))
+    var share: String?
+    @Flag(help: .hidden) var shared = false
+    @Option(help: .hidden) var owner: String?
+
+    var isShared: Bool { shared || owner != nil }
+}
+
+/// What the share commands need of their target: ``ShareTarget`` or ``OwnerShareTarget``.
+protocol ShareTargeting {
+    var zone: String { get }
+    var share: String? { get }
+    var owner: String? { get }
+    var isShared: Bool { get }
+}
+
+extension ShareTargeting {
     /// Refuses `--shared` for a command only the owner can give.
     func ownerOnly(_ command: String) throws {
         guard !isShared else {
@@ -276,7 +301,7 @@ struct ShareCommand: AsyncParsableCommand {
                   sharesync share set --zone Groceries --allow-access-requests
                 """)
         @OptionGroup var options: NodeOptions
-        @OptionGroup var target: ShareTarget
+        @OptionGroup var target: OwnerShareTarget
         @Option(help: "The title (cloudkit.title).") var title: String?
         @Option(help: ArgumentHelp("An image file (cloudkit.thumbnailImageData).", valueName: "path")) var thumbnail: String?
         @Option(name: .customLong("type"), help: ArgumentHelp("A uniform type identifier (cloudkit.type).", valueName: "uti"))
@@ -504,7 +529,7 @@ struct ShareCommand: AsyncParsableCommand {
                   sharesync share public --zone Groceries --permission readOnly
                 """)
         @OptionGroup var options: NodeOptions
-        @OptionGroup var target: ShareTarget
+        @OptionGroup var target: OwnerShareTarget
         @Option(help: "none, readOnly or readWrite.") var permission: Participant.Permission
 
         func validate() throws {
@@ -526,7 +551,7 @@ struct ShareCommand: AsyncParsableCommand {
             abstract: "Stop sharing: delete the share (the records stay).",
             discussion: "Example:\n  sharesync share stop --zone Groceries")
         @OptionGroup var options: NodeOptions
-        @OptionGroup var target: ShareTarget
+        @OptionGroup var target: OwnerShareTarget
 
         func validate() throws { try target.ownerOnly("stop") }
 
@@ -608,7 +633,7 @@ struct ShareCommand: AsyncParsableCommand {
             abstract: "Block a user from asking again (a participant with that identity is removed).",
             discussion: "Example:\n  sharesync share block --zone Groceries --user _3fa4…")
         @OptionGroup var options: NodeOptions
-        @OptionGroup var target: ShareTarget
+        @OptionGroup var target: OwnerShareTarget
         @Option(help: "The user record name.") var user: String
 
         func validate() throws { try target.ownerOnly("block") }
@@ -631,7 +656,7 @@ struct ShareCommand: AsyncParsableCommand {
                   sharesync share unblock --zone Groceries --user _3fa4…
                 """)
         @OptionGroup var options: NodeOptions
-        @OptionGroup var target: ShareTarget
+        @OptionGroup var target: OwnerShareTarget
         @Option(help: "The blocked user's record name (see `share show`).") var user: String
 
         func validate() throws { try target.ownerOnly("unblock") }
@@ -645,7 +670,7 @@ struct ShareCommand: AsyncParsableCommand {
     }
 }
 
-extension ShareTarget {
+extension ShareTargeting {
     /// The request that reads the share: the owner's own, or (``isShared``) the accepted one from the replica.
     var request: ControlRequest {
         isShared ? .sharedShareGet(owner: owner, zone: zone, share: share) : .shareGet(zone: zone, share: share)

@@ -79,7 +79,17 @@ struct CLIDetailsTests {
         for command in [["block", "--user", "_x"], ["unblock", "--user", "_x"], ["stop"], ["public", "--permission", "readOnly"]] {
             let result = try cli(["share"] + command + ["--zone", "Z", "--shared", "--home", folder.path + "/none"])
             #expect(result.status == 64 && result.stderr.contains("--shared does not apply"), "\(command): \(result.stderr)")
+            // Their help does not offer --shared or --owner (it showed `[--shared]`, a usage error there).
+            let help = try cli(["share", command[0], "--help"])
+            #expect(help.status == 0 && !help.stdout.contains("--shared") && !help.stdout.contains("--owner"), "\(command): \(help.stdout)")
         }
+        for command in ["set", "public", "stop", "block", "unblock"] {
+            let help = try cli(["share", command, "--help"])
+            #expect(!help.stdout.contains("--shared"), "\(command): \(help.stdout)")
+        }
+        // Commands an administrator gives through --shared still show it.
+        let invite = try cli(["share", "invite", "--help"])
+        #expect(invite.stdout.contains("--shared") && invite.stdout.contains("--owner"), "\(invite.stdout)")
     }
 
     @Test("a thumbnail that cannot be read is a usage error of the share command that names it, before anything is asked")
