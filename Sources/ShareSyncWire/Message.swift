@@ -57,9 +57,24 @@ public enum MessageCoding {
             return try JSONCoding.decoder().decode(type, from: data)
         } catch let error as ShareSyncError {
             throw ShareSyncError(error.code, error.message, rule: .malformedRequest)
+        } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty && numberMisfit(in: data) != nil {
+            // Foundation says "not valid JSON" of valid JSON whose number does not fit an integer field.
+            throw ShareSyncError(.invalidArguments, "malformed message: \(numberMisfit(in: data)!)", rule: .malformedRequest)
         } catch {
             throw ShareSyncError(.invalidArguments, "malformed message: \(describe(error))", rule: .malformedRequest)
         }
+    }
+
+    /// What is wrong with valid JSON that `JSONDecoder` calls "not valid JSON": a number that is not a
+    /// whole number, or is out of range, where a whole number is expected (`{"id":1.5}`). `nil` when
+    /// `data` is not valid JSON.
+    static func numberMisfit(in data: Data) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else { return nil }
+        if let id = (object as? [String: Any])?["id"] as? NSNumber {
+            let value = id.doubleValue
+            if value != value.rounded() || abs(value) >= 9.0e15 { return "id must be a whole number (it is \(id))" }
+        }
+        return "a number is not a whole number, or is out of range, where a whole number is expected"
     }
 
     static func describe(_ error: any Error) -> String { JSONErrors.describe(error) }

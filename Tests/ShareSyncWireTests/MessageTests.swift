@@ -173,6 +173,19 @@ struct MessageTests {
         }
     }
 
+    @Test("a request whose id is not a whole number is refused naming the id", arguments: [#"{"id":1.5,"op":"ping"}"#, #"{"id":"1","op":"ping"}"#, #"{"id":1e40,"op":"ping"}"#])
+    func idNotAnInteger(line: String) {
+        do {
+            _ = try MessageCoding.decode(Request.self, from: Data(line.utf8))
+            Issue.record("decoded \(line)")
+        } catch {
+            #expect(error.rule == .malformedRequest)
+            #expect(error.message.contains("id"), "\(error.message)")
+            #expect(!error.message.contains("not valid JSON"), "\(error.message)")
+            if line.contains("1.5") { #expect(error.message.contains("id must be a whole number (it is 1.5)"), "\(error.message)") }
+        }
+    }
+
     @Test("the head of a malformed request still yields its id when there is one")
     func headOfMalformed() throws {
         #expect(try MessageCoding.decode(MessageHead.self, from: Data(#"{"id":9,"op":"noSuchOp"}"#.utf8)).id == 9)
