@@ -93,7 +93,13 @@ struct RecordCommand: AsyncParsableCommand {
     }
 
     static func describe(_ result: SharedWriteResult) -> String {
-        switch result.outcome {
+        if result.leavesShare == true {
+            return switch result.outcome {
+            case .sent: "sent: you left the share (a participant deleting a share record leaves it); its records leave this node"
+            case .queued: "queued: you leave the share (a participant deleting a share record leaves it) once the owner is reached; `sharesync outbox` lists it"
+            }
+        }
+        return switch result.outcome {
         case .sent: "sent" + (result.record.map { ": saved " + Output.describe($0) } ?? "")
         case .queued: "queued (not sent now: the owner is not connected, or earlier writes to it wait); `sharesync outbox` lists it until the owner accepts it"
         }

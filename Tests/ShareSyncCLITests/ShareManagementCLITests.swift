@@ -247,6 +247,11 @@ struct ShareManagementCLITests {
             // A participant cannot set them: `share set` is the owner's.
             let notOwner = try b.run(["share", "set", "--zone", "Topics", "--shared", "--title", "Mine"])
             #expect(notOwner.status == 64, "\(notOwner.stderr)")
+
+            // A participant deleting the share record leaves the share, and is told so (it printed "sent").
+            let left = try cli(["record", "delete", "--shared", "--zone", "Topics", "--name", seen["shareName"] as! String, "--home", b.home])
+            #expect(left.status == 0 && left.stdout.contains("you left the share"), "\(left.stdout) \(left.stderr)")
+            #expect(eventually { ((try? b.ok(["zone", "list", "--shared"])) as? [Any])?.isEmpty == true })
         }
     }
 }

@@ -165,7 +165,7 @@ extension ControlHandler {
         case .sharedRecordDelete(let owner, let zone, let name):
             let zoneID = try sharedZone(owner: owner, zone: zone, in: replica)
             let id = Record.ID(recordName: name, zoneID: zoneID)
-            guard try replica.fetchRecord(id) != nil else {
+            guard let existing = try replica.fetchRecord(id) else {
                 // This node's own save of it, not accepted yet, shows in `record get --shared` but is not the
                 // owner's to delete: the outbox holds it.
                 let queued = try replica.outboxOperations(owner: zoneID.ownerName).first { entry in
@@ -174,12 +174,14 @@ extension ControlHandler {
                 let hint = queued.map { "; it is your own save, not accepted by the owner yet: `sharesync outbox discard \($0.operation.id)` drops it" } ?? ""
                 throw ShareSyncError(.unknownItem, "record \(name) is not in shared zone \(zone)\(hint)", recordID: id)
             }
+            // A participant deleting a share record leaves that share (as in CloudKit): said so in the result.
+            let leaves: Bool? = existing.recordType == Record.shareRecordType ? true : nil
             switch try await participant.modifyRecords(owner: zoneID.ownerName, zoneName: zone, deleting: [name]) {
             case .sent(let result):
                 try check(result)
-                return ok(SharedWriteResult(outcome: .sent))
+                return ok(SharedWriteResult(outcome: .sent, leavesShare: leaves))
             case .queued:
-                return ok(SharedWriteResult(outcome: .queued))
+                return ok(SharedWriteResult(outcome: .queued, leavesShare: leaves))
             }
         case .sharedRecordModify(let saving, let deleting, let policy, let atomically, let queue):
             // Each zone's items go to its owner as one request, in the order the zones first appear.

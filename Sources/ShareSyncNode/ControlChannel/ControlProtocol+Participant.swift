@@ -75,10 +75,13 @@ public struct SharedWriteResult: Codable, Sendable, Hashable {
     public var outcome: Outcome
     /// The saved record as the owner returned it (`sent` saves only).
     public var record: Record?
+    /// The deletion was of a share record: for a participant, leaving that share (`true`; absent otherwise).
+    public var leavesShare: Bool?
 
-    public init(outcome: Outcome, record: Record? = nil) {
+    public init(outcome: Outcome, record: Record? = nil, leavesShare: Bool? = nil) {
         self.outcome = outcome
         self.record = record
+        self.leavesShare = leavesShare
     }
 }
 
