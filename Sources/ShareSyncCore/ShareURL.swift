@@ -29,29 +29,56 @@ public struct ShareURL: Sendable, Hashable, CustomStringConvertible {
         self.invitation = invitation
     }
 
-    /// Parses a share URL; `nil` if it is not one.
+    /// Parses a share URL; `nil` if it is not one (``problem(with:)`` says why).
     public init?(string: String) {
-        guard let components = URLComponents(string: string), components.scheme?.lowercased() == Self.scheme,
-            let host = components.host, !host.isEmpty
-        else { return nil }
+        guard case .success(let url) = Self.parse(string) else { return nil }
+        self = url
+    }
+
+    /// What keeps `string` from being a share URL, for an error message (`nil` if it is one): the
+    /// first part found wrong, such as "the path is not /share/TOKEN".
+    public static func problem(with string: String) -> String? {
+        if case .failure(let problem) = parse(string) { return problem.reason }
+        return nil
+    }
+
+    private struct Problem: Error {
+        let reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
+
+    private static func parse(_ string: String) -> Result<ShareURL, Problem> {
+        guard let components = URLComponents(string: string) else { return .failure(Problem("it is not a URL")) }
+        guard components.scheme?.lowercased() == Self.scheme else {
+            return .failure(Problem("it does not start with \(Self.scheme)://"))
+        }
+        guard let host = components.host, !host.isEmpty else { return .failure(Problem("it names no host")) }
         let parts = components.path.split(separator: "/")
-        guard parts.count == 2, parts[0] == "share", Self.isToken(parts[1]) else { return nil }
+        guard parts.count == 2, parts[0] == "share" else { return .failure(Problem("its path is not /share/TOKEN")) }
+        guard Self.isToken(parts[1]) else {
+            return .failure(Problem("its token is not 1 to 128 letters, digits, - and _"))
+        }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        guard HostName.isValid(bare), (1...65535).contains(components.port ?? 7420) else { return nil }
-        self.host = bare
-        self.port = components.port ?? 7420
-        self.token = String(parts[1])
+        guard HostName.isValid(bare) else { return .failure(Problem("its host is not a host name or an IP address")) }
+        guard (1...65535).contains(components.port ?? 7420) else { return .failure(Problem("its port is not 1 to 65535")) }
         let items = components.queryItems ?? []
         // One of each at most: with two, which one counts would depend on who reads the URL.
         let owners = items.filter { $0.name == "owner" }
         let invitations = items.filter { $0.name == "invite" }
-        guard owners.count <= 1, invitations.count <= 1 else { return nil }
-        self.ownerFingerprint = owners.first?.value?.lowercased()
-        self.invitation = invitations.first?.value
+        guard owners.count <= 1 else { return .failure(Problem("it gives owner= twice")) }
+        guard invitations.count <= 1 else { return .failure(Problem("it gives invite= twice")) }
+        let ownerFingerprint = owners.first?.value?.lowercased()
+        let invitation = invitations.first?.value
         // A fingerprint is hex: anything else (a percent-encoded `&invite=…`, say) would read back
         // differently once the URL is written out again.
-        if let ownerFingerprint, !ownerFingerprint.allSatisfy(\.isHexDigit) { return nil }
-        if let invitation, !Self.isToken(Substring(invitation)) { return nil }
+        if let ownerFingerprint, !ownerFingerprint.allSatisfy(\.isHexDigit) {
+            return .failure(Problem("its owner= is not a hexadecimal key fingerprint"))
+        }
+        if let invitation, !Self.isToken(Substring(invitation)) {
+            return .failure(Problem("its invite= is not 1 to 128 letters, digits, - and _"))
+        }
+        return .success(ShareURL(
+            host: bare, port: components.port ?? 7420, token: String(parts[1]), ownerFingerprint: ownerFingerprint, invitation: invitation))
     }
 
     /// The URL without its invitation part.

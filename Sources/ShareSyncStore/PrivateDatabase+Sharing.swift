@@ -322,7 +322,8 @@ extension PrivateDatabase {
 
     private func resolve(_ url: String, _ db: Database) throws -> (ShareURL, String, Share) {
         guard let parsed = ShareURL(string: url) else {
-            throw ShareSyncError(.invalidArguments, "not a share URL: \(url.prefix(200))", rule: .shareURLSyntax)
+            throw ShareSyncError(
+                .invalidArguments, "not a share URL (\(ShareURL.problem(with: url) ?? "?")): \(url.prefix(200))", rule: .shareURLSyntax)
         }
         guard let row = try Row.fetchOne(db, sql: "SELECT zone, name FROM share WHERE token = ?", arguments: [parsed.token]),
             let json = try Data.fetchOne(

@@ -267,7 +267,7 @@ struct ShareCommand: AsyncParsableCommand {
         @Argument(help: "The share URL or invitation link.") var url: String
 
         func validate() throws {
-            guard ShareURL(string: url) != nil else { throw ValidationError("\(url.debugDescription) is not a share URL") }
+            if let problem = ShareURL.problem(with: url) { throw ValidationError("\(url.debugDescription) is not a share URL: \(problem)") }
         }
 
         func run() async throws {

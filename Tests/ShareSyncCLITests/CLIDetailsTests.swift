@@ -71,6 +71,20 @@ struct CLIDetailsTests {
         }
     }
 
+    @Test("a malformed share URL is a usage error that says what is wrong with it")
+    func malformedShareURL() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        for (command, url, problem) in [
+            (["accept"], "https://h:1/share/t?owner=f00d", "it does not start with sharesync://"),
+            (["share", "info"], "sharesync://h:1/shares/t?owner=f00d", "its path is not /share/TOKEN"),
+            (["request-access"], "sharesync://h:1/share/t?owner=nothex", "its owner= is not a hexadecimal key fingerprint"),
+        ] {
+            let result = try cli(command + [url, "--home", folder.path + "/none"])
+            #expect(result.status == 64 && result.stderr.contains("is not a share URL: \(problem)"), "\(command): \(result.stderr)")
+        }
+    }
+
     @Test("owner-only share commands with --shared are usage errors (64) before anything is asked")
     func ownerOnlyShareCommands() throws {
         let folder = try TemporaryFolder()

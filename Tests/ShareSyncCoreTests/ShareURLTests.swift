@@ -61,6 +61,29 @@ struct ShareURLTests {
         #expect(upper.absoluteString == "sharesync://h:1/share/t?owner=f00d")
     }
 
+    @Test("what is wrong with a URL that is not a share URL is named, part by part", arguments: [
+        ("https://h:1/share/t?owner=f00d", "does not start with sharesync://"),
+        ("sharesync:///share/t", "names no host"),
+        ("sharesync://h:1/shares/t", "path is not /share/TOKEN"),
+        ("sharesync://h:1/share/t/x", "path is not /share/TOKEN"),
+        ("sharesync://h:1/share/t!", "token is not"),
+        ("sharesync://a%20b:1/share/t", "host is not a host name"),
+        ("sharesync://h:70000/share/t", "port is not 1 to 65535"),
+        ("sharesync://h:1/share/t?owner=f00d&owner=beef", "owner= twice"),
+        ("sharesync://h:1/share/t?invite=a&invite=b", "invite= twice"),
+        ("sharesync://h:1/share/t?owner=xyz", "owner= is not a hexadecimal"),
+        ("sharesync://h:1/share/t?invite=a%20b", "invite= is not"),
+    ])
+    func problemsAreNamed(url: String, problem: String) {
+        #expect(ShareURL(string: url) == nil, "\(url)")
+        #expect(ShareURL.problem(with: url)?.contains(problem) == true, "\(url): \(String(describing: ShareURL.problem(with: url)))")
+    }
+
+    @Test("a share URL has no problem")
+    func noProblem() {
+        #expect(ShareURL.problem(with: "sharesync://h:1/share/t?owner=f00d&invite=x") == nil)
+    }
+
     @Test("an IPv6 host is written in brackets")
     func ipv6Format() {
         let url = ShareURL(host: "::1", port: 7420, token: "tok", ownerFingerprint: nil)

@@ -9,7 +9,8 @@ extension ShareURL {
     /// `ownerFingerprintMissing` (no `owner=`).
     static func pinned(_ string: String) throws(ShareSyncError) -> (url: ShareURL, ownerFingerprint: String) {
         guard let url = ShareURL(string: string) else {
-            throw ShareSyncError(.invalidArguments, "not a share URL: \(string.prefix(200))", rule: .shareURLSyntax)
+            throw ShareSyncError(
+                .invalidArguments, "not a share URL (\(ShareURL.problem(with: string) ?? "?")): \(string.prefix(200))", rule: .shareURLSyntax)
         }
         guard let fingerprint = url.ownerFingerprint?.lowercased(), !fingerprint.isEmpty else {
             throw ShareSyncError(
