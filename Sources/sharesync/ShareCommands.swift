@@ -273,7 +273,9 @@ struct ShareCommand: AsyncParsableCommand {
         func run() async throws {
             try await runOnNode(options) { (m: ShareMetadataInfo) in
                 var lines = [
-                    "share \(m.title.map { "\"\($0)\"" } ?? m.shareName) from \(m.ownerDisplayName.map { "\($0) (\(m.ownerName))" } ?? m.ownerName)",
+                    // The owner named as `accept` names them.
+                    "share \(m.title.map { "\"\($0)\"" } ?? m.shareName) from "
+                        + PersonName.describe(userRecordName: m.ownerName, displayName: m.ownerDisplayName, email: m.ownerEmail),
                     "  " + (m.rootRecordName.map { "root record \($0) in zone \(m.zoneName)" } ?? "whole zone \(m.zoneName)"),
                 ]
                 if let type = m.shareType { lines.append("  type: \(type)") }

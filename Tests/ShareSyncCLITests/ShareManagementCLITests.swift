@@ -127,7 +127,7 @@ struct ShareManagementCLITests {
 
     @Test func shareInfoShowsTheMetadataWithoutAcceptingAndAOneTimeLinkAdmitsOneIdentity() async throws {
         try await blocking {
-            let a = try E2ENode(name: "Alice")
+            let a = try E2ENode(name: "Alice", initArguments: ["--email", "alice@example.org"])
             defer { a.stop() }
             let b = try E2ENode(name: "Bob")
             defer { b.stop() }
@@ -159,6 +159,8 @@ struct ShareManagementCLITests {
             #expect(info["recordCount"] as? Int == 3)
             let human = try cli(["share", "info", link, "--home", b.home])
             #expect(human.status == 0 && human.stdout.contains("Groceries") && human.stdout.contains("Alice"), "\(human.stdout)")
+            let owner = "from Alice <alice@example.org> (\(a.userRecordName))"
+            #expect(human.stdout.contains(owner), "\(human.stdout)")
             #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
             #expect(try b.run(["record", "list", "--zone", "Topics", "--shared"]).status != 0)
             let stillPending = try participants(a).first { $0["participantID"] as? String == invited["participantID"] as? String }
@@ -166,7 +168,9 @@ struct ShareManagementCLITests {
             #expect(stillPending?["userRecordName"] == nil)
 
             // The first identity to accept becomes the participant; a second one is refused.
-            try b.ok(["accept", link])
+            // `accept` names the owner as `share info` did.
+            let accepted = try cli(["accept", link, "--home", b.home])
+            #expect(accepted.status == 0 && accepted.stdout.contains(owner), "\(accepted.stdout) \(accepted.stderr)")
             #expect(try b.recordNames(zone: "Topics", shared: true).contains("note-1"))
             let bound = try participants(a).first { $0["participantID"] as? String == invited["participantID"] as? String }
             #expect(bound?["userRecordName"] as? String == b.userRecordName)

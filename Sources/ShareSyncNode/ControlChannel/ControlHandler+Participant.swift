@@ -16,6 +16,7 @@ extension ControlHandler {
             return ok(ShareMetadataInfo(
                 ownerName: metadata.ownerIdentity.userRecordName ?? metadata.share.recordID.zoneID.ownerName,
                 ownerDisplayName: metadata.ownerIdentity.displayName,
+                ownerEmail: metadata.ownerIdentity.lookupInfo?.emailAddress,
                 title: metadata.share.title, shareType: metadata.share.shareType,
                 thumbnailSize: metadata.share.thumbnailImageData?.count,
                 shareName: metadata.share.recordID.recordName,
@@ -361,6 +362,8 @@ public struct ShareMetadataInfo: Codable, Sendable, Hashable {
     public var ownerName: String
     /// The owner's name as people know it (their node's `--name`).
     public var ownerDisplayName: String?
+    /// The owner's email address, when their node has one (`--email`).
+    public var ownerEmail: String? = nil
     /// `cloudkit.title`.
     public var title: String?
     /// `cloudkit.type`.
