@@ -180,6 +180,17 @@ struct RulesPublicPermissionTests {
         #expect(try w.accept(invited, "_d").participantStatus == .accepted)
     }
 
+    @Test("a record whose parent does not exist yet is saved, in no hierarchy share, and joins the share once its parent is saved under the root")
+    func parentSavedLater() throws {
+        let w = try topicWorld()
+        let share = try w.share(root: "topic", invite: [("_b", .readOnly)])
+        try w.accept(share, "_b")
+        try w.save(w.record("Note", "child", parent: "later"))
+        #expect(try w.visible("_b", ["topic", "child"]) == ["topic"])
+        try w.save(w.record("Note", "later", parent: "topic"))
+        #expect(try w.visible("_b", ["topic", "child", "later"]) == ["topic", "child", "later"])
+    }
+
     @Test("saving a share without changing publicPermission keeps its pending invitees")
     func unchangedPublicPermissionKeepsPending() throws {
         let w = try topicWorld()
