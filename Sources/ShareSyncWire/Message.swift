@@ -65,16 +65,13 @@ public enum MessageCoding {
         }
     }
 
-    /// What is wrong with valid JSON that `JSONDecoder` calls "not valid JSON": a number that is not a
-    /// whole number, or is out of range, where a whole number is expected (`{"id":1.5}`). `nil` when
-    /// `data` is not valid JSON.
+    /// What is wrong with valid JSON that `JSONDecoder` calls "not valid JSON" when it is an `id` that
+    /// is not a whole number, or out of range (`{"id":1.5}`); `nil` otherwise (the decoder's own words
+    /// are given then).
     static func numberMisfit(in data: Data) -> String? {
         guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else { return nil }
-        if let id = (object as? [String: Any])?["id"] as? NSNumber {
-            let value = id.doubleValue
-            if value != value.rounded() || abs(value) >= 9.0e15 { return "id must be a whole number (it is \(id))" }
-        }
-        return "a number is not a whole number, or is out of range, where a whole number is expected"
+        guard let id = (object as? [String: Any])?["id"] as? NSNumber, Int64(exactly: id.doubleValue) == nil else { return nil }
+        return "id must be a whole number (it is \(id))"
     }
 
     static func describe(_ error: any Error) -> String { JSONErrors.describe(error) }

@@ -369,7 +369,7 @@ struct RecordCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("allKeys (default), changedKeys or ifServerRecordUnchanged (see above).", valueName: "policy"))
         var policy: SavePolicy?
         @Option(parsing: .unconditional, help: "Records per batch (one transaction each).") var batchSize = 2000
-        @Option(help: "Leave out the first N records of the file (to resume after the batches that committed).")
+        @Option(parsing: .unconditional, help: "Leave out the first N records of the file (to resume after the batches that committed).")
         var skip = 0
 
         /// The most bytes of record JSON in one batch: a control line is at most 4 MiB, and a record of the

@@ -63,6 +63,7 @@ struct CLIDetailsTests {
             (["record", "query", "--zone", "Z", "--type", "T", "--cursor", "-1"], "--cursor -1 must not be negative"),
             (["accept", "sharesync://127.0.0.1:7420/share/PJddINT0_RFtsUZscRLeoSDj?owner=861c5add48934dc0bbcf0ec1406315ca", "--timeout", "-1"], "--timeout must be more than 0"),
             (["record", "import", "--zone", "Z", "--file", "f", "--batch-size", "-3"], "--batch-size must be 1...10000"),
+            (["record", "import", "--zone", "Z", "--file", "f", "--skip", "-1"], "--skip must be 0 or more"),
         ] {
             let result = try cli(arguments + ["--home", home])
             #expect(result.status == 64, "\(arguments): \(result.stderr)")

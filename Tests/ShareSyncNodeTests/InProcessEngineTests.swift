@@ -508,6 +508,9 @@ private final class StuckOwner: OwnerDatabaseConnector {
     let stuckRefetches = Atomic<Bool>(false)
     /// A fetch of zone pages from no token began while ``stuckRefetches`` was set.
     let refetchBegan = Atomic<Bool>(false)
+    /// Once set, a write is refused as too large, goes as two halves (the new cut told), and its
+    /// connection fails before anything is answered.
+    let halvesThenFails = Atomic<Bool>(false)
     /// While not nil, the pushes held back, each with the receiver it was for.
     let held = Mutex<[(OwnerConnection.Push, PushReceiver)]?>(nil)
 
@@ -580,7 +583,12 @@ private final class StuckConnection: OwnerDatabase {
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
         recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
-        try await inner.modifyRecords(
+        if owner.halvesThenFails.load(ordering: .relaxed) {
+            let count = saving.count + deleting.count
+            try recut?([count / 2, count - count / 2])
+            throw ShareSyncError(.networkFailure, "the connection closed before the halves were answered (test)")
+        }
+        return try await inner.modifyRecords(
             zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID, parts: parts, recut: recut)
     }
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
@@ -614,6 +622,23 @@ struct StuckOwnerTests {
         try sync.start()
         try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
         return (fixture, stuckOwner, sync, p)
+    }
+
+    @Test("a write sent at once, halved and then cut off, is queued with the halves' cut, not the limits' one")
+    func aDirectSendQueuedAfterHalvingKeepsTheHalves() async throws {
+        let (fixture, stuckOwner, sync, p) = try await acceptedThroughStuckOwner()
+        defer { p.remove() }
+        let ownerName = fixture.identity.userRecordName
+        try await expectEventually(sync, "following", timeout: 90) { sync.status(owner: ownerName) == .following }
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        let notes = (0..<4).map { Record(recordType: "Note", recordID: Record.ID(recordName: "half\($0)", zoneID: zone)) }
+        stuckOwner.halvesThenFails.store(true, ordering: .relaxed)
+        guard case .queued(let queued) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: notes) else {
+            Issue.record("expected the write to be queued")
+            return
+        }
+        #expect(queued.parts == [2, 2], "\(String(describing: queued.parts))")
+        await sync.stop()
     }
 
     @Test func databaseChangesThatDoNotMoveOnAreAFailureNotALoop() async throws {

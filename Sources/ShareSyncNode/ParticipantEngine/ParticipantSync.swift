@@ -411,17 +411,22 @@ public final class ParticipantSync: Sendable {
         let writeID = OutboxOperation.newWriteID()
         var parts: [Int]?
         if let connection = link?.activeConnection, outboxEmpty {
+            // The cut the send ends up with, halves included (a request the owner refused as too large):
+            // queued after a failure, the write keeps it, so that a half the owner applied, its answer
+            // lost, goes again under its own ID and is not applied twice.
+            let sentCut = Mutex<[Int]?>(nil)
             do {
                 let result = try await connection.modifyRecords(
                     zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
-                    writeID: writeID)
+                    writeID: writeID, parts: nil, recut: { cut in sentCut.withLock { $0 = cut } })
                 // Answered at once, so not kept in the outbox and not an event: counted here.
                 ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
                 return .sent(result)
             } catch where ParticipantOwnerLink.isTransient(error) {
                 if !queueWhenUnreachable { throw error }
-                // The same cut as the send's: the same records, and the connection's limits.
-                parts = connection.parts(saving: saving, deleting: deleting)
+                // The same cut as the send's: the same records, and the connection's limits (or the
+                // halves it went as).
+                parts = sentCut.withLock { $0 } ?? connection.parts(saving: saving, deleting: deleting)
                 logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
             }
         }
