@@ -310,3 +310,33 @@ final class Box<T: Sendable>: Sendable {
     let value: Mutex<T>
     init(_ initial: T) { value = Mutex(initial) }
 }
+
+/// An owner connection made for one test, that serves only what it implements: every other request
+/// fails with `internalError` ("not served by this test owner"), and it is always open, announcing nothing.
+protocol PartialOwnerDatabase: OwnerDatabase {}
+
+extension PartialOwnerDatabase {
+    private var unused: ShareSyncError { ShareSyncError(.internalError, "not served by this test owner") }
+    var isActive: Bool { true }
+    var announcedAddress: WireAddress? { nil }
+    func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?) {}
+    func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool) async throws(ShareSyncError) -> ShareMetadata { throw unused }
+    func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata { throw unused }
+    func requestAccess(url: String) async throws(ShareSyncError) { throw unused }
+    func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError) { throw unused }
+    func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int?) async throws(ShareSyncError) -> DatabaseChanges {
+        throw unused
+    }
+    func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
+        async throws(ShareSyncError) -> PendingZoneChanges
+    { throw unused }
+    func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError) -> [Record.ID: Result<Record, ShareSyncError>] {
+        throw unused
+    }
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
+        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
+    ) async throws(ShareSyncError) -> ModifyRecordsResult { throw unused }
+    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) { throw unused }
+    func close() async {}
+}

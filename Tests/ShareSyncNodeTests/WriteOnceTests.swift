@@ -8,27 +8,10 @@ import Testing
 
 /// An owner connection whose every write is refused as too large, halved (the new cut told), and then
 /// cut off before an answer: what the outbox stores in between is checked.
-private final class HalvingThenCut: OwnerDatabase {
+private final class HalvingThenCut: PartialOwnerDatabase {
     let ownerName: String
     let limits = WireLimits()
-    let isActive = true
-    let announcedAddress: WireAddress? = nil
     init(ownerName: String) { self.ownerName = ownerName }
-    private func unused() -> ShareSyncError { ShareSyncError(.internalError, "not served by this test owner") }
-    func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?) {}
-    func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool) async throws(ShareSyncError) -> ShareMetadata { throw unused() }
-    func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata { throw unused() }
-    func requestAccess(url: String) async throws(ShareSyncError) { throw unused() }
-    func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError) { throw unused() }
-    func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int?) async throws(ShareSyncError) -> DatabaseChanges {
-        throw unused()
-    }
-    func startFetchZoneChanges(zoneName: String, since token: ServerChangeToken?, resultsLimit: Int?)
-        async throws(ShareSyncError) -> PendingZoneChanges
-    { throw unused() }
-    func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError) -> [Record.ID: Result<Record, ShareSyncError>] {
-        throw unused()
-    }
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
         recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
@@ -37,8 +20,6 @@ private final class HalvingThenCut: OwnerDatabase {
         try recut?([count / 2, count - count / 2])
         throw ShareSyncError(.networkFailure, "the connection closed before the first half was answered (test)")
     }
-    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) { throw unused() }
-    func close() async {}
 }
 
 /// A participant's write sent again after its answer was lost is applied once (`modifyRecords`'

@@ -11,11 +11,9 @@ import Testing
 
 /// An owner that serves only `fetchZoneChanges`, from pages in memory, and logs each request and each
 /// decode in order: what the fetcher's pipelining is checked against.
-private final class PagedOwner: OwnerDatabase {
+private final class PagedOwner: PartialOwnerDatabase {
     let ownerName = "_owner"
     let limits = WireLimits()
-    let isActive = true
-    let announcedAddress: WireAddress? = nil
     let pages: Int
     /// Requests for the page after this token fail with this error.
     let failingRequest: (after: Int, error: ShareSyncError)?
@@ -53,27 +51,6 @@ private final class PagedOwner: OwnerDatabase {
             }
         })
     }
-
-    private func unused() -> ShareSyncError { ShareSyncError(.internalError, "not served by this test owner") }
-    func onAddressAnnounced(_ body: (@Sendable (WireAddress) -> Void)?) {}
-    func fetchShareMetadata(url: String, shouldFetchRootRecord: Bool) async throws(ShareSyncError) -> ShareMetadata { throw unused() }
-    func acceptShare(url: String) async throws(ShareSyncError) -> ShareMetadata { throw unused() }
-    func requestAccess(url: String) async throws(ShareSyncError) { throw unused() }
-    func leaveShare(zoneName: String, shareRecordName: String) async throws(ShareSyncError) { throw unused() }
-    func fetchDatabaseChanges(since token: ServerChangeToken?, resultsLimit: Int?) async throws(ShareSyncError) -> DatabaseChanges {
-        throw unused()
-    }
-    func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError) -> [Record.ID: Result<Record, ShareSyncError>] {
-        throw unused()
-    }
-    func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
-        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
-    )
-        async throws(ShareSyncError) -> ModifyRecordsResult
-    { throw unused() }
-    func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) { throw unused() }
-    func close() async {}
 }
 
 @Suite("Zone page fetcher")
