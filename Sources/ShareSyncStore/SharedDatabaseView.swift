@@ -268,25 +268,10 @@ public struct SharedDatabaseView: Sendable {
         return try database.read { db in presented(result, in: db) }
     }
 
-    /// How many of a participant's newest writes with a write ID keep their answers, at least
-    /// (``modifyRecordsOnce``; older ones go in batches of 16, not at every write). A write is what
-    /// one write ID names before its first `.`: the requests of a write cut into several (`ID.part`)
-    /// count as one, so that a write of any number of requests sent again from its first is answered
-    /// from here (counted per request, the first requests of a write of more than 64 were applied
-    /// again). A participant's node sends its writes one at a time, so only the last few can be sent
-    /// again.
+    /// The newest answers to writes with a write ID kept per participant, at least (``modifyRecordsOnce``;
+    /// older ones go in batches of 16, not at every write). A participant's node sends its writes one
+    /// at a time, so only the last few can be sent again.
     public static let appliedWritesKept = 64
-
-    /// The most answers kept per participant whatever the writes: past it the oldest go, so that one
-    /// write cut into ever more requests cannot grow the table without bound (a write of more than
-    /// this many requests, over 1.6 million items at the default limits, sent again from its first
-    /// request after its sender stopped, may have its first requests applied again).
-    public static let appliedAnswersKept = 4_096
-
-    /// The write a write ID belongs to: what precedes its first `.` (the whole ID without one).
-    static func writeRoot(_ writeID: String) -> Substring {
-        writeID.firstIndex(of: ".").map { writeID[..<$0] } ?? writeID[...]
-    }
 
     /// ``modifyRecords(saving:deleting:savePolicy:atomically:)`` applied at most once per `writeID`:
     /// in one transaction, the answer to an earlier request of this viewer with the same `writeID` is
@@ -321,35 +306,18 @@ public struct SharedDatabaseView: Sendable {
             let applied = result.saveResults.values.contains { if case .success = $0 { true } else { false } }
                 || result.deleteResults.values.contains { if case .success = $0 { true } else { false } }
             if applied {
-                // One B-tree (no rowid, no second index): the least the write adds to its commit. The
-                // requests of one write share its number (`seq`), found by the primary key's prefix:
-                // IDs `ROOT` and `ROOT.…` (`/` follows `.`).
-                let root = String(Self.writeRoot(writeID))
-                let ofWrite = try Int64.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT seq FROM appliedWrite WHERE user = ? AND (writeID = ? OR (writeID > ? AND writeID < ?)) LIMIT 1"),
-                    arguments: [viewer, root, root + ".", root + "/"])
-                let seq = try ofWrite ?? Int64.fetchOne(
+                // One B-tree (no rowid, no second index): the least the write adds to its commit.
+                let seq = try Int64.fetchOne(
                     db.cachedStatement(sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM appliedWrite WHERE user = ?"), arguments: [viewer]) ?? 1
                 try db.executeCached(
                     "INSERT INTO appliedWrite (user, writeID, seq, answer) VALUES (?, ?, ?, ?)", [viewer, writeID, seq, data])
-                if ofWrite == nil, seq % 16 == 0 {
+                if seq % 16 == 0 {
                     try db.executeCached(
                         "DELETE FROM appliedWrite WHERE user = ? AND seq <= ?", [viewer, seq - Int64(Self.appliedWritesKept)])
-                }
-                if ofWrite != nil, try Self.answersKept(of: viewer, in: db) > Self.appliedAnswersKept {
-                    try db.executeCached(
-                        "DELETE FROM appliedWrite WHERE user = ? AND writeID IN (SELECT writeID FROM appliedWrite WHERE user = ? ORDER BY seq LIMIT 256)",
-                        [viewer, viewer])
                 }
             }
             return (data, false)
         }
-    }
-
-    /// How many answers are kept for `viewer`.
-    static func answersKept(of viewer: String, in db: GRDB.Database) throws -> Int {
-        try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM appliedWrite WHERE user = ?"), arguments: [viewer]) ?? 0
     }
 
     /// The answer kept with this viewer's write `writeID`, if it was applied

@@ -179,37 +179,6 @@ struct WriteOnceTests {
         try await owner.stop()
     }
 
-    @Test("a write cut into more requests than the owner keeps answers for is still applied once when sent again from its first")
-    func aWriteOfManyRequestsIsKeptWhole() async throws {
-        let owner = try await TestOwner.start()
-        let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 1)
-        let count = 100  // more than SharedDatabaseView.appliedWritesKept (64) requests
-        #expect(count > SharedDatabaseView.appliedWritesKept + 16)
-        let notes = (0..<count).map { i -> Record in
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: zone))
-            note["title"] = "participant"
-            note.setParent(Record.ID(recordName: "topic", zoneID: zone))
-            return note
-        }
-        let cut = Array(repeating: 1, count: count)
-        let first = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-many", parts: cut)
-        #expect(first.saveResults.count == count && first.errors.isEmpty, "\(first.errors)")
-        for name in ["n0", "n\(count - 1)"] {
-            var theirs = try owner.db.fetchRecord(owner.id(name))
-            theirs["title"] = "owner"
-            _ = try owner.db.modifyRecords(saving: [theirs], savePolicy: .allKeys).get()
-        }
-        // Sent again from its first request (its sender stopped before it learned how it ended):
-        // every request is answered from what the owner kept. Before, answers were kept per request,
-        // and the first requests' had gone: n0 was saved again over the owner's change.
-        let again = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-many", parts: cut)
-        #expect(again.saveResults.count == count && again.errors.isEmpty, "\(again.errors)")
-        #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "owner")
-        #expect(try owner.db.fetchRecord(owner.id("n\(count - 1)"))["title"] == "owner")
-        await connection.close()
-        try await owner.stop()
-    }
-
     @Test("a request refused as too large goes as two halves, whose cut is told before they are sent; sent again with it, nothing is applied twice")
     func halvesAreToldBeforeTheyAreSent() async throws {
         var limits = Limits()

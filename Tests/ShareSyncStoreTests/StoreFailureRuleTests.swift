@@ -73,36 +73,6 @@ struct AppliedWriteStoreTests {
         #expect(try !save("w-0", "r0").1)
         #expect(try save("w-17", "r17").1 && save("w-80", "r80").1)
     }
-
-    @Test("the requests of one write (ID.part) count as one write, up to appliedAnswersKept answers in all")
-    func partsOfAWriteCountAsOne() throws {
-        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
-        _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Z")))
-        let view = database.sharedDatabase(for: Caller(userRecordName: "_owner"))
-        func save(_ id: String, _ name: String) throws -> Bool {
-            let record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: "Z")))
-            return try view.modifyRecordsOnce(writeID: id, saving: [record], savePolicy: .allKeys) { _ in Data("ok".utf8) }.repeated
-        }
-        func kept() throws -> Int {
-            try database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM appliedWrite WHERE user = '_owner'") ?? 0 }
-        }
-        // One write of 200 requests, then 70 other writes: the 200 stay (one write among the newest 64).
-        for i in 0..<200 { #expect(try !save("w-big.\(i)", "b\(i)")) }
-        for i in 0..<63 { _ = try save("w-\(i)", "r\(i)") }
-        #expect(try save("w-big.0", "b0"), "the write's first request is still answered")
-        #expect(try save("w-big.199", "b199"))
-        // An ID that only starts like the write's is another write.
-        #expect(try !save("w-bigger", "x"))
-        // Past 64 newer writes, the whole write goes.
-        for i in 63..<90 { _ = try save("w-\(i)", "r\(i)") }
-        #expect(try !save("w-big.0", "b0"))
-        // One write cut into ever more requests keeps at most appliedAnswersKept answers.
-        let limit = SharedDatabaseView.appliedAnswersKept
-        for i in 0..<(limit + 300) { _ = try save("w-huge.\(i)", "h\(i % 50)") }
-        let count = try kept()
-        #expect(count <= limit + 1, "\(count)")
-        #expect(try save("w-huge.\(limit + 299)", "h0"), "the newest requests stay")
-    }
 }
 
 extension AppliedWriteStoreTests {
