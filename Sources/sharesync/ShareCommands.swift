@@ -52,7 +52,8 @@ extension ShareTargeting {
     /// Refuses `--shared` for a command only the owner can give.
     func ownerOnly(_ command: String) throws {
         guard !isShared else {
-            throw ValidationError("`share \(command)` is for the owner's own shares; --shared does not apply")
+            let given = owner != nil ? "--shared and --owner do" : "--shared does"
+            throw ValidationError("`share \(command)` is for the owner's own shares; \(given) not apply")
         }
     }
 

@@ -98,6 +98,8 @@ struct CLIDetailsTests {
             let help = try cli(["share", command[0], "--help"])
             #expect(help.status == 0 && !help.stdout.contains("--shared") && !help.stdout.contains("--owner"), "\(command): \(help.stdout)")
         }
+        let withOwner = try cli(["share", "block", "--zone", "Z", "--owner", "_x", "--user", "_y", "--home", folder.path + "/none"])
+        #expect(withOwner.status == 64 && withOwner.stderr.contains("--shared and --owner do not apply"), "\(withOwner.stderr)")
         for command in ["set", "public", "stop", "block", "unblock"] {
             let help = try cli(["share", command, "--help"])
             #expect(!help.stdout.contains("--shared"), "\(command): \(help.stdout)")
