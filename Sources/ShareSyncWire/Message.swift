@@ -57,10 +57,11 @@ public enum MessageCoding {
             return try JSONCoding.decoder().decode(type, from: data)
         } catch let error as ShareSyncError {
             throw ShareSyncError(error.code, error.message, rule: .malformedRequest)
-        } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty && numberMisfit(in: data) != nil {
-            // Foundation says "not valid JSON" of valid JSON whose number does not fit an integer field.
-            throw ShareSyncError(.invalidArguments, "malformed message: \(numberMisfit(in: data)!)", rule: .malformedRequest)
         } catch {
+            // Foundation says "not valid JSON" of valid JSON whose id does not fit an integer field.
+            if case DecodingError.dataCorrupted(let context) = error, context.codingPath.isEmpty, let misfit = numberMisfit(in: data) {
+                throw ShareSyncError(.invalidArguments, "malformed message: \(misfit)", rule: .malformedRequest)
+            }
             throw ShareSyncError(.invalidArguments, "malformed message: \(describe(error))", rule: .malformedRequest)
         }
     }

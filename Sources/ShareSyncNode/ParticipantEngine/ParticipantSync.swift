@@ -467,8 +467,7 @@ public final class ParticipantSync: Sendable {
                 (try? replica.fetchRecord(Record.ID(recordName: name, zoneID: zoneID)))??.recordType == Record.shareRecordType
             }
         guard !touchesShare, !saving.isEmpty || !deleting.isEmpty else { return }
-        let shares = try replica.shareRecords().filter { $0.recordID.zoneID.ownerName == owner && $0.recordID.zoneID.zoneName == zoneName }
-            .compactMap(Share.init)
+        let shares = try replica.records(owner: owner, zoneName: zoneName, ofType: Record.shareRecordType).compactMap(Share.init)
         let me = identity.userRecordName
         let permissions = shares.compactMap { share in
             AccessPolicy.acceptedParticipant(me, in: share).map { AccessPolicy.effectivePermission(of: $0, in: share) }
