@@ -25,7 +25,7 @@ struct AcceptCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "How long to wait for the initial sync, in seconds (at most 3600).") var timeout: Double = 300
 
     func validate() throws {
-        if let problem = ShareURL.problem(with: url) { throw ValidationError("\(url.debugDescription) is not a share URL: \(problem)") }
+        try checkShareURL(url)
         guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
     }
 
@@ -296,7 +296,7 @@ struct RequestAccessCommand: AsyncParsableCommand {
     @Argument(help: "The share URL.") var url: String
 
     func validate() throws {
-        if let problem = ShareURL.problem(with: url) { throw ValidationError("\(url.debugDescription) is not a share URL: \(problem)") }
+        try checkShareURL(url)
     }
 
     func run() async throws {

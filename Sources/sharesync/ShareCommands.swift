@@ -4,14 +4,20 @@ import ShareSync
 import ShareSyncNode
 import Synchronization
 
-/// Which share a command is about: a zone and, when the zone has several, the share's record name;
-/// with `--shared` (or `--owner`), a share this node accepted from another owner.
-struct ShareTarget: ParsableArguments, ShareTargeting {
+/// A share by its zone and, when the zone has several, its record name: the options every share
+/// command's target has (``ShareTarget``, ``OwnerShareTarget``).
+struct ShareName: ParsableArguments {
     @Option(help: "The share's zone.") var zone: String
     @Option(help: ArgumentHelp(
         "The share's record name, or its root record's name (default: the zone's only share; a zone-wide share is cloudkit.zoneshare).",
         valueName: "name"))
     var share: String?
+}
+
+/// Which share a command is about: a zone and, when the zone has several, the share's record name;
+/// with `--shared` (or `--owner`), a share this node accepted from another owner.
+struct ShareTarget: ParsableArguments, ShareTargeting {
+    @OptionGroup var name: ShareName
     @Flag(help: "A share this node accepted (the participant side), not one of its own.") var shared = false
     @Option(help: ArgumentHelp(
         "With --shared: the owner's user record name (needed when several owners share a zone of that name).", valueName: "user"))
@@ -29,11 +35,7 @@ struct ShareTarget: ParsableArguments, ShareTargeting {
 /// when the zone has several, the share's record name. `--shared` and `--owner` are still read (so
 /// that giving them is the usage error that says they do not apply) but not shown in the help.
 struct OwnerShareTarget: ParsableArguments, ShareTargeting {
-    @Option(help: "The share's zone.") var zone: String
-    @Option(help: ArgumentHelp(
-        "The share's record name, or its root record's name (default: the zone's only share; a zone-wide share is cloudkit.zoneshare).",
-        valueName: "name"))
-    var share: String?
+    @OptionGroup var name: ShareName
     @Flag(help: .hidden) var shared = false
     @Option(help: .hidden) var owner: String?
 
@@ -42,13 +44,17 @@ struct OwnerShareTarget: ParsableArguments, ShareTargeting {
 
 /// What the share commands need of their target: ``ShareTarget`` or ``OwnerShareTarget``.
 protocol ShareTargeting {
-    var zone: String { get }
-    var share: String? { get }
+    var name: ShareName { get }
     var owner: String? { get }
     var isShared: Bool { get }
 }
 
 extension ShareTargeting {
+    /// The share's zone (`--zone`).
+    var zone: String { name.zone }
+    /// The share's record name, or its root record's name (`--share`), if given.
+    var share: String? { name.share }
+
     /// Refuses `--shared` for a command only the owner can give.
     func ownerOnly(_ command: String) throws {
         guard !isShared else {
@@ -126,6 +132,11 @@ func checkParticipantRole(_ role: Participant.Role) throws {
     guard role == .privateUser || role == .administrator else {
         throw ValidationError("the role must be privateUser or administrator")
     }
+}
+
+/// Refuses an argument that is not a share URL, from a command's `validate()`, saying what is wrong with it.
+func checkShareURL(_ url: String) throws {
+    if let problem = ShareURL.problem(with: url) { throw ValidationError("\(url.debugDescription) is not a share URL: \(problem)") }
 }
 
 /// Refuses a thumbnail path that is not a readable file, from a command's `validate()`: there the
@@ -268,7 +279,7 @@ struct ShareCommand: AsyncParsableCommand {
         @Argument(help: "The share URL or invitation link.") var url: String
 
         func validate() throws {
-            if let problem = ShareURL.problem(with: url) { throw ValidationError("\(url.debugDescription) is not a share URL: \(problem)") }
+            try checkShareURL(url)
         }
 
         func run() async throws {
