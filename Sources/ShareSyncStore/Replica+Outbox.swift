@@ -9,9 +9,13 @@ import ShareSyncCore
 
 extension SharedDatabaseReplica {
     /// Adds a write to the end of the owner's outbox, pending, and returns it with its assigned
-    /// ``OutboxOperation/id``. Saved records keep their ``Record/changedKeys``.
+    /// ``OutboxOperation/id``. Saved records keep their ``Record/changedKeys``. `answers` are the
+    /// owner's answers to requests of it already sent, by request ID, kept with it in the same
+    /// transaction (``keepAnswer(_:request:operation:)``): a write sent at once, cut off part-way.
     @discardableResult
-    public func enqueue(owner: String, operation: OutboxOperation) throws(ShareSyncError) -> OutboxOperation {
+    public func enqueue(owner: String, operation: OutboxOperation, answers: [String: Data] = [:]) throws(ShareSyncError)
+        -> OutboxOperation
+    {
         var operation = operation
         operation.id = 0
         operation.state = .pending
@@ -22,9 +26,48 @@ extension SharedDatabaseReplica {
         operation.id = try write { db in
             try requireOwner(db, owner)
             try db.executeCached("INSERT INTO replicaOutbox (owner, json) VALUES (?, ?)", [owner, json])
-            return db.lastInsertedRowID
+            let id = db.lastInsertedRowID
+            for (request, answer) in answers {
+                try db.executeCached(
+                    "INSERT OR REPLACE INTO replicaOutboxAnswer (operation, request, answer) VALUES (?, ?, ?)", [id, request, answer])
+            }
+            return id
         }
         return operation
+    }
+
+    /// Keeps the owner's answer to one request of write `id` (a write sent in several requests, each
+    /// under its own write ID `request`), on disk before the next request goes: sent again, the write
+    /// skips the requests answered and takes their answers from here (``keptAnswers(operation:)``).
+    /// The owner keeps only its newest answers (protocol.md, "Writes applied once"), so the first
+    /// requests of a long write, sent again after it was cut off part-way, would be applied again.
+    /// Throws `unknownItem` if the write is no longer in the outbox.
+    public func keepAnswer(_ answer: Data, request: String, operation id: Int64) throws(ShareSyncError) {
+        let kept = try write { db in
+            try db.executeCached(
+                """
+                INSERT OR REPLACE INTO replicaOutboxAnswer (operation, request, answer)
+                SELECT id, ?, ? FROM replicaOutbox WHERE id = ?
+                """, [request, answer, id])
+            return db.changesCount
+        }
+        guard kept == 1 else {
+            throw ShareSyncError(.unknownItem, "no write \(id) in the outbox; see `sharesync outbox`")
+        }
+    }
+
+    /// The answers kept for requests of write `id`, by request ID (``keepAnswer(_:request:operation:)``);
+    /// only those under its current ``OutboxOperation/writeID`` are kept (``updateOperation(_:)``).
+    public func keptAnswers(operation id: Int64) throws(ShareSyncError) -> [String: Data] {
+        try read { db in
+            var answers: [String: Data] = [:]
+            for row in try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT request, answer FROM replicaOutboxAnswer WHERE operation = ?"), arguments: [id])
+            {
+                answers[row[0]] = row[1]
+            }
+            return answers
+        }
     }
 
     /// The owner's pending writes (the ones to send), oldest first.
@@ -102,20 +145,27 @@ extension SharedDatabaseReplica {
     /// Stores an operation in place of the one with its ``OutboxOperation/id``: its records, state,
     /// error and server records. Keeps its place in the outbox. Throws `unknownItem` if it is not there.
     /// Its ``OutboxOperation/writeID`` is stored as given: a caller whose write changed after the
-    /// owner answered it (a conflict resolved, the items its batch failed) gives it a new one. A
-    /// rebase keeps it: the write's first send may have been applied, its answer lost, and the owner
-    /// must answer the next send with that answer, not apply the write again.
+    /// owner answered it (a conflict resolved, the items its batch failed) gives it a new one (and the
+    /// answers kept for its requests, ``keepAnswer(_:request:operation:)``, go). A rebase keeps it:
+    /// the write's first send may have been applied, its answer lost, and the owner must answer the
+    /// next send with that answer, not apply the write again.
     public func updateOperation(_ operation: OutboxOperation) throws(ShareSyncError) {
         let json = try Self.encode(operation)
         var error: Data?
         if let failure = operation.error { error = try Self.encode(StoredError(failure)) }
         var servers: Data?
         if !operation.serverRecords.isEmpty { servers = try Self.encode(operation.serverRecords) }
+        // Answers kept for requests under another write ID belong to a write that is no longer this one.
+        let requestPrefix = operation.writeID.map { $0 + "." } ?? ""
         let changed = try write { db in
             try db.executeCached(
                 "UPDATE replicaOutbox SET json = ?, state = ?, error = ?, serverRecords = ? WHERE id = ?",
                 [json, operation.state.rawValue, error, servers, operation.id])
-            return db.changesCount
+            let changed = db.changesCount
+            try db.executeCached(
+                "DELETE FROM replicaOutboxAnswer WHERE operation = ? AND (? = '' OR substr(request, 1, ?) != ?)",
+                [operation.id, requestPrefix, requestPrefix.unicodeScalars.count, requestPrefix])
+            return changed
         }
         guard changed == 1 else {
             throw ShareSyncError(.unknownItem, "no write \(operation.id) in the outbox; see `sharesync outbox`")

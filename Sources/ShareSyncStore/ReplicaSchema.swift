@@ -238,6 +238,18 @@ enum ReplicaSchema {
             // node's status says so, instead of "never" and a lag counted from its start.
             try db.execute(sql: "ALTER TABLE replicaOwner ADD COLUMN lastSynced REAL")
         }
+        migrator.registerMigration("replica-v15-outbox-answers") { db in
+            // The owner's answer to each request of an outbox write sent in several, by the request's
+            // write ID, kept as it comes: sent again, the write skips the requests answered (the
+            // owner keeps only its newest answers, and a long write's first ones may be gone).
+            try db.execute(
+                sql: """
+                    CREATE TABLE replicaOutboxAnswer (
+                        operation INTEGER NOT NULL REFERENCES replicaOutbox(id) ON DELETE CASCADE,
+                        request TEXT NOT NULL, answer BLOB NOT NULL,
+                        PRIMARY KEY (operation, request)) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 

@@ -388,14 +388,14 @@ struct InProcessEngineTests {
         var mine = try #require(try await connection.fetchRecords(zoneName: "Topics", recordNames: ["topic"])[Record.ID(recordName: "topic", zoneID: zone)]?.get())
         mine["title"] = "mine"
         let first = try await connection.modifyRecords(
-            zoneName: "Topics", saving: [mine], deleting: [], savePolicy: .allKeys, atomically: true, writeID: "w-once", parts: nil, recut: nil)
+            zoneName: "Topics", saving: [mine], deleting: [], savePolicy: .allKeys, atomically: true, writeID: "w-once", progress: nil)
         let saved = try #require(try first.saveResults[mine.recordID]?.get())
         var theirs = try fixture.db.fetchRecord(fixture.id("topic"))
         theirs["title"] = "theirs"
         _ = try fixture.db.modifyRecords(saving: [theirs], savePolicy: .allKeys).get()
         // Sent again (its sender killed before it settled the answer): the first answer, nothing applied.
         let again = try await connection.modifyRecords(
-            zoneName: "Topics", saving: [mine], deleting: [], savePolicy: .allKeys, atomically: true, writeID: "w-once", parts: nil, recut: nil)
+            zoneName: "Topics", saving: [mine], deleting: [], savePolicy: .allKeys, atomically: true, writeID: "w-once", progress: nil)
         #expect(try again.saveResults[mine.recordID]?.get().recordChangeTag == saved.recordChangeTag)
         #expect(try fixture.db.fetchRecord(fixture.id("topic"))["title"]?.stringValue == "theirs")
         await connection.close()
@@ -580,16 +580,16 @@ private final class StuckConnection: OwnerDatabase {
         try await inner.fetchRecords(zoneName: zoneName, recordNames: recordNames)
     }
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
-        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        progress: WriteProgress?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         if owner.halvesThenFails.load(ordering: .relaxed) {
             let count = saving.count + deleting.count
-            try recut?([count / 2, count - count / 2])
+            try progress?.recut([count / 2, count - count / 2])
             throw ShareSyncError(.networkFailure, "the connection closed before the halves were answered (test)")
         }
         return try await inner.modifyRecords(
-            zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID, parts: parts, recut: recut)
+            zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID, progress: progress)
     }
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) {
         let owner = owner

@@ -334,8 +334,8 @@ extension PartialOwnerDatabase {
         throw unused
     }
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
-        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        progress: WriteProgress?
     ) async throws(ShareSyncError) -> ModifyRecordsResult { throw unused }
     func subscribe(since token: ServerChangeToken?, receiver: PushReceiver) async throws(ShareSyncError) { throw unused }
     func close() async {}

@@ -13,11 +13,11 @@ private final class HalvingThenCut: PartialOwnerDatabase {
     let limits = WireLimits()
     init(ownerName: String) { self.ownerName = ownerName }
     func modifyRecords(
-        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?, parts: [Int]?,
-        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        progress: WriteProgress?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         let count = saving.count + deleting.count
-        try recut?([count / 2, count - count / 2])
+        try progress?.recut([count / 2, count - count / 2])
         throw ShareSyncError(.networkFailure, "the connection closed before the first half was answered (test)")
     }
 }
@@ -154,7 +154,7 @@ struct WriteOnceTests {
             return note
         }
         // First sent as two requests (4 items, then 2), as an owner with a limit of 4 would have them.
-        let first = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", parts: [4, 2])
+        let first = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", progress: WriteProgress(parts: [4, 2]))
         #expect(first.saveResults.count == 6 && first.errors.isEmpty, "\(first.errors)")
         func ownerChanges() throws {
             for name in ["n0", "n5"] {
@@ -166,14 +166,14 @@ struct WriteOnceTests {
         try ownerChanges()
         // Sent again with the same cut (this owner's limit of 400 would make it one request): both
         // requests are answered, nothing is applied again.
-        let again = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", parts: [4, 2])
+        let again = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", progress: WriteProgress(parts: [4, 2]))
         #expect(again.saveResults.count == 6 && again.errors.isEmpty, "\(again.errors)")
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "owner")
         #expect(try owner.db.fetchRecord(owner.id("n5"))["title"] == "owner")
         // A cut that does not fit the items is not used: the write is cut by the limits.
         // Cut anew (what happened before the cut was kept), the write is one request under another ID,
         // and applied again over the owner's changes.
-        _ = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", parts: [4, 4])
+        _ = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-cut", progress: WriteProgress(parts: [4, 4]))
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "participant")
         await connection.close()
         try await owner.stop()
@@ -196,13 +196,13 @@ struct WriteOnceTests {
         let told = Mutex<[[Int]]>([])
         let applied = Mutex<[String?]>([])
         let first = try await connection.modifyRecords(
-            zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-halves", parts: [6],
-            recut: { parts throws(ShareSyncError) in
+            zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-halves",
+            progress: WriteProgress(parts: [6], recut: { parts throws(ShareSyncError) in
                 told.withLock { $0.append(parts) }
                 // Told before the halves go: the owner holds none of them yet.
                 let title = try? owner.db.fetchRecord(owner.id("n0"))["title"]
                 applied.withLock { $0.append(title.flatMap { if case .string(let s) = $0 { s } else { nil } }) }
-            })
+            }))
         #expect(first.saveResults.count == 6 && first.errors.isEmpty, "\(first.errors)")
         #expect(told.withLock { $0 } == [[3, 3]])
         let seen = applied.withLock { $0 }
@@ -213,7 +213,7 @@ struct WriteOnceTests {
             _ = try owner.db.modifyRecords(saving: [theirs], savePolicy: .allKeys).get()
         }
         // Sent again with the cut it was told (its answers lost, say): the halves' IDs, nothing applied again.
-        let again = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-halves", parts: [3, 3])
+        let again = try await connection.modifyRecords(zoneName: "Topics", saving: notes, savePolicy: .allKeys, writeID: "w-halves", progress: WriteProgress(parts: [3, 3]))
         #expect(again.saveResults.count == 6 && again.errors.isEmpty, "\(again.errors)")
         #expect(try owner.db.fetchRecord(owner.id("n0"))["title"] == "owner")
         #expect(try owner.db.fetchRecord(owner.id("n5"))["title"] == "owner")
@@ -297,6 +297,77 @@ struct WriteOnceTests {
         var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: zone)))
         mine["title"] = .string("participant")
         return (sync, mine)
+    }
+
+    @Test("a write of more requests than the owner keeps answers for, cut off part-way twice, applies each request once")
+    func aLongWriteSkipsTheRequestsAnswered() async throws {
+        var limits = Limits()
+        limits.maximumItemsPerRequest = 4
+        let owner = try await TestOwner.start(limits: limits)
+        let b = try TestParticipant()
+        defer { b.remove() }
+        // 800 notes (200 requests of 4 items to delete): past the 64 answers the owner keeps, twice.
+        let notes = (0..<800).map { i -> Record in
+            var note = Record(recordType: "Note", recordID: owner.id("d\(i)"))
+            note["title"] = .string("note \(i)")
+            note.setParent(owner.id("topic"))
+            return note
+        }
+        try owner.saveNotes("n", count: 1)
+        for start in stride(from: 0, to: notes.count, by: 4) {
+            _ = try owner.db.modifyRecords(saving: Array(notes[start..<(start + 4)]), savePolicy: .allKeys).get()
+        }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = try b.makeSync()
+        try sync.start()
+        try await sync.accept(url: url)
+        let ownerName = owner.identity.userRecordName
+        try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30))
+        let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "d799", zoneID: sharedZone)) != nil)
+
+        // The owner makes a note again while the participant has no answer: one the write deleted in a
+        // request whose answer the owner no longer keeps.
+        @Sendable func makeAgain(_ index: Int) {
+            var again = Record(recordType: "Note", recordID: owner.id("d\(index)"))
+            again["title"] = "made again"
+            again.setParent(owner.id("topic"))
+            _ = try? owner.db.modifyRecords(saving: [again], savePolicy: .allKeys).get()
+        }
+        let registry = owner.server.registry
+        // The write is sent at once: 85 requests answered, the 86th applied and its answer lost (the
+        // connection closes), so it is queued. Then from the outbox: the 86th again (the owner's kept
+        // answer), 90 answered in all, the 176th's answer lost; then the rest.
+        registry.answersBeforeDrop.store(85, ordering: .relaxed)
+        registry.droppedAnswers.store(1, ordering: .relaxed)
+        final class Drops: Sendable { let count = Atomic<Int>(0) }
+        let drops = Drops()
+        registry.onDroppedAnswer.withLock {
+            $0 = {
+                if drops.count.add(1, ordering: .relaxed).newValue == 1 {
+                    makeAgain(0)  // its request (the 1st) was answered by the send at once
+                    registry.answersBeforeDrop.store(90, ordering: .relaxed)
+                    registry.droppedAnswers.store(1, ordering: .relaxed)
+                } else {
+                    makeAgain(400)  // its request (the 101st) was answered in the outbox's first send
+                }
+            }
+        }
+        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", deleting: notes.map(\.recordID.recordName))
+        guard case .queued(let queued) = outcome else { Issue.record("expected the write to be queued, got \(outcome)"); return }
+        #expect(queued.parts == Array(repeating: 4, count: 200))
+        try await expectEventually(sync, "the outbox to empty", timeout: 60) { try sync.replica.outboxOperations().isEmpty }
+        #expect(drops.count.load(ordering: .relaxed) == 2)
+        // Before, each send went from the first request: the owner had forgotten those answers and
+        // deleted the notes it had made again.
+        #expect(try owner.db.fetchRecord(owner.id("d0"))["title"] == "made again")
+        #expect(try owner.db.fetchRecord(owner.id("d400"))["title"] == "made again")
+        for name in ["d1", "d85", "d344", "d399", "d401", "d703", "d799"] {
+            #expect(throws: ShareSyncError.self, "\(name) was deleted") { try owner.db.fetchRecord(owner.id(name)) }
+        }
+        #expect(try sync.replica.keptAnswers(operation: queued.id).isEmpty, "the answers go with the write")
+        await sync.stop()
+        try await owner.stop()
     }
 
     @Test("a write in several requests gives each an ID from the names it carries: cut differently, a request is another write")

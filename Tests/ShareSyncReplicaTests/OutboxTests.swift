@@ -76,6 +76,39 @@ struct OutboxTests {
         }
     }
 
+    @Test("the answers to a write's requests are kept with it: under its write ID only, and they go with it", arguments: Storage.allCases)
+    func answersAreKeptWithTheWrite(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            let one = Data("answer 1".utf8)
+            let two = Data("answer 2".utf8)
+            let queued = try replica.enqueue(
+                owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["a", "b"], writeID: "w-1", parts: [1, 1]),
+                answers: ["w-1.0000000000000001": one])
+            let other = try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["c"]))
+            try replica.keepAnswer(two, request: "w-1.0000000000000002", operation: queued.id)
+            #expect(try replica.keptAnswers(operation: queued.id) == ["w-1.0000000000000001": one, "w-1.0000000000000002": two])
+            #expect(try replica.keptAnswers(operation: other.id).isEmpty)
+            // A write no longer in the outbox keeps nothing.
+            let gone = #expect(throws: ShareSyncError.self) {
+                try replica.keepAnswer(one, request: "w-9.0000000000000001", operation: 9_999)
+            }
+            #expect(gone?.code == .unknownItem)
+
+            // A rebase (same write ID) keeps them; a new write ID (a changed write) drops them.
+            var stored = try #require(try replica.outboxOperation(id: queued.id)?.operation)
+            stored.parts = [1, 1]
+            try replica.updateOperation(stored)
+            #expect(try replica.keptAnswers(operation: queued.id).count == 2)
+            stored.writeID = "w-10"  // the old requests' "w-1." is not its prefix "w-10."
+            try replica.updateOperation(stored)
+            #expect(try replica.keptAnswers(operation: queued.id).isEmpty)
+
+            try replica.keepAnswer(one, request: "w-10.0000000000000001", operation: queued.id)
+            try replica.removeOperation(id: queued.id)
+            #expect(try replica.keptAnswers(operation: queued.id).isEmpty)
+        }
+    }
+
     @Test("removed operations leave the others in order", arguments: Storage.allCases)
     func remove(storage: Storage) throws {
         try withReplica(storage) { replica in

@@ -76,7 +76,7 @@ struct PersistenceTests {
             "replica-v5-owner-announced-address", "replica-v6-journal-dirty-keys", "replica-v7-query-indexes",
             "replica-v8-journal-triggers-on-use", "replica-v9-journal-deletion-index",
             "replica-v10-record-zone-key", "replica-v11-zones-to-refetch", "replica-v12-journal-record-types",
-            "replica-v13-journal-record-types-filled", "replica-v14-owner-last-synced",
+            "replica-v13-journal-record-types-filled", "replica-v14-owner-last-synced", "replica-v15-outbox-answers",
         ])
     }
 }

@@ -568,6 +568,7 @@ struct Session {
                 }
                 let answer = await connection.onThreadPool(id: request.id, executor: executor) { executor.answer(request) }
                 if dropping {
+                    connection.server.registry.onDroppedAnswer.withLock { $0 }?()
                     connection.channel.channel.close(promise: nil)  // applied, and its answer lost (tests)
                     return
                 }

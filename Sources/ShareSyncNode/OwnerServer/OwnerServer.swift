@@ -311,9 +311,20 @@ final class ConnectionRegistry: Sendable {
     /// (tests set it: an answer lost after the owner committed).
     let droppedAnswers = Atomic<Int>(0)
 
+    /// How many `modifyRecords` are answered before the next one of ``droppedAnswers`` is lost (tests
+    /// set it: a write in many requests, cut off part-way).
+    let answersBeforeDrop = Atomic<Int>(0)
+    /// Called once a `modifyRecords` whose answer is lost has been applied, before its connection
+    /// closes (tests set it: the owner changes something while the participant has no answer).
+    let onDroppedAnswer = Mutex<(@Sendable () -> Void)?>(nil)
+
     /// Whether this `modifyRecords` is one whose answer a test asked to lose.
     func takeDroppedAnswer() -> Bool {
-        droppedAnswers.load(ordering: .relaxed) > 0 && droppedAnswers.wrappingSubtract(1, ordering: .relaxed).oldValue > 0
+        guard droppedAnswers.load(ordering: .relaxed) > 0 else { return false }
+        if answersBeforeDrop.load(ordering: .relaxed) > 0, answersBeforeDrop.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 {
+            return false
+        }
+        return droppedAnswers.wrappingSubtract(1, ordering: .relaxed).oldValue > 0
     }
 
     /// Requests left unanswered, by op, for as long as it is set (tests set it: an owner that answers

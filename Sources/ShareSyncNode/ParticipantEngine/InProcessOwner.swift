@@ -222,10 +222,10 @@ final class InProcessConnection: OwnerDatabase {
 
     /// With a `writeID`, applied once, as the owner's server does (an answer in process is never lost
     /// on its way, but a participant killed after the owner applied its write sends it again).
-    /// `parts` and `recut` are not needed: the write goes as one request.
+    /// `progress` is not needed: the write goes as one request.
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
-        parts: [Int]?, recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
+        progress: WriteProgress?
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try request(.modifyRecords)
         let zone = executor.zoneID(zoneName)

@@ -307,24 +307,26 @@ public final class OwnerConnection: Sendable {
     /// With a `writeID` (1 to 100 characters of letters, digits, `.`, `_`, `:` and `-`, unique to this
     /// write) the owner applies the write once: the same write sent again with the same `writeID`
     /// after its answer was lost gets the first answer and changes nothing. Each request of a write
-    /// in several requests has its own, made from it and the names it carries. `parts` (the number of
-    /// items in each request, as the write was cut when first sent: ``OutboxOperation/parts``) makes a
-    /// write sent again go as the same requests under the same IDs, whatever the owner's limits are
-    /// now; without it the write is cut by them. A request the owner then refuses as too large (which
-    /// it does only if it did not apply it under its ID) goes as two halves, each with its own ID;
-    /// `recut` is told the write's cut with those halves before they are sent (the outbox stores it:
-    /// sent again, the write goes as the halves, under their IDs, even if the owner's limits were
-    /// raised meanwhile; sent whole under the request's ID, a half the owner had applied, its answer
-    /// lost, was applied again).
+    /// in several requests has its own, made from it and the names it carries. `progress` (how the
+    /// write was cut when first sent, and the answers of its requests so far: ``WriteProgress``) makes
+    /// a write sent again go as the same requests under the same IDs, whatever the owner's limits are
+    /// now, and skips the requests already answered (their kept answers are merged into the result);
+    /// without it the write is cut by the limits. Each request's answer is told to `progress` before
+    /// the next request goes. A request the owner then refuses as too large (which it does only if it
+    /// did not apply it under its ID) goes as two halves, each with its own ID; `progress` is told the
+    /// write's cut with those halves before they are sent (the outbox stores it: sent again, the write
+    /// goes as the halves, under their IDs, even if the owner's limits were raised meanwhile; sent
+    /// whole under the request's ID, a half the owner had applied, its answer lost, was applied again).
     public func modifyRecords(
         zoneName: String, saving: [Record] = [], deleting: [String] = [],
-        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil, parts: [Int]? = nil,
-        recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)? = nil
+        savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil,
+        progress: WriteProgress? = nil
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         let items = saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
+        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
         var result = ModifyRecordsResult()
         var cut: [Int]
-        if let parts, parts.allSatisfy({ $0 > 0 }), parts.reduce(0, +) == items.count {
+        if let parts = progress?.parts, parts.allSatisfy({ $0 > 0 }), parts.reduce(0, +) == items.count {
             cut = parts
         } else {
             cut = ModifyItem.batches(items, limits: limits).map(\.count)
@@ -333,19 +335,32 @@ public final class OwnerConnection: Sendable {
         var start = 0
         while index < cut.count {
             let chunk = Array(items[start..<(start + cut[index])])
+            let (saves, deletes) = ModifyItem.split(chunk)
             // A write in one request goes under the write's own ID; cut in several, each request under
             // an ID made from the write's and the request's items.
             let chunkID = writeID.map { cut.count == 1 ? $0 : Self.partWriteID($0, chunk) }
-            do {
-                try await modifyRecords(zoneName: zoneName, chunk, savePolicy: savePolicy, atomically: atomically, writeID: chunkID, into: &result)
-            } catch where error.code == .limitExceeded && Self.refusesSize(error) && chunk.count > 1 {
-                // The owner counted more bytes than this side did, or a request cut as it was first
-                // sent is over limits the owner lowered since: ask in two halves. Refused whole, so it
-                // was not applied under its ID (the owner answers a request it applied with its first
-                // answer before it checks the limits). The new cut is told first (stored by the outbox).
-                cut.replaceSubrange(index...index, with: [chunk.count / 2, chunk.count - chunk.count / 2])
-                try recut?(cut)
-                continue
+            if cut.count > 1, let chunkID, let kept = progress?.answers[chunkID] {
+                // Answered on an earlier send: not sent again (the owner may no longer keep its answer).
+                kept.merge(saving: saves, deleting: deletes, zoneID: zoneID, into: &result)
+            } else {
+                let page: ModifyRecordsWireResult
+                do {
+                    page = try await send(
+                        .modifyRecords(
+                            zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically,
+                            writeID: chunkID),
+                        expecting: ModifyRecordsWireResult.self)
+                } catch where error.code == .limitExceeded && Self.refusesSize(error) && chunk.count > 1 {
+                    // The owner counted more bytes than this side did, or a request cut as it was first
+                    // sent is over limits the owner lowered since: ask in two halves. Refused whole, so it
+                    // was not applied under its ID (the owner answers a request it applied with its first
+                    // answer before it checks the limits). The new cut is told first (stored by the outbox).
+                    cut.replaceSubrange(index...index, with: [chunk.count / 2, chunk.count - chunk.count / 2])
+                    try progress?.recut(cut)
+                    continue
+                }
+                if cut.count > 1, let chunkID { try progress?.answered(chunkID, page) }
+                page.merge(saving: saves, deleting: deletes, zoneID: zoneID, into: &result)
             }
             start += cut[index]
             index += 1
@@ -377,26 +392,6 @@ public final class OwnerConnection: Sendable {
         }
         let hex = String(hash, radix: 16)
         return root + "." + String(repeating: "0", count: 16 - hex.count) + hex
-    }
-
-    private func modifyRecords(
-        zoneName: String, _ chunk: [ModifyItem], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
-        into result: inout ModifyRecordsResult
-    ) async throws(ShareSyncError) {
-        let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
-        var saves: [Record] = []
-        var deletes: [String] = []
-        for item in chunk {
-            switch item {
-            case .save(let r, _): saves.append(r)
-            case .delete(let name): deletes.append(name)
-            }
-        }
-        let page = try await send(
-            .modifyRecords(
-                zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically, writeID: writeID),
-            expecting: ModifyRecordsWireResult.self)
-        page.merge(saving: saves, deleting: deletes, zoneID: zoneID, into: &result)
     }
 
     /// Sends a `ping` and waits for the owner's answer. The connection pings by itself when it has been
@@ -454,6 +449,19 @@ extension ModifyRecordsWireResult {
 enum ModifyItem {
     case save(Record, bytes: Int)
     case delete(String)
+
+    /// The records saved and the names deleted by `items`, in order.
+    static func split(_ items: [ModifyItem]) -> (saving: [Record], deleting: [String]) {
+        var saves: [Record] = []
+        var deletes: [String] = []
+        for item in items {
+            switch item {
+            case .save(let record, _): saves.append(record)
+            case .delete(let name): deletes.append(name)
+            }
+        }
+        return (saves, deletes)
+    }
 
     static func saving(_ record: Record) -> ModifyItem {
         .save(record, bytes: ((try? record.jsonData().count) ?? 0) + Limits.responseOverheadPerItem)

@@ -41,12 +41,12 @@ public protocol OwnerDatabase: AnyObject, Sendable {
     /// Fetches records of a shared zone by name; a record outside this identity's view is `unknownItem`.
     func fetchRecords(zoneName: String, recordNames: [String]) async throws(ShareSyncError)
         -> [Record.ID: Result<Record, ShareSyncError>]
-    /// Saves and deletes records in a shared zone, split to fit the owner's limits, or as `parts` says
-    /// (``OutboxOperation/parts``: a write sent again under its `writeID` is cut as it was the first time).
-    /// `recut` is told the new cut before a request the owner refused as too large goes as two halves.
+    /// Saves and deletes records in a shared zone, split to fit the owner's limits, or as `progress`
+    /// says (a write sent again under its `writeID` is cut as it was the first time, and the requests
+    /// of it already answered are not sent again: ``WriteProgress``).
     func modifyRecords(
         zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
-        parts: [Int]?, recut: (@Sendable ([Int]) throws(ShareSyncError) -> Void)?
+        progress: WriteProgress?
     ) async throws(ShareSyncError) -> ModifyRecordsResult
     /// Subscribes to this identity's view: a push after every change since `token` (or since now), each
     /// handed to `receiver` as it is read, in order. The subscription ends (``PushReceiver/end``) when
@@ -56,6 +56,40 @@ public protocol OwnerDatabase: AnyObject, Sendable {
     func close() async
 }
 
+/// How far a write sent in several requests got, kept between its sends (the outbox keeps it on disk
+/// with the write: ``OutboxOperation/parts`` and ``SharedDatabaseReplica/keptAnswers(operation:)``).
+///
+/// A write too large for one request goes as several, each under its own write ID (made from the
+/// write's and the names it carries). Sent again after it was cut off part-way (a lost connection, a
+/// crash), it goes cut the same way, so that each request has the ID it had, and the requests already
+/// answered are not sent at all: their answers are taken from ``answers``. The owner answers a
+/// request it applied with its first answer, but keeps only its newest answers (protocol.md, "Writes
+/// applied once"): the first requests of a long write, sent again, would be applied again.
+public struct WriteProgress: Sendable {
+    /// How the write was cut when first sent: the number of items (saves in order, then deletions) in
+    /// each request. `nil`: cut by the owner's limits now (a cut that does not fit the items is not used).
+    public var parts: [Int]?
+    /// The owner's answers to requests of this write already answered, by the request's write ID.
+    public var answers: [String: ModifyRecordsWireResult]
+    /// Told the write's new cut before a request the owner refused as too large goes as two halves.
+    public var recut: @Sendable ([Int]) throws(ShareSyncError) -> Void
+    /// Told each request's answer, with the request's write ID, before the next request goes (only for
+    /// a write in several requests, with a write ID).
+    public var answered: @Sendable (String, ModifyRecordsWireResult) throws(ShareSyncError) -> Void
+
+    /// A write's progress: its cut and the answers of its requests so far, and what to tell as it goes.
+    public init(
+        parts: [Int]?, answers: [String: ModifyRecordsWireResult] = [:],
+        recut: @escaping @Sendable ([Int]) throws(ShareSyncError) -> Void = { _ in },
+        answered: @escaping @Sendable (String, ModifyRecordsWireResult) throws(ShareSyncError) -> Void = { _, _ in }
+    ) {
+        self.parts = parts
+        self.answers = answers
+        self.recut = recut
+        self.answered = answered
+    }
+}
+
 extension OwnerDatabase {
     /// A write cut to fit the owner's limits now.
     func modifyRecords(
@@ -63,7 +97,7 @@ extension OwnerDatabase {
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try await modifyRecords(
             zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: writeID,
-            parts: nil, recut: nil)
+            progress: nil)
     }
 
     /// How a write of `saving` and `deleting` is cut into requests by this owner's limits now: the number
@@ -78,7 +112,7 @@ extension OwnerDatabase {
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
         try await modifyRecords(
             zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically, writeID: nil,
-            parts: nil, recut: nil)
+            progress: nil)
     }
 
     /// Subscribes to this identity's view: the stream yields a push after every change since `token`

@@ -1,3 +1,4 @@
+import Foundation
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
@@ -38,18 +39,12 @@ extension ParticipantOwnerLink {
                 // this send with the first answer instead of applying the write again.
                 // A request the owner refuses as too large goes as two halves: the new cut is stored
                 // before they are sent, so that a resend goes as those halves under their IDs.
+                // The answer to each request of a write in several is stored as it comes: sent again,
+                // the write skips those requests.
                 let first = try await connection.modifyRecords(
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
                     savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID,
-                    parts: operation.parts, recut: { [replica, operation] parts throws(ShareSyncError) in
-                        var recut = operation
-                        recut.parts = parts
-                        do throws(ShareSyncError) {
-                            try replica.updateOperation(recut)
-                        } catch where error.code == .unknownItem {
-                            // Discarded meanwhile: the send goes on, as for any discard during a send.
-                        }
-                    })
+                    progress: try Self.progress(of: operation, in: replica))
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
             } catch where Self.keepsPending(error) {
                 throw error
@@ -67,6 +62,40 @@ extension ParticipantOwnerLink {
         }
         // Every pending write was answered: nothing is held back any more.
         clearHeldBack()
+    }
+
+    /// How far outbox write `operation` got (``WriteProgress``): its cut and the answers kept for its
+    /// requests; the progress stores a new cut and each answer with the write as they come. A write
+    /// discarded meanwhile is sent on, as for any discard during a send.
+    static func progress(of operation: OutboxOperation, in replica: SharedDatabaseReplica) throws(ShareSyncError) -> WriteProgress {
+        var answers: [String: ModifyRecordsWireResult] = [:]
+        for (request, data) in try replica.keptAnswers(operation: operation.id) {
+            // An answer that cannot be read is not used: that request goes again, under its ID.
+            if let answer = try? JSONCoding.decoder().decode(ModifyRecordsWireResult.self, from: data) { answers[request] = answer }
+        }
+        return WriteProgress(
+            parts: operation.parts, answers: answers,
+            recut: { parts throws(ShareSyncError) in
+                var recut = operation
+                recut.parts = parts
+                do throws(ShareSyncError) {
+                    try replica.updateOperation(recut)
+                } catch where error.code == .unknownItem {}
+            },
+            answered: { request, answer throws(ShareSyncError) in
+                do throws(ShareSyncError) {
+                    try replica.keepAnswer(try encodedAnswer(answer), request: request, operation: operation.id)
+                } catch where error.code == .unknownItem {}
+            })
+    }
+
+    /// A request's answer as the outbox keeps it (``SharedDatabaseReplica/keepAnswer(_:request:operation:)``).
+    static func encodedAnswer(_ answer: ModifyRecordsWireResult) throws(ShareSyncError) -> Data {
+        do {
+            return try JSONCoding.encoder().encode(answer)
+        } catch {
+            throw ShareSyncError(.internalError, "the owner's answer cannot be kept: \(error)")
+        }
     }
 
     /// Removes an answered write, or keeps what of it the owner did not accept, as a conflict or a refusal.

@@ -410,15 +410,21 @@ public final class ParticipantSync: Sendable {
         // Queued after such a send, it keeps how that send was cut (``OutboxOperation/parts``).
         let writeID = OutboxOperation.newWriteID()
         var parts: [Int]?
+        var answers: [String: Data] = [:]
         if let connection = link?.activeConnection, outboxEmpty {
-            // The cut the send ends up with, halves included (a request the owner refused as too large):
-            // queued after a failure, the write keeps it, so that a half the owner applied, its answer
-            // lost, goes again under its own ID and is not applied twice.
+            // The cut the send ends up with, halves included (a request the owner refused as too large),
+            // and the answers of its requests: queued after a failure, the write keeps both, so that a
+            // half the owner applied, its answer lost, goes again under its own ID and is not applied
+            // twice, and the requests answered are not sent again.
             let sentCut = Mutex<[Int]?>(nil)
+            let sentAnswers = Mutex<[String: ModifyRecordsWireResult]>([:])
             do {
                 let result = try await connection.modifyRecords(
                     zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
-                    writeID: writeID, parts: nil, recut: { cut in sentCut.withLock { $0 = cut } })
+                    writeID: writeID,
+                    progress: WriteProgress(
+                        parts: nil, recut: { cut in sentCut.withLock { $0 = cut } },
+                        answered: { request, answer in sentAnswers.withLock { $0[request] = answer } }))
                 // Answered at once, so not kept in the outbox and not an event: counted here.
                 ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
                 return .sent(result)
@@ -427,6 +433,9 @@ public final class ParticipantSync: Sendable {
                 // The same cut as the send's: the same records, and the connection's limits (or the
                 // halves it went as).
                 parts = sentCut.withLock { $0 } ?? connection.parts(saving: saving, deleting: deleting)
+                for (request, answer) in sentAnswers.withLock({ $0 }) {
+                    answers[request] = try ParticipantOwnerLink.encodedAnswer(answer)
+                }
                 logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
             }
         }
@@ -444,7 +453,8 @@ public final class ParticipantSync: Sendable {
             owner: owner,
             operation: OutboxOperation(
                 zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
-                writeID: writeID, parts: parts))
+                writeID: writeID, parts: parts),
+            answers: answers)
         hub.emit(.queued(owner: owner, operationID: queued.id))
         link?.pokeOutbox()
         return .queued(queued)
