@@ -77,6 +77,15 @@ public enum FieldValue: Sendable, Hashable {
         default: []
         }
     }
+
+    /// Whether this value holds a `deleteSelf` reference.
+    package var hasDeleteSelfReference: Bool {
+        switch self {
+        case .reference(let r): r.action == .deleteSelf
+        case .list(.reference(let rs)): rs.contains { $0.action == .deleteSelf }
+        default: false
+        }
+    }
 }
 
 extension FieldValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,

@@ -22,6 +22,9 @@ public struct ShareSyncError: Error, Sendable, Hashable, CustomStringConvertible
         case invalidArguments
         /// The request is larger than a configured limit.
         case limitExceeded
+        /// A record's `deleteSelf` reference names a record that does not exist (or that you cannot
+        /// see) and is not saved in the same request, as `CKError.referenceViolation`.
+        case referenceViolation
         /// The change token is older than the retained history, ahead of it, or from another database;
         /// refetch from nil.
         case changeTokenExpired

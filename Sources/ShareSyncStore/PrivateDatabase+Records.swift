@@ -24,7 +24,8 @@ extension PrivateDatabase {
 
     /// Saves a batch of records in one transaction, replacing any stored record of the same name
     /// (`allKeys`): all of them or none, whatever their number. This is the record import; the caller
-    /// bounds the batch's size in bytes. Fails like an atomic ``modifyRecords(saving:deleting:savePolicy:atomically:)``:
+    /// bounds the batch's size in bytes. A `deleteSelf` reference is taken as it is, even to a record
+    /// that does not exist (an import's batch may name records of a later batch). Fails like an atomic ``modifyRecords(saving:deleting:savePolicy:atomically:)``:
     /// the failing items carry their own errors and the others ``ShareSyncError/Code/batchRequestFailed``.
     ///
     /// `savePolicy` (default `allKeys`: each record replaces any of that name) applies to every record.
@@ -33,7 +34,7 @@ extension PrivateDatabase {
     ) throws(ShareSyncError) -> ModifyRecordsResult {
         try modifyRecords(
             saving: records, deleting: [], savePolicy: savePolicy, atomically: true, as: ownerName, authorize: { _ in },
-            itemLimit: .max)
+            itemLimit: .max, checkingReferenceTargets: false)
     }
 
     /// Fetches records by ID; each missing one fails with ``ShareSyncError/Code/unknownItem``, or
@@ -86,16 +87,18 @@ extension PrivateDatabase {
 
     /// The shared implementation of modifyRecords, for the owner and for participants.
     /// `authorize` runs inside the transaction for each item before it is applied. At most `itemLimit`
-    /// items (``Limits/maximumItemsPerRequest`` when nil).
+    /// items (``Limits/maximumItemsPerRequest`` when nil). `checkingReferenceTargets` false takes a
+    /// `deleteSelf` reference to a record that does not exist (the import).
     func modifyRecords(
         saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy,
-        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void, itemLimit: Int? = nil
+        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void, itemLimit: Int? = nil,
+        checkingReferenceTargets: Bool = true
     ) throws(ShareSyncError) -> ModifyRecordsResult {
         try checkItemCount(recordsToSave.count + recordIDsToDelete.count, itemLimit: itemLimit)
         return try write { db in
             try modifyRecords(
                 in: db, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy, atomically: atomically, as: actor,
-                authorize: authorize)
+                authorize: authorize, checkingReferenceTargets: checkingReferenceTargets)
         }
     }
 
@@ -114,11 +117,15 @@ extension PrivateDatabase {
     /// the caller's write transaction (the item count already checked: ``checkItemCount(_:itemLimit:)``).
     func modifyRecords(
         in db: Database, saving recordsToSave: [Record], deleting recordIDsToDelete: [Record.ID], savePolicy: SavePolicy,
-        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void
+        atomically: Bool, as actor: String, authorize: (inout WriteContext) throws -> Void, checkingReferenceTargets: Bool = true
     ) throws -> ModifyRecordsResult {
-        var batch = ItemBatch(
-            ctx: try WriteContext(db: db, database: self, actor: actor), saving: recordsToSave, deleting: recordIDsToDelete,
-            savePolicy: savePolicy)
+        var ctx = try WriteContext(db: db, database: self, actor: actor)
+        if !checkingReferenceTargets {
+            ctx.requestSaves = nil
+        } else if recordsToSave.contains(where: { record in record.fields.values.contains { $0.hasDeleteSelfReference } }) {
+            ctx.requestSaves = Dictionary(grouping: recordsToSave, by: \.recordID.zoneID.zoneName).mapValues { Set($0.map(\.recordID.recordName)) }
+        }
+        var batch = ItemBatch(ctx: ctx, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy)
         let strategy: any BatchStrategy.Type = atomically ? AtomicBatch.self : IndependentBatch.self
         guard try strategy.apply(&batch, in: db, authorize: authorize) else {
             return ModifyRecordsResult(saveResults: batch.saveOutcomes, deleteResults: batch.deleteOutcomes)
@@ -279,6 +286,7 @@ extension WriteContext {
         // For a participant the access policy comes first: no later check may tell them anything
         // about records outside their view.
         try authorizeSave(stored, existing: existing)
+        try checkDeleteSelfTargets(stored, existing: existing)
         if let parent = stored.parent?.recordID.recordName, try wouldCycle(zone: zone, name: id.recordName, parent: parent) {
             throw ShareSyncError(
                 .invalidArguments, "making \(parent) the parent of \(id.recordName) would close a cycle", recordID: id,
@@ -286,6 +294,43 @@ extension WriteContext {
         }
         try willSave(stored, existing: existing)
         return try store(stored, replacing: .known(existing))
+    }
+
+    /// Refuses a `deleteSelf` reference to a record that does not exist and is not saved in the same
+    /// request, as CloudKit does (`referenceViolation`): deleting that record is what deletes this one,
+    /// so the reference could only fire if a record of that name were made later, by anyone. A
+    /// reference with action none may name any record. For a participant a record outside their view
+    /// does not exist (the answer must not tell them otherwise). References the stored version
+    /// already has are not checked again (a record saved before this check, or whose target was
+    /// saved in the same, non-atomic, request and failed), so such a record can still be edited.
+    func checkDeleteSelfTargets(_ record: Record, existing: Record?) throws {
+        guard let requestSaves, record.fields.values.contains(where: \.hasDeleteSelfReference) else { return }
+        let zone = record.recordID.zoneID.zoneName
+        for (key, value) in record.fields.sorted(by: { $0.key < $1.key }) {
+            for reference in value.references where reference.action == .deleteSelf {
+                let target = reference.recordID.recordName
+                if requestSaves[zone]?.contains(target) == true { continue }
+                if existing?.fields.values.contains(where: { $0.references.contains { $0.action == .deleteSelf && $0.recordID.recordName == target } }) == true {
+                    continue
+                }
+                let id = Record.ID(recordName: target, zoneID: record.recordID.zoneID)
+                var found = try rowState(zone: zone, name: target) != nil
+                if found, !isOwner {
+                    do {
+                        try requireVisibleRecord(id)
+                    } catch let error as ShareSyncError where error.rule == .outsideView {
+                        found = false
+                    }
+                }
+                guard found else {
+                    throw ShareSyncError(
+                        .referenceViolation,
+                        "field \(key) of record \(record.recordID.recordName) is a deleteSelf reference to \(target), which does not exist; "
+                            + "save \(target) in the same request, or make the reference's action none",
+                        recordID: record.recordID)
+                }
+            }
+        }
     }
 
     /// Deletes one record (and what cascades from it).

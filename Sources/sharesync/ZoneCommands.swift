@@ -118,8 +118,9 @@ struct RecordCommand: AsyncParsableCommand {
             discussion: """
                 Each --field is KEY=TYPE:VALUE. Types: string, int64, double, bool, date (ISO 8601, \
                 2026-11-21T10:00:00Z or 2026-11-21 for midnight UTC, or seconds since 1970), bytes (base64), reference (a record name in the same zone, with an \
-                optional action: NAME:deleteSelf deletes this record when NAME is deleted, NAME:none \
-                (the default) leaves it), location (LAT,LON). --type is needed only to create a record: \
+                optional action: NAME:deleteSelf deletes this record when NAME is deleted, and NAME must \
+                exist (referenceViolation otherwise), NAME:none (the default) leaves it and may name any \
+                record), location (LAT,LON). --type is needed only to create a record: \
                 an existing record keeps its type.
 
                 Save policies, as CloudKit has them (--policy):
@@ -350,7 +351,8 @@ struct RecordCommand: AsyncParsableCommand {
                 saved, or none. The output says which batches committed. Records are saved by name, so \
                 running the same import again after a failure saves nothing twice; --skip N leaves out \
                 the first N records (those of the batches already committed). Use --file - for standard \
-                input.
+                input. A deleteSelf reference is taken as it is, even to a record that is not there (yet): \
+                a line may name a record of a later batch.
 
                 --policy says what happens to a record already there: allKeys (the default) replaces it, \
                 changedKeys sets the line's fields over it (others kept), and ifServerRecordUnchanged \

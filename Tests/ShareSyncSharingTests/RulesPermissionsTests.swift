@@ -181,10 +181,21 @@ struct RulesPermissionsTests {
     func aRootDeletedWithAnotherShareTakesItsShare() throws {
         let (w, share) = try world(.readWrite)
         let otherShare = try w.share(root: "other", invite: [("_c", .readOnly)])
-        // _b (readWrite) makes its share's root refer to the other share's record, with deleteSelf.
+        // _b (readWrite) cannot make its share's root refer to the other share's record with deleteSelf:
+        // outside _b's view, that record does not exist for _b (referenceViolation, as for a name
+        // that exists nowhere). The owner can.
         var topic = try w.view("_b").fetchRecords([w.sid("topic")])[w.sid("topic")]!.get()
         topic["on"] = .reference(Record.Reference(recordID: w.sid(otherShare.recordID.recordName), action: .deleteSelf))
-        #expect(try w.view("_b").modifyRecords(saving: [topic]).errors.isEmpty)
+        let refused = try w.view("_b").modifyRecords(saving: [topic]).errors["topic"]
+        var nowhere = topic
+        nowhere["on"] = .reference(Record.Reference(recordID: w.sid("no-such-record"), action: .deleteSelf))
+        let missing = try w.view("_b").modifyRecords(saving: [nowhere]).errors["topic"]
+        #expect(refused?.code == .referenceViolation && missing?.code == .referenceViolation)
+        #expect(refused?.message.replacingOccurrences(of: otherShare.recordID.recordName, with: "?")
+            == missing?.message.replacingOccurrences(of: "no-such-record", with: "?"))
+        var owners = try w.db.fetchRecord(w.id("topic"))
+        owners["on"] = .reference(Record.Reference(recordID: w.id(otherShare.recordID.recordName), action: .deleteSelf))
+        _ = try w.db.modifyRecords(saving: [owners]).get()
         // The owner stops sharing `other`: its share record goes, and `topic` with it.
         _ = try w.db.modifyRecords(deleting: [otherShare.recordID]).get()
         #expect(failure { _ = try w.db.fetchRecord(w.id("topic")) }?.code == .unknownItem)

@@ -102,6 +102,7 @@ struct DeleteSelfTests {
                 makeRecord("c", type: "Comment", ["about": deleteSelf("b")]),
                 makeRecord("plain", ["link": .reference(Record.Reference(recordID: recordID("a"), action: .none))]),
                 child,
+                makeRecord("other"),
                 makeRecord("unrelated", ["owner": deleteSelf("other")]),
             ])
             let before = try db.currentChangeToken()
@@ -111,7 +112,7 @@ struct DeleteSelfTests {
             #expect(Array(result.deleteResults.keys) == [recordID("a")])
 
             for name in ["a", "b", "c"] { #expect(try !db.exists(recordID(name)), "\(name) should be deleted") }
-            for name in ["plain", "child", "unrelated"] { #expect(try db.exists(recordID(name)), "\(name) should remain") }
+            for name in ["plain", "child", "other", "unrelated"] { #expect(try db.exists(recordID(name)), "\(name) should remain") }
 
             let changes = try db.allZoneChanges(topics, since: before).changes
             #expect(changes.allSatisfy { $0.isDeletion })
@@ -122,6 +123,49 @@ struct DeleteSelfTests {
                 DeletedRecord(recordID: recordID("c"), recordType: "Comment"),
             ])
             #expect(deleted.count == 3)
+        }
+    }
+
+    @Test("a deleteSelf reference must name a record that exists or is saved in the same request (referenceViolation)", arguments: Storage.allCases)
+    func deleteSelfTargetMustExist(storage: Storage) throws {
+        try withDatabase(storage) { db in
+            try db.saveZone(RecordZone(zoneID: topics))
+            try db.save([makeRecord("a")])
+            let before = try db.currentChangeToken()
+            // To a record that exists nowhere: refused, naming the field and the record; the atomic
+            // batch's other item is not saved either.
+            let refused = try db.modifyRecords(saving: [makeRecord("ok"), makeRecord("b", ["owner": deleteSelf("ghost")])])
+            let error = try #require(refused.errors["b"])
+            #expect(error.code == .referenceViolation, "\(error)")
+            #expect(error.message.contains("owner") && error.message.contains("ghost"), "\(error.message)")
+            #expect(refused.errors["ok"]?.code == .batchRequestFailed)
+            #expect(try !db.exists(recordID("ok")) && !db.exists(recordID("b")))
+            #expect(try db.allZoneChanges(topics, since: before).changes.isEmpty)
+            // In a reference list too.
+            let inList = try db.modifyRecords(saving: [
+                makeRecord("b", ["refs": .list(.reference([Record.Reference(recordID: recordID("a"), action: .deleteSelf),
+                                                            Record.Reference(recordID: recordID("ghost"), action: .deleteSelf)]))])
+            ])
+            #expect(inList.errors["b"]?.code == .referenceViolation)
+
+            // Its target saved in the same request, even after it: taken, and the cascade works.
+            try db.save([makeRecord("c", ["owner": deleteSelf("d")]), makeRecord("d")])
+            // To a record that exists, or with action none to any name: taken.
+            try db.save([makeRecord("e", ["owner": deleteSelf("a")]),
+                         makeRecord("f", ["link": .reference(Record.Reference(recordID: recordID("ghost"), action: .none))])])
+            try db.delete([recordID("d"), recordID("a")])
+            for name in ["c", "e"] { #expect(try !db.exists(recordID(name)), "\(name) went with its target") }
+            #expect(try db.exists(recordID("f")))
+
+            // An import takes it as it is (its batches may name records of later ones); a record that
+            // has such a reference can still be edited, keeping it.
+            _ = try db.importRecords([makeRecord("g", ["owner": deleteSelf("later")])]).get()
+            var g = try db.fetchRecord(recordID("g"))
+            g["title"] = "edited"
+            #expect(try db.save(g)["title"] == "edited")
+            g = try db.fetchRecord(recordID("g"))
+            g["other"] = deleteSelf("ghost2")  // a new one is checked
+            #expect(try db.modifyRecords(saving: [g]).errors["g"]?.code == .referenceViolation)
         }
     }
 

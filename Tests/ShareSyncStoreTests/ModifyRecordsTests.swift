@@ -69,6 +69,7 @@ struct ModifyRecordsTests {
             ]
             var record = makeRecord("n1", fields)
             record.setParent(recordID("parent"))
+            try db.save(makeRecord("x"))  // a deleteSelf reference names a record that exists
             let saved = try db.save(record)
             #expect(saved.fields == fields)
             #expect(saved.parent?.recordID == recordID("parent"))

@@ -222,6 +222,7 @@ struct ValidationTests {
                  "fields":{"title":{"value":"Milk","type":"STRING"},"count":{"value":2,"type":"INT64"},
                            "owner":{"value":{"recordName":"t1","action":"DELETE_SELF"},"type":"REFERENCE"}}}
                 """#.utf8))
+            try db.save(makeRecord("t1"))  // the deleteSelf reference's target exists
             let saved = try db.save(good)
             #expect(saved["title"] == "Milk")
             #expect(saved["count"] == 2)
