@@ -69,7 +69,12 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
     /// resolved); kept through rebases. `nil` in a write queued by an older version (sent without one).
     /// A new write ID forgets ``parts``.
     public var writeID: String? = nil {
-        didSet { if writeID != oldValue { parts = nil } }
+        didSet {
+            if writeID != oldValue {
+                parts = nil
+                mergedParts = nil
+            }
+        }
     }
     /// How the write was cut into requests when it was first sent under its ``writeID``: the number of
     /// items (saves in order, then deletions) in each request. Sent again, it is cut the same way, so
@@ -78,10 +83,14 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
     /// sizes, a request the owner had applied (its answer lost) went as other requests under other
     /// IDs, and was applied again. `nil` until the first send.
     public var parts: [Int]? = nil
+    /// How the retry of this write's conflicting saves, merged by the merge hook (sent under
+    /// ``writeID`` and `.merged`), was cut when first sent: as ``parts`` for the write itself. `nil`
+    /// until that retry is first sent; a new write ID forgets it.
+    public var mergedParts: [Int]? = nil
 
     // The state, error and server records are stored in their own columns, not in the operation's JSON.
     private enum CodingKeys: String, CodingKey {
-        case id, zoneName, saving, deleting, savePolicy, atomically, writeID, parts
+        case id, zoneName, saving, deleting, savePolicy, atomically, writeID, parts, mergedParts
     }
 
     /// Creates an operation to enqueue; its ``id`` is assigned when it is enqueued.

@@ -73,7 +73,8 @@ struct EncodedPageTests {
             }
         }
         let expected = try Self.rows(replicas[0])
-        #expect(expected.count > 250)
+        // (Random records whose deleteSelf reference names no record are refused: about 230 to 270 stay.)
+        #expect(expected.count > 200)
         #expect(deletions == 40)
         #expect(pages > 10)
         #expect(try Self.rows(replicas[1]) == expected)

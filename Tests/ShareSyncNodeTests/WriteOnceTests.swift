@@ -299,15 +299,15 @@ struct WriteOnceTests {
         return (sync, mine)
     }
 
-    @Test("a write of more requests than the owner keeps answers for, cut off part-way twice, applies each request once")
-    func aLongWriteSkipsTheRequestsAnswered() async throws {
+    /// An owner whose requests take 4 items, `count` notes `d0`… under its topic, and a participant
+    /// `b` (with `merge` as its merge hook) that accepted a read-write share of them and holds them.
+    static func ownerWithNotesInRequestsOf4(count: Int, _ b: TestParticipant, merge: (@Sendable (Record, Record) -> Record?)? = nil)
+        async throws -> (TestOwner, ParticipantSync, [Record])
+    {
         var limits = Limits()
         limits.maximumItemsPerRequest = 4
         let owner = try await TestOwner.start(limits: limits)
-        let b = try TestParticipant()
-        defer { b.remove() }
-        // 800 notes (200 requests of 4 items to delete): past the 64 answers the owner keeps, twice.
-        let notes = (0..<800).map { i -> Record in
+        let notes = (0..<count).map { i -> Record in
             var note = Record(recordType: "Note", recordID: owner.id("d\(i)"))
             note["title"] = .string("note \(i)")
             note.setParent(owner.id("topic"))
@@ -318,13 +318,29 @@ struct WriteOnceTests {
             _ = try owner.db.modifyRecords(saving: Array(notes[start..<(start + 4)]), savePolicy: .allKeys).get()
         }
         let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let sync = try b.makeSync()
+        let sync = try b.makeSync(merge: merge)
         try sync.start()
         try await sync.accept(url: url)
         let ownerName = owner.identity.userRecordName
         try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30))
         let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
-        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "d799", zoneID: sharedZone)) != nil)
+        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "d\(count - 1)", zoneID: sharedZone)) != nil)
+        return (owner, sync, notes)
+    }
+
+    /// Counts, from a test owner's connection task.
+    final class Counts: Sendable {
+        let drops = Atomic<Int>(0)
+        let keptAtSecondDrop = Atomic<Int>(-1)
+    }
+
+    @Test("a write of more requests than the owner keeps answers for, cut off part-way twice, applies each request once")
+    func aLongWriteSkipsTheRequestsAnswered() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        // 800 notes (200 requests of 4 items to delete): past the 64 answers the owner keeps, twice.
+        let (owner, sync, notes) = try await Self.ownerWithNotesInRequestsOf4(count: 800, b)
+        let ownerName = owner.identity.userRecordName
 
         // The owner makes a note again while the participant has no answer: one the write deleted in a
         // request whose answer the owner no longer keeps.
@@ -340,32 +356,99 @@ struct WriteOnceTests {
         // answer), 90 answered in all, the 176th's answer lost; then the rest.
         registry.answersBeforeDrop.store(85, ordering: .relaxed)
         registry.droppedAnswers.store(1, ordering: .relaxed)
-        final class Drops: Sendable { let count = Atomic<Int>(0) }
-        let drops = Drops()
+        let counts = Counts()
+        let replica = sync.replica
         registry.onDroppedAnswer.withLock {
             $0 = {
-                if drops.count.add(1, ordering: .relaxed).newValue == 1 {
+                if counts.drops.add(1, ordering: .relaxed).newValue == 1 {
                     makeAgain(0)  // its request (the 1st) was answered by the send at once
                     registry.answersBeforeDrop.store(90, ordering: .relaxed)
                     registry.droppedAnswers.store(1, ordering: .relaxed)
                 } else {
                     makeAgain(400)  // its request (the 101st) was answered in the outbox's first send
+                    if let id = try? replica.outboxOperations().first?.operation.id, let kept = try? replica.keptAnswers(operation: id) {
+                        counts.keptAtSecondDrop.store(kept.count, ordering: .relaxed)
+                    }
                 }
             }
         }
-        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", deleting: notes.map(\.recordID.recordName))
+        // Not atomic: a request sent again deletes what of it is still there (atomic, it would fail
+        // whole on the notes already gone, and only its retry would delete the note made again).
+        let outcome = try await sync.modifyRecords(
+            owner: ownerName, zoneName: "Topics", deleting: notes.map(\.recordID.recordName), atomically: false)
         guard case .queued(let queued) = outcome else { Issue.record("expected the write to be queued, got \(outcome)"); return }
         #expect(queued.parts == Array(repeating: 4, count: 200))
         try await expectEventually(sync, "the outbox to empty", timeout: 60) { try sync.replica.outboxOperations().isEmpty }
-        #expect(drops.count.load(ordering: .relaxed) == 2)
+        #expect(counts.drops.load(ordering: .relaxed) == 2)
+        // Every answer so far, on disk before the next request went: 85 from the send at once, 90 from
+        // the outbox's first send.
+        #expect(counts.keptAtSecondDrop.load(ordering: .relaxed) == 175)
         // Before, each send went from the first request: the owner had forgotten those answers and
         // deleted the notes it had made again.
-        #expect(try owner.db.fetchRecord(owner.id("d0"))["title"] == "made again")
-        #expect(try owner.db.fetchRecord(owner.id("d400"))["title"] == "made again")
+        #expect((try? owner.db.fetchRecord(owner.id("d0")))?["title"] == "made again")
+        #expect((try? owner.db.fetchRecord(owner.id("d400")))?["title"] == "made again")
         for name in ["d1", "d85", "d344", "d399", "d401", "d703", "d799"] {
             #expect(throws: ShareSyncError.self, "\(name) was deleted") { try owner.db.fetchRecord(owner.id(name)) }
         }
         #expect(try sync.replica.keptAnswers(operation: queued.id).isEmpty, "the answers go with the write")
+        await sync.stop()
+        try await owner.stop()
+    }
+
+    @Test("the merge hook's retry of a long write, cut off part-way, is sent again as it was cut, skipping what was answered")
+    func aLongMergedRetrySkipsTheRequestsAnswered() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        // The hook keeps the participant's title over the owner's.
+        let (owner, sync, notes) = try await Self.ownerWithNotesInRequestsOf4(count: 400, b, merge: { mine, theirs in
+            var merged = theirs
+            merged["title"] = mine["title"]
+            return merged
+        })
+        let ownerName = owner.identity.userRecordName
+        // Every note changed by the owner after the participant read it: the write's 100 requests
+        // conflict, and the hook's retry is 100 requests too.
+        var mine: [Record] = []
+        for note in notes {
+            var copy = try #require(try sync.replica.fetchRecord(Record.ID(recordName: note.recordID.recordName, zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
+            copy["title"] = "participant"
+            mine.append(copy)
+        }
+        for start in stride(from: 0, to: notes.count, by: 4) {
+            var theirs = try (start..<(start + 4)).map { try owner.db.fetchRecord(owner.id("d\($0)")) }
+            for i in theirs.indices { theirs[i]["owner"] = "changed" }
+            _ = try owner.db.modifyRecords(saving: theirs, savePolicy: .allKeys).get()
+        }
+        // The write's 100 answers, then 85 of the retry's, the 86th's answer lost; meanwhile the owner
+        // changes the first note of the retry's first request again (its answer no longer kept).
+        let registry = owner.server.registry
+        registry.answersBeforeDrop.store(185, ordering: .relaxed)
+        registry.droppedAnswers.store(1, ordering: .relaxed)
+        let counts = Counts()
+        registry.onDroppedAnswer.withLock {
+            $0 = {
+                counts.drops.add(1, ordering: .relaxed)
+                if var again = try? owner.db.fetchRecord(owner.id("d0")) {
+                    again["title"] = "owner again"
+                    _ = try? owner.db.modifyRecords(saving: [again], savePolicy: .allKeys).get()
+                }
+            }
+        }
+        let queued = try sync.replica.enqueue(
+            owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: mine, savePolicy: .ifServerRecordUnchanged, atomically: false))
+        try #require(sync.existingLink(ownerName)).pokeOutbox()
+        try await expectEventually(sync, "the outbox to settle", timeout: 60) {
+            try sync.replica.outboxOperations().allSatisfy { $0.operation.state != .pending }
+        }
+        #expect(counts.drops.load(ordering: .relaxed) == 1)
+        // Sent again from its first request, the retry met the owner's second change of d0 as a
+        // conflict, and the write stayed in the outbox; skipping what was answered, it is done.
+        let left = try sync.replica.outboxOperations().map(\.operation)
+        #expect(left.isEmpty, "\(left.map { "\($0.state): \(String(describing: $0.error))" })")
+        #expect(try owner.db.fetchRecord(owner.id("d0"))["title"] == "owner again")
+        #expect(try owner.db.fetchRecord(owner.id("d399"))["title"] == "participant")
+        #expect(try owner.db.fetchRecord(owner.id("d399"))["owner"] == "changed")
+        #expect(try sync.replica.keptAnswers(operation: queued.id).isEmpty)
         await sync.stop()
         try await owner.stop()
     }

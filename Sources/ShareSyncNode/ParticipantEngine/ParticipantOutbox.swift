@@ -34,17 +34,18 @@ extension ParticipantOwnerLink {
                 }
             }
             let answer: (ModifyRecordsResult, dropped: Set<Record.ID>)
+            // The answer to each request of a write in several is stored as it comes: sent again, the
+            // write skips those requests.
+            let progress = try writeProgress(of: operation, in: replica, parts: operation.parts, merged: false)
             do {
                 // With its write ID: if an answer was lost (a cut connection, a crash), the owner answers
                 // this send with the first answer instead of applying the write again.
                 // A request the owner refuses as too large goes as two halves: the new cut is stored
                 // before they are sent, so that a resend goes as those halves under their IDs.
-                // The answer to each request of a write in several is stored as it comes: sent again,
-                // the write skips those requests.
                 let first = try await connection.modifyRecords(
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
                     savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID,
-                    progress: try Self.progress(of: operation, in: replica))
+                    progress: progress)
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
             } catch where Self.keepsPending(error) {
                 throw error
@@ -64,29 +65,41 @@ extension ParticipantOwnerLink {
         clearHeldBack()
     }
 
-    /// How far outbox write `operation` got (``WriteProgress``): its cut and the answers kept for its
-    /// requests; the progress stores a new cut and each answer with the write as they come. A write
-    /// discarded meanwhile is sent on, as for any discard during a send.
-    static func progress(of operation: OutboxOperation, in replica: SharedDatabaseReplica) throws(ShareSyncError) -> WriteProgress {
+    /// How far outbox write `operation` (or, `merged`, its merged retry) got (``WriteProgress``): its
+    /// cut `parts` and the answers kept for its requests; the progress stores a new cut and each
+    /// answer with the write as they come. A write discarded meanwhile is sent on, as for any discard
+    /// during a send.
+    func writeProgress(of operation: OutboxOperation, in replica: SharedDatabaseReplica, parts: [Int]?, merged: Bool)
+        throws(ShareSyncError) -> WriteProgress
+    {
         var answers: [String: ModifyRecordsWireResult] = [:]
         for (request, data) in try replica.keptAnswers(operation: operation.id) {
             // An answer that cannot be read is not used: that request goes again, under its ID.
-            if let answer = try? JSONCoding.decoder().decode(ModifyRecordsWireResult.self, from: data) { answers[request] = answer }
+            do {
+                answers[request] = try JSONCoding.decoder().decode(ModifyRecordsWireResult.self, from: data)
+            } catch {
+                logger.warning("a kept answer is unreadable; its request is sent again", metadata: ["id": "\(operation.id)", "request": "\(request)"])
+            }
         }
+        let id = operation.id
         return WriteProgress(
-            parts: operation.parts, answers: answers,
-            recut: { parts throws(ShareSyncError) in
-                var recut = operation
-                recut.parts = parts
-                do throws(ShareSyncError) {
-                    try replica.updateOperation(recut)
-                } catch where error.code == .unknownItem {}
-            },
+            parts: parts, answers: answers,
+            recut: { parts throws(ShareSyncError) in try Self.storeCut(parts, merged: merged, of: id, in: replica) },
             answered: { request, answer throws(ShareSyncError) in
                 do throws(ShareSyncError) {
-                    try replica.keepAnswer(try encodedAnswer(answer), request: request, operation: operation.id)
+                    try replica.keepAnswer(try Self.encodedAnswer(answer), request: request, operation: id)
                 } catch where error.code == .unknownItem {}
             })
+    }
+
+    /// Stores the cut of write `id` (or, `merged`, of its merged retry), read again first: another
+    /// part of the write may have changed since the send began. A write no longer there is left so.
+    static func storeCut(_ parts: [Int], merged: Bool, of id: Int64, in replica: SharedDatabaseReplica) throws(ShareSyncError) {
+        guard var current = try replica.outboxOperation(id: id)?.operation else { return }
+        if merged { current.mergedParts = parts } else { current.parts = parts }
+        do {
+            try replica.updateOperation(current)
+        } catch where error.code == .unknownItem {}
     }
 
     /// A request's answer as the outbox keeps it (``SharedDatabaseReplica/keepAnswer(_:request:operation:)``).
@@ -237,10 +250,19 @@ extension ParticipantOwnerLink {
         }
         guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
         var retry = ModifyRecordsResult()
+        // Cut once, on disk before its first send, and its answers kept as they come, as for the write
+        // itself: sent again (its answer lost, the owner's limits changed), each request goes under
+        // the ID it had, and those answered are not sent again.
+        var cut = try replica.outboxOperation(id: operation.id)?.operation.mergedParts
+        if cut == nil || cut?.reduce(0, +) != saves.count + deletes.count {
+            cut = connection.parts(saving: saves, deleting: deletes)
+            try Self.storeCut(cut!, merged: true, of: operation.id, in: replica)
+        }
+        let progress = try writeProgress(of: operation, in: replica, parts: cut, merged: true)
         do {
             retry = try await connection.modifyRecords(
                 zoneName: operation.zoneName, saving: saves, deleting: deletes, savePolicy: operation.savePolicy,
-                atomically: operation.atomically, writeID: operation.writeID.map { $0 + ".merged" })
+                atomically: operation.atomically, writeID: operation.writeID.map { $0 + ".merged" }, progress: progress)
         } catch where Self.keepsPending(error) || Self.holdsBackWrite(error) {
             throw error
         } catch {

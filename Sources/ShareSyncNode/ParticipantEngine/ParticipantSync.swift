@@ -428,7 +428,12 @@ public final class ParticipantSync: Sendable {
                 // Answered at once, so not kept in the outbox and not an event: counted here.
                 ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
                 return .sent(result)
-            } catch where ParticipantOwnerLink.isTransient(error) {
+            } catch where ParticipantOwnerLink.isTransient(error)
+                || (!sentAnswers.withLock(\.isEmpty) && (ParticipantOwnerLink.holdsBackWrite(error) || error.code == .operationCancelled))
+            {
+                // A network failure; or, with some requests of the write applied, the owner's store
+                // failing or the caller giving up: queued, the write is finished later (its applied
+                // requests not sent again), instead of being left half applied.
                 if !queueWhenUnreachable { throw error }
                 // The same cut as the send's: the same records, and the connection's limits (or the
                 // halves it went as).
