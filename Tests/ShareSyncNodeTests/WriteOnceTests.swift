@@ -395,6 +395,33 @@ struct WriteOnceTests {
         try await owner.stop()
     }
 
+    @Test("a write sent at once, refused by the owner's full disk after some of its requests were applied, is queued and finished")
+    func aPartlyAppliedWriteIsQueuedWhenTheOwnersDiskFills() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (owner, sync, notes) = try await Self.ownerWithNotesInRequestsOf4(count: 40, b)
+        let ownerName = owner.identity.userRecordName
+        // 10 requests: the first 3 applied, then the owner's disk is full.
+        owner.server.registry.injectedRefusalsHeldFor.store(3, ordering: .relaxed)
+        owner.server.registry.injectedRefusals.withLock {
+            $0["modifyRecords"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull)
+        }
+        let outcome = try await sync.modifyRecords(
+            owner: ownerName, zoneName: "Topics", deleting: notes.map(\.recordID.recordName), atomically: false)
+        // Before, the caller got the refusal with 12 notes deleted, and the rest never sent.
+        guard case .queued(let queued) = outcome else { Issue.record("expected the write to be queued, got \(outcome)"); return }
+        #expect(try sync.replica.keptAnswers(operation: queued.id).count == 3)
+        #expect(throws: ShareSyncError.self) { try owner.db.fetchRecord(owner.id("d11")) }
+        #expect(try owner.db.fetchRecord(owner.id("d12")).recordID.recordName == "d12")
+        owner.server.registry.injectedRefusals.withLock { $0 = [:] }
+        try await expectEventually(sync, "the outbox to empty", timeout: 30) { try sync.replica.outboxOperations().isEmpty }
+        for i in [0, 12, 39] {
+            #expect(throws: ShareSyncError.self, "d\(i) deleted") { try owner.db.fetchRecord(owner.id("d\(i)")) }
+        }
+        await sync.stop()
+        try await owner.stop()
+    }
+
     @Test("the merge hook's retry of a long write, cut off part-way, is sent again as it was cut, skipping what was answered")
     func aLongMergedRetrySkipsTheRequestsAnswered() async throws {
         let b = try TestParticipant()

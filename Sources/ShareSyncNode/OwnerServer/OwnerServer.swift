@@ -331,9 +331,17 @@ final class ConnectionRegistry: Sendable {
     /// pings but never a request).
     let silencedOps = Mutex<Set<String>>([])
 
+    /// How many requests an injected refusal lets through before it applies (tests set it: a write in
+    /// several requests whose later ones meet a full disk).
+    let injectedRefusalsHeldFor = Atomic<Int>(0)
+
     /// The refusal a test asked for requests of `op`.
     func injectedRefusal(for op: String) -> ShareSyncError? {
-        injectedRefusals.withLock { $0.isEmpty ? nil : $0[op] }
+        guard let refusal = injectedRefusals.withLock({ $0.isEmpty ? nil : $0[op] }) else { return nil }
+        if injectedRefusalsHeldFor.load(ordering: .relaxed) > 0, injectedRefusalsHeldFor.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 {
+            return nil
+        }
+        return refusal
     }
 
     /// Throws if a test asked for a push read to fail.
