@@ -299,10 +299,11 @@ extension WriteContext {
     /// Refuses a `deleteSelf` reference to a record that does not exist and is not saved in the same
     /// request, as CloudKit does (`referenceViolation`): deleting that record is what deletes this one,
     /// so the reference could only fire if a record of that name were made later, by anyone. A
-    /// reference with action none may name any record. For a participant a record outside their view
-    /// does not exist (the answer must not tell them otherwise). References the stored version
-    /// already has are not checked again (a record saved before this check, or whose target was
-    /// saved in the same, non-atomic, request and failed), so such a record can still be edited.
+    /// reference with action none may name any record. A target saved in the same request is saved
+    /// first (``ItemBatch``), so it must then exist: one whose own save failed does not count. For a
+    /// participant a record outside their view does not exist (the answer must not tell them
+    /// otherwise). References the stored version already has are not checked again (a record saved
+    /// before this check, or imported), so such a record can still be edited.
     func checkDeleteSelfTargets(_ record: Record, existing: Record?) throws {
         guard let requestSaves, record.fields.values.contains(where: \.hasDeleteSelfReference) else { return }
         let zone = record.recordID.zoneID.zoneName
@@ -315,7 +316,8 @@ extension WriteContext {
                 }
                 let id = Record.ID(recordName: target, zoneID: record.recordID.zoneID)
                 var found = try rowState(zone: zone, name: target) != nil
-                if found, !isOwner {
+                // Saved earlier in this request (its share membership is settled at the end): seen.
+                if found, !isOwner, !delta[zone].touched.contains(target) {
                     do {
                         try requireVisibleRecord(id)
                     } catch let error as ShareSyncError where error.rule == .outsideView {

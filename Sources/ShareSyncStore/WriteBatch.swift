@@ -19,10 +19,13 @@ struct ItemBatch {
         // Shares are applied after ordinary records, so a share can be saved in the same batch as its root.
         // (Without shares the array is taken as it is: records are large values, and copying a batch
         // of them costs more than a write statement.)
+        // A record a deleteSelf reference names is saved before the record that refers to it (the
+        // reference's check then sees whether it was saved: `checkDeleteSelfTargets`).
         if saving.contains(where: { $0.recordType == Record.shareRecordType }) {
-            self.saving = saving.filter { $0.recordType != Record.shareRecordType } + saving.filter { $0.recordType == Record.shareRecordType }
+            self.saving = Record.orderedForDeleteSelfTargets(saving.filter { $0.recordType != Record.shareRecordType })
+                + saving.filter { $0.recordType == Record.shareRecordType }
         } else {
-            self.saving = saving
+            self.saving = Record.orderedForDeleteSelfTargets(saving)
         }
         self.deleting = deleting
         self.savePolicy = savePolicy
@@ -73,6 +76,8 @@ struct ItemBatch {
             } else {
                 saveOutcomes[record.recordID] = .success(saved!)
             }
+            // Saved or not, it is no longer to come later in this request.
+            if ctx.requestSaves?.isEmpty == false { ctx.requestSaves?[record.recordID.zoneID.zoneName]?.remove(record.recordID.recordName) }
         }
         for id in deleting {
             guard seen.insert(id).inserted else {

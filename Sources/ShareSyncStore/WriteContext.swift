@@ -23,9 +23,11 @@ struct WriteContext {
     /// context writes those tables, and it keeps the cache in step; a rolled-back try or item clears it.
     let cache: WriteCache
 
-    /// The records this request saves, by zone, so that a `deleteSelf` reference may name one saved
-    /// later in the same request (``checkDeleteSelfTargets(_:existing:)``); `nil`: such references are
-    /// not checked (an import, whose batches may name records of later batches).
+    /// The records this request saves that have not been tried yet, by zone, so that a `deleteSelf`
+    /// reference may name one saved later in the same request (``checkDeleteSelfTargets(_:existing:)``:
+    /// targets are saved first, so this is a loop of references, or a record naming itself); one tried
+    /// is taken out, saved or not. `nil`: such references are not checked (an import, whose batches may
+    /// name records of later batches).
     var requestSaves: [String: Set<String>]? = [:]
 
     /// Whether the writer is the owner (otherwise a participant, checked by ``AccessPolicy``).

@@ -22,6 +22,20 @@ private final class HalvingThenCut: PartialOwnerDatabase {
     }
 }
 
+/// An owner connection that answers every write with an answer naming none of its items (as an
+/// answer kept for another write under the same ID would).
+private final class AnswersNothing: PartialOwnerDatabase {
+    let ownerName: String
+    let limits = WireLimits()
+    init(ownerName: String) { self.ownerName = ownerName }
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        progress: WriteProgress?
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        ModifyRecordsResult()
+    }
+}
+
 /// A participant's write sent again after its answer was lost is applied once (`modifyRecords`'
 /// `writeID`): the owner answers the repeat with the first answer and changes nothing.
 @Suite("Writes applied once")
@@ -219,6 +233,52 @@ struct WriteOnceTests {
         #expect(try owner.db.fetchRecord(owner.id("n5"))["title"] == "owner")
         await connection.close()
         try await owner.stop()
+    }
+
+    @Test("a write cut into requests sends a deleteSelf reference's target no later than the reference")
+    func deleteSelfTargetsGoFirst() async throws {
+        var limits = Limits()
+        limits.maximumItemsPerRequest = 4
+        let owner = try await TestOwner.start(limits: limits)
+        let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 2)
+        // Four comments on a note that comes last in the write: cut in the order given, the first
+        // request would hold the comments alone, and the owner would refuse them (referenceViolation).
+        let comments = (0..<4).map { i -> Record in
+            var comment = Record(recordType: "Comment", recordID: Record.ID(recordName: "c\(i)", zoneID: zone))
+            comment["on"] = .reference(Record.Reference(recordID: Record.ID(recordName: "new-note", zoneID: zone), action: .deleteSelf))
+            comment.setParent(Record.ID(recordName: "topic", zoneID: zone))
+            return comment
+        }
+        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "new-note", zoneID: zone))
+        note.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        #expect(connection.parts(saving: comments + [note], deleting: []) == [4, 1])
+        let result = try await connection.modifyRecords(zoneName: "Topics", saving: comments + [note], savePolicy: .allKeys, writeID: "w-comments")
+        #expect(result.errors.isEmpty, "\(result.errors)")
+        _ = try owner.db.modifyRecords(deleting: [owner.id("new-note")]).get()
+        #expect(throws: ShareSyncError.self, "the comments went with the note") { try owner.db.fetchRecord(owner.id("c0")) }
+        await connection.close()
+        try await owner.stop()
+    }
+
+    @Test("an item the owner's answer does not name is not taken as done: it goes again, as another write")
+    func anItemTheAnswerDoesNotNameGoesAgain() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (sync, mine) = try await Self.participantEditingANote(owner, b)
+        let ownerName = owner.identity.userRecordName
+        try await owner.stop()
+        try await expectEventually(sync, "disconnected") { sync.status(owner: ownerName) != .following }
+        guard case .queued(let queued) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine]) else {
+            Issue.record("expected the write to be queued")
+            return
+        }
+        let link = try #require(sync.existingLink(ownerName))
+        try await link.flushOutbox(AnswersNothing(ownerName: ownerName))
+        let stored = try #require(try sync.replica.outboxOperation(id: queued.id)?.operation)
+        #expect(stored.state == .pending && stored.saving.map(\.recordID) == [mine.recordID])
+        #expect(stored.writeID != queued.writeID, "another write: the old ID would get the same answer")
+        await sync.stop()
     }
 
     @Test("the outbox stores the halves' cut before they are sent: sent again, the write goes as those halves")

@@ -150,6 +150,13 @@ struct DeleteSelfTests {
 
             // Its target saved in the same request, even after it: taken, and the cascade works.
             try db.save([makeRecord("c", ["owner": deleteSelf("d")]), makeRecord("d")])
+            // A target in the same request whose own save fails does not count (not atomic: the
+            // target is tried first, fails, and then the reference names nothing).
+            var failing = makeRecord("x")
+            failing.recordChangeTag = "9"  // saved as a change of a record that is not there
+            let partly = try db.modifyRecords(saving: [makeRecord("w", ["owner": deleteSelf("x")]), failing], atomically: false)
+            #expect(partly.errors["x"]?.code == .unknownItem)
+            #expect(partly.errors["w"]?.code == .referenceViolation, "\(partly.errors)")
             // To a record that exists, or with action none to any name: taken.
             try db.save([makeRecord("e", ["owner": deleteSelf("a")]),
                          makeRecord("f", ["link": .reference(Record.Reference(recordID: recordID("ghost"), action: .none))])])

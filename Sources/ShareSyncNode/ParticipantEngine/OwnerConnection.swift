@@ -322,7 +322,7 @@ public final class OwnerConnection: Sendable {
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true, writeID: String? = nil,
         progress: WriteProgress? = nil
     ) async throws(ShareSyncError) -> ModifyRecordsResult {
-        let items = saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
+        let items = ModifyItem.items(saving: saving, deleting: deleting)
         let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
         var result = ModifyRecordsResult()
         var cut: [Int]
@@ -449,6 +449,13 @@ extension ModifyRecordsWireResult {
 enum ModifyItem {
     case save(Record, bytes: Int)
     case delete(String)
+
+    /// The items of a write, in the order they are sent: saves first, each record a `deleteSelf`
+    /// reference names before the record that refers to it (the owner refuses a reference to a record
+    /// not saved yet, and a write cut into requests must not put it in a later one), then deletions.
+    static func items(saving: [Record], deleting: [String]) -> [ModifyItem] {
+        Record.orderedForDeleteSelfTargets(saving).map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }
+    }
 
     /// The records saved and the names deleted by `items`, in order.
     static func split(_ items: [ModifyItem]) -> (saving: [Record], deleting: [String]) {

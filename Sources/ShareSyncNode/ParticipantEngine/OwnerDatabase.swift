@@ -103,7 +103,7 @@ extension OwnerDatabase {
     /// How a write of `saving` and `deleting` is cut into requests by this owner's limits now: the number
     /// of items in each (``OutboxOperation/parts``).
     func parts(saving: [Record], deleting: [String]) -> [Int] {
-        ModifyItem.batches(saving.map { ModifyItem.saving($0) } + deleting.map { ModifyItem.delete($0) }, limits: limits).map(\.count)
+        ModifyItem.batches(ModifyItem.items(saving: saving, deleting: deleting), limits: limits).map(\.count)
     }
 
     /// A write without a write ID: applied again if sent again.

@@ -138,19 +138,28 @@ extension ParticipantOwnerLink {
                 } else if error.code != .batchRequestFailed {
                     refusals.append(error)
                 }
+            case nil:
+                // The answer does not name it (an answer kept for another write under the same ID):
+                // not sent, as far as this side knows; it goes again, as another write.
+                kept.saving.append(record)
             default:
                 break
             }
         }
         for name in operation.deleting {
-            if case .failure(let error)? = result.deleteResults[Record.ID(recordName: name, zoneID: zoneID)] {
+            switch result.deleteResults[Record.ID(recordName: name, zoneID: zoneID)] {
+            case .failure(let error)?:
                 kept.deleting.append(name)
                 if error.code != .batchRequestFailed { refusals.append(error) }
+            case nil:
+                kept.deleting.append(name)
+            default:
+                break
             }
         }
         if conflicts.isEmpty && refusals.isEmpty && !(kept.saving.isEmpty && kept.deleting.isEmpty) {
-            // Only items that failed because their batch did: not refused, not sent; send them again,
-            // as another write (under the old ID the owner would answer with this answer).
+            // Only items that failed because their batch did, or that the answer did not name: not refused,
+            // not sent; send them again, as another write (under the old ID the owner would answer with this answer).
             kept.state = .pending
             kept.writeID = OutboxOperation.newWriteID()
             try replica.updateOperation(kept)
@@ -259,10 +268,16 @@ extension ParticipantOwnerLink {
             try Self.storeCut(cut!, merged: true, of: operation.id, in: replica)
         }
         let progress = try writeProgress(of: operation, in: replica, parts: cut, merged: true)
+        // Named by the records it carries, as a request of a write in several is: sent again with other
+        // items (the hook merging a conflict it dropped before), it is another write, not answered
+        // with the first retry's answer (which would not name the new items).
+        let mergedID = operation.writeID.map {
+            OwnerConnection.partWriteID($0 + ".merged", saves.map { ModifyItem.save($0, bytes: 0) } + deletes.map { ModifyItem.delete($0) })
+        }
         do {
             retry = try await connection.modifyRecords(
                 zoneName: operation.zoneName, saving: saves, deleting: deletes, savePolicy: operation.savePolicy,
-                atomically: operation.atomically, writeID: operation.writeID.map { $0 + ".merged" }, progress: progress)
+                atomically: operation.atomically, writeID: mergedID, progress: progress)
         } catch where Self.keepsPending(error) || Self.holdsBackWrite(error) {
             throw error
         } catch {
