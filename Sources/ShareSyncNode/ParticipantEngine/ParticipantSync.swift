@@ -390,6 +390,10 @@ public final class ParticipantSync: Sendable {
 
     /// Saves and deletes records in an owner's shared zone, as `OwnerConnection.modifyRecords` does,
     /// when the owner is connected; otherwise queues the write in the replica's outbox. See "Writes" above.
+    /// A write sent at once in several requests that fails part-way (the network, the owner's store
+    /// failing or full, or its caller's task cancelled) after some of its requests were applied is
+    /// queued too, with their answers, and finished from the outbox: it is not left half applied. (A
+    /// cancelled caller does not see the `.queued` outcome; `sharesync outbox` and the events do.)
     ///
     /// With `queueWhenUnreachable` false nothing is queued: a write the owner cannot take now (not
     /// connected, a network failure, or earlier writes still waiting in the outbox) throws
