@@ -137,12 +137,15 @@ public struct DatabaseChanges: Sendable {
 
 extension Record {
     /// `records` in an order where the record a `deleteSelf` reference names, when it is among them
-    /// (same zone), comes before the record that refers to it; otherwise in the order given (stable:
-    /// records without such references keep their places relative to each other, and a loop of
-    /// references keeps the order given). A write in this order, cut into several requests, never
-    /// has a reference's target in a later request than the reference (the owner checks that the
-    /// target exists, `referenceViolation`), and the owner saves a target before its referrers.
-    /// Records without `deleteSelf` references come back as given, at the cost of one pass.
+    /// (same zone), comes before the record that refers to it, and so does a record's parent when it
+    /// is among them. A write in this order, cut into several requests, never has a reference's
+    /// target in a later request than the reference (the owner checks that the target exists,
+    /// `referenceViolation`), and the owner saves a target before its referrers (and a new parent
+    /// before its new children, which a participant's save needs to be in a share). A record moves
+    /// only to come before a record that needs it: records are taken in the order given, each placed
+    /// after what it needs (depth first). In a loop of references the record met first is placed
+    /// last. Records without `deleteSelf` references come back as given, at the cost of one pass
+    /// (their cut does not change: a write queued before this order existed is cut as it was).
     package static func orderedForDeleteSelfTargets(_ records: [Record]) -> [Record] {
         guard records.contains(where: { $0.fields.values.contains(where: \.hasDeleteSelfReference) }) else { return records }
         var index: [String: Int] = [:]
@@ -150,13 +153,14 @@ extension Record {
             let key = record.recordID.zoneID.zoneName + "\u{0}" + record.recordID.recordName
             if index[key] == nil { index[key] = i }
         }
-        func targets(_ i: Int) -> [Int] {
+        func needs(_ i: Int) -> [Int] {
             let record = records[i]
+            let zone = record.recordID.zoneID.zoneName + "\u{0}"
             var found: [Int] = []
+            if let parent = record.parent, let j = index[zone + parent.recordID.recordName], j != i { found.append(j) }
             for value in record.fields.values where value.hasDeleteSelfReference {
                 for reference in value.references where reference.action == .deleteSelf {
-                    let key = record.recordID.zoneID.zoneName + "\u{0}" + reference.recordID.recordName
-                    if let j = index[key], j != i { found.append(j) }
+                    if let j = index[zone + reference.recordID.recordName], j != i { found.append(j) }
                 }
             }
             return found.sorted()
@@ -166,14 +170,16 @@ extension Record {
         var ordered: [Record] = []
         ordered.reserveCapacity(records.count)
         for root in records.indices where state[root] == 0 {
-            var stack: [(node: Int, next: [Int])] = [(root, targets(root))]
+            var stack: [(node: Int, next: [Int], cursor: Int)] = [(root, needs(root), 0)]
             state[root] = 1
             while !stack.isEmpty {
-                if let j = stack[stack.count - 1].next.first {
-                    stack[stack.count - 1].next.removeFirst()
+                let top = stack.count - 1
+                if stack[top].cursor < stack[top].next.count {
+                    let j = stack[top].next[stack[top].cursor]
+                    stack[top].cursor += 1
                     if state[j] == 0 {
                         state[j] = 1
-                        stack.append((j, targets(j)))
+                        stack.append((j, needs(j), 0))
                     }
                 } else {
                     let node = stack.removeLast().node

@@ -300,7 +300,9 @@ extension WriteContext {
     /// request, as CloudKit does (`referenceViolation`): deleting that record is what deletes this one,
     /// so the reference could only fire if a record of that name were made later, by anyone. A
     /// reference with action none may name any record. A target saved in the same request is saved
-    /// first (``ItemBatch``), so it must then exist: one whose own save failed does not count. For a
+    /// first (``ItemBatch``), so it must then exist: one whose own save failed does not count (except
+    /// a share record, saved after every other record of the request, and a loop of references,
+    /// where the record met first is saved before its target and counts it as coming). For a
     /// participant a record outside their view does not exist (the answer must not tell them
     /// otherwise). References the stored version already has are not checked again (a record saved
     /// before this check, or imported), so such a record can still be edited.

@@ -38,7 +38,17 @@ struct DeleteSelfOrderTests {
         #expect(names([record("a", deleteSelf: ["ghost"]), record("b", zone: other, deleteSelf: ["c"]), record("c")]) == ["a", "b", "c"])
     }
 
-    @Test("a loop of references, or a record naming itself, keeps the order given; every record comes once")
+    @Test("with deleteSelf references in the write, a new parent comes before its new child too")
+    func parentsFirst() {
+        var child = record("x")
+        child.setParent(Record.ID(recordName: "p", zoneID: topics))
+        // Ordered for y's reference to x, x (a child of p) would come before p; p comes first.
+        #expect(names([record("y", deleteSelf: ["x"]), record("p"), child]) == ["p", "x", "y"])
+        // Without deleteSelf references, nothing moves (a write's cut stays as it was).
+        #expect(names([child, record("p")]) == ["x", "p"])
+    }
+
+    @Test("a loop of references, or a record naming itself: every record comes once")
     func loops() {
         #expect(names([record("a", deleteSelf: ["a"]), record("b")]) == ["a", "b"])
         #expect(names([record("a", deleteSelf: ["b"]), record("b", deleteSelf: ["a"])]) == ["b", "a"])

@@ -256,6 +256,17 @@ struct WriteOnceTests {
         #expect(result.errors.isEmpty, "\(result.errors)")
         _ = try owner.db.modifyRecords(deleting: [owner.id("new-note")]).get()
         #expect(throws: ShareSyncError.self, "the comments went with the note") { try owner.db.fetchRecord(owner.id("c0")) }
+        // Ordered for a reference, a new record is not put before its new parent (a participant's
+        // record must have its parent in the share when it is saved).
+        var parent = Record(recordType: "Note", recordID: Record.ID(recordName: "p", zoneID: zone))
+        parent.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        var child = Record(recordType: "Note", recordID: Record.ID(recordName: "x", zoneID: zone))
+        child.setParent(parent.recordID)
+        var referrer = Record(recordType: "Comment", recordID: Record.ID(recordName: "y", zoneID: zone))
+        referrer["on"] = .reference(Record.Reference(recordID: child.recordID, action: .deleteSelf))
+        referrer.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        let family = try await connection.modifyRecords(zoneName: "Topics", saving: [referrer, parent, child], savePolicy: .allKeys, writeID: "w-family")
+        #expect(family.errors.isEmpty, "\(family.errors)")
         await connection.close()
         try await owner.stop()
     }
