@@ -773,11 +773,21 @@ public final class SyncEngine: Sendable {
             recordChanges.removeAll { Self.waitsForZoneSave($0.change, pendingZoneChanges: outcome.pending) }
             if recordChanges.count < count { retry = true }
         }
+        // A save refused because its deleteSelf reference names a record saved later in this send (a
+        // later batch or request) goes again once the rest is sent; one more round, no more.
+        let pendingSaves = Set(recordChanges.compactMap { if case .saveRecord(let id) = $0.change { id } else { nil } })
+        var waiting: [State.Pending] = []
         var start = 0
         while start < recordChanges.count, !stopped.load(ordering: .acquiring) {
             let batch = Array(recordChanges[start..<min(start + Self.batchSize, recordChanges.count)])
             start += batch.count
-            let outcome = try await sendRecords(batch)
+            let outcome = try await sendRecords(batch, targetsToCome: pendingSaves)
+            retry = outcome.retry || retry
+            failure = outcome.failure ?? failure
+            waiting += outcome.waiting
+        }
+        if !waiting.isEmpty, !stopped.load(ordering: .acquiring) {
+            let outcome = try await sendRecords(waiting, targetsToCome: [])
             retry = outcome.retry || retry
             failure = outcome.failure ?? failure
         }
@@ -848,7 +858,15 @@ public final class SyncEngine: Sendable {
     /// other zones go on. Before, the batch failed as one, the send threw, and every change behind it
     /// waited for good. A record that cannot be encoded (a non-finite double) is reported failed on
     /// its own, before any request: it made its whole request fail, for good, with `internalError`.
-    private func sendRecords(_ batch: [State.Pending]) async throws(ShareSyncError) -> (retry: Bool, failure: ShareSyncError?) {
+    ///
+    /// A save refused with `referenceViolation` whose `deleteSelf` reference names one of
+    /// `targetsToCome` (saves of this send, perhaps in a later batch) is not reported: it is returned
+    /// in `waiting`, to go again once they are sent (CloudKit asks for a reference's target in the
+    /// same operation; an engine cuts its changes into batches the app does not see).
+    private func sendRecords(_ batch: [State.Pending], targetsToCome: Set<Record.ID>) async throws(ShareSyncError)
+        -> (retry: Bool, failure: ShareSyncError?, waiting: [State.Pending])
+    {
+        var waiting: [State.Pending] = []
         var requests: [(saving: [Record], deleting: [Record.ID], bytes: Int)] = []
         var lastRequest: [RecordZone.ID: Int] = [:]
         var sentBy: [Record.ID: State.Pending] = [:]
@@ -923,6 +941,14 @@ public final class SyncEngine: Sendable {
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):
                     retry = true
+                case .failure(let error)? where error.code == .referenceViolation
+                    && record.fields.values.contains(where: { value in
+                        value.references.contains {
+                            $0.action == .deleteSelf && $0.recordID != record.recordID
+                                && targetsToCome.contains(Record.ID(recordName: $0.recordID.recordName, zoneID: record.recordID.zoneID))
+                        }
+                    }):
+                    if let pending = sentBy[record.recordID] { waiting.append(pending) }
                 case .failure(let error)?:
                     sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
@@ -950,7 +976,7 @@ public final class SyncEngine: Sendable {
             betweenChangeAndReport.withLock { $0 }?()
             emit(.sentRecordZoneChanges(sent))
         }
-        return (retry, failure)
+        return (retry, failure, waiting)
     }
 
     /// Whether a failure may pass by itself (the change stays pending and is tried again).

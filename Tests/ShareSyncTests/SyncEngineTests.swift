@@ -311,6 +311,42 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     }
 
     @Test(arguments: bothModes)
+    func aSaveWhoseDeleteSelfTargetComesInALaterBatchIsSentAfterIt(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, automatic: false)
+            // The first change refers (deleteSelf) to the last, 250 changes later: another batch.
+            let ids = (0..<250).map { Record.ID(recordName: "n\($0)", zoneID: Self.zoneID) }
+            for (i, id) in ids.enumerated() {
+                var note = Record(recordType: "Note", recordID: id)
+                note["title"] = .string("note \(i)")
+                if i == 0 { note["on"] = .reference(Record.Reference(recordID: ids[249], action: .deleteSelf)) }
+                store.edit(note)
+            }
+            // And one whose target is no change at all: refused, and reported.
+            var dangling = Record(recordType: "Note", recordID: Record.ID(recordName: "dangling", zoneID: Self.zoneID))
+            dangling["on"] = .reference(Record.Reference(recordID: Record.ID(recordName: "ghost", zoneID: Self.zoneID), action: .deleteSelf))
+            store.edit(dangling)
+            engine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord($0) } + [.saveRecord(dangling.recordID)])
+            try await engine.sendChanges()
+            // Before, n0 was refused for good (its target was not saved yet) and reported failed.
+            #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+            let failures = store.events.flatMap { event -> [SyncEngine.FailedRecordSave] in
+                if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves } else { [] }
+            }
+            #expect(failures.map(\.record.recordID) == [dangling.recordID])
+            #expect(failures.first?.error.code == .referenceViolation)
+            #expect(try await db.record(for: ids[0])["title"] == "note 0")
+            _ = try await db.modifyRecords(saving: [], deleting: [ids[249]])
+            #expect(await shareSyncError { _ = try await db.record(for: ids[0]) }?.code == .unknownItem, "gone with its target")
+            await engine.stop()
+            await events.value
+        }
+    }
+
+    @Test(arguments: bothModes)
     func aStateSavedBeforeAdditionsWereNumberedKeepsItsPendingChanges(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
             let ids = (0..<2).map { Record.ID(recordName: "n\($0)", zoneID: Self.zoneID) }
