@@ -273,13 +273,9 @@ struct WriteOnceTests {
 
     @Test("an item the owner's answer does not name is not taken as done: it goes again, as another write")
     func anItemTheAnswerDoesNotNameGoesAgain() async throws {
-        let owner = try await TestOwner.start()
         let b = try TestParticipant()
         defer { b.remove() }
-        let (sync, mine) = try await Self.participantEditingANote(owner, b)
-        let ownerName = owner.identity.userRecordName
-        try await owner.stop()
-        try await expectEventually(sync, "disconnected") { sync.status(owner: ownerName) != .following }
+        let (sync, ownerName, mine) = try await Self.participantWhoseOwnerIsAway(b)
         guard case .queued(let queued) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine]) else {
             Issue.record("expected the write to be queued")
             return
@@ -294,13 +290,9 @@ struct WriteOnceTests {
 
     @Test("the outbox stores the halves' cut before they are sent: sent again, the write goes as those halves")
     func theOutboxStoresTheHalvesCut() async throws {
-        let owner = try await TestOwner.start()
         let b = try TestParticipant()
         defer { b.remove() }
-        let (sync, mine) = try await Self.participantEditingANote(owner, b)
-        let ownerName = owner.identity.userRecordName
-        try await owner.stop()
-        try await expectEventually(sync, "disconnected") { sync.status(owner: ownerName) != .following }
+        let (sync, ownerName, mine) = try await Self.participantWhoseOwnerIsAway(b)
         let other = Record(recordType: "Note", recordID: Record.ID(recordName: "n-new", zoneID: mine.recordID.zoneID))
         guard case .queued(let queued) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine, other]) else {
             Issue.record("expected the write to be queued")
@@ -354,6 +346,17 @@ struct WriteOnceTests {
         let connection = try await OwnerConnection.connect(url: url, identity: b)
         _ = try await connection.acceptShare(url: url)
         return (connection, RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName))
+    }
+
+    /// ``participantEditingANote(_:_:)`` with the owner stopped and the engine seeing it gone: its
+    /// writes are queued. The engine, the owner's name and the edited note.
+    static func participantWhoseOwnerIsAway(_ b: TestParticipant) async throws -> (ParticipantSync, String, Record) {
+        let owner = try await TestOwner.start()
+        let (sync, mine) = try await participantEditingANote(owner, b)
+        let ownerName = owner.identity.userRecordName
+        try await owner.stop()
+        try await expectEventually(sync, "disconnected") { sync.status(owner: ownerName) != .following }
+        return (sync, ownerName, mine)
     }
 
     /// A note `n0` under the owner's topic, shared read-write with `b`, whose engine has accepted: the
