@@ -22,6 +22,37 @@ private final class HalvingThenCut: PartialOwnerDatabase {
     }
 }
 
+/// An owner connection that sends a write as requests of one item each, answering each as saved (and
+/// telling `afterAnswer` how many it answered so far), through the write's progress as the network
+/// connection does; the names it sent, in order, are in ``sent``.
+private final class OneItemRequests: PartialOwnerDatabase {
+    let ownerName: String
+    let limits = WireLimits()
+    let sent = Mutex<[String]>([])
+    let afterAnswer: @Sendable (Int) -> Void
+    init(ownerName: String, afterAnswer: @escaping @Sendable (Int) -> Void) {
+        self.ownerName = ownerName
+        self.afterAnswer = afterAnswer
+    }
+    func modifyRecords(
+        zoneName: String, saving: [Record], deleting: [String], savePolicy: SavePolicy, atomically: Bool, writeID: String?,
+        progress: WriteProgress?
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        var result = ModifyRecordsResult()
+        for record in saving {
+            let count = sent.withLock { $0.append(record.recordID.recordName); return $0.count }
+            var saved = record
+            saved.recordChangeTag = "t\(count)"
+            result.saveResults[record.recordID] = .success(saved)
+            afterAnswer(count)
+            if saving.count > 1 {
+                try progress?.answered("\(writeID ?? "w").\(count)", ModifyRecordsWireResult(saved: [saved], deleted: [], errors: [:]))
+            }
+        }
+        return result
+    }
+}
+
 /// An owner connection that answers every write with an answer naming none of its items (as an
 /// answer kept for another write under the same ID would).
 private final class AnswersNothing: PartialOwnerDatabase {
@@ -269,6 +300,31 @@ struct WriteOnceTests {
         #expect(family.errors.isEmpty, "\(family.errors)")
         await connection.close()
         try await owner.stop()
+    }
+
+    @Test("a write discarded while its requests are being sent stops at its next answer; the next write goes")
+    func aDiscardStopsTheSend() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (sync, ownerName, mine) = try await Self.participantWhoseOwnerIsAway(b)
+        let notes = (0..<10).map { Record(recordType: "Note", recordID: Record.ID(recordName: "x\($0)", zoneID: mine.recordID.zoneID)) }
+        guard case .queued(let long) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: notes),
+            case .queued(let next) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine])
+        else {
+            Issue.record("expected the writes to be queued")
+            return
+        }
+        // An owner that takes a write in requests of one item; the user discards the long write after
+        // its second request went (its answer is the one that stops it).
+        let owner = OneItemRequests(ownerName: ownerName) { [replica = sync.replica] sent in
+            if sent == 2 { try? replica.removeOperation(id: long.id) }
+        }
+        try await sync.existingLink(ownerName)!.flushOutbox(owner)
+        // Before, all 10 requests went: the discarded write was applied whole.
+        #expect(owner.sent.withLock { $0 } == ["x0", "x1", "n0"], "\(owner.sent.withLock { $0 })")
+        #expect(try sync.replica.outboxOperation(id: long.id) == nil)
+        #expect(try sync.replica.outboxOperation(id: next.id) == nil, "the next write was sent and answered")
+        await sync.stop()
     }
 
     @Test("an item the owner's answer does not name is not taken as done: it goes again, as another write")

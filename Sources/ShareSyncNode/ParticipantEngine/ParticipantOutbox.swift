@@ -47,6 +47,8 @@ extension ParticipantOwnerLink {
                     savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID,
                     progress: progress)
                 answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
+            } catch where error.code == .operationCancelled && isDiscarded(operation.id) {
+                continue  // discarded while it was being sent (``writeProgress``): what was applied stays
             } catch where Self.keepsPending(error) {
                 throw error
             } catch where Self.holdsBackWrite(error) {
@@ -67,8 +69,8 @@ extension ParticipantOwnerLink {
 
     /// How far outbox write `operation` (or, `merged`, its merged retry) got (``WriteProgress``): its
     /// cut `parts` and the answers kept for its requests; the progress stores a new cut and each
-    /// answer with the write as they come. A write discarded meanwhile is sent on, as for any discard
-    /// during a send.
+    /// answer with the write as they come. A write discarded meanwhile stops at its next answer: its
+    /// other requests are not sent (what the owner applied of it stays).
     func writeProgress(of operation: OutboxOperation, in replica: SharedDatabaseReplica, parts: [Int]?, merged: Bool)
         throws(ShareSyncError) -> WriteProgress
     {
@@ -88,8 +90,17 @@ extension ParticipantOwnerLink {
             answered: { request, answer throws(ShareSyncError) in
                 do throws(ShareSyncError) {
                     try replica.keepAnswer(try Self.encodedAnswer(answer), request: request, operation: id)
-                } catch where error.code == .unknownItem {}
+                } catch where error.code == .unknownItem {
+                    // Discarded while it was being sent: its other requests do not go (``flushOutbox(_:)``
+                    // goes on with the next write).
+                    throw ShareSyncError(.operationCancelled, "write \(id) was discarded while it was being sent; its other requests are not sent")
+                }
             })
+    }
+
+    /// Whether write `id` is no longer in the outbox (read without error, and not there).
+    private func isDiscarded(_ id: Int64) -> Bool {
+        if case .some(.none) = try? replica.outboxOperation(id: id) { true } else { false }
     }
 
     /// Stores the cut of write `id` (or, `merged`, of its merged retry), read again first: another
