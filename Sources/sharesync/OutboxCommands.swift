@@ -111,7 +111,9 @@ struct OutboxCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Drop a write from the outbox (a refused one, or a pending one you no longer want).",
             discussion: """
-                A pending write may already be on its way if the owner is connected.
+                A pending write may already be on its way if the owner is connected: what the owner \
+                applied of it stays, and a write sent in several requests stops at its next answer \
+                (its other requests are not sent).
 
                 Example:
                   sharesync outbox discard 4
