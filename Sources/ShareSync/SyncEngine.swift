@@ -774,20 +774,26 @@ public final class SyncEngine: Sendable {
             if recordChanges.count < count { retry = true }
         }
         // A save refused because its deleteSelf reference names a record saved later in this send (a
-        // later batch or request) goes again once the rest is sent; one more round, no more.
-        let pendingSaves = Set(recordChanges.compactMap { if case .saveRecord(let id) = $0.change { id } else { nil } })
+        // later batch or request) goes again once the rest is sent, in one more round (in batches too).
+        // Refused again while its target is still pending (its save failed in a way that may pass),
+        // it stays pending with it.
         var waiting: [State.Pending] = []
         var start = 0
+        let pendingSaves = Self.saveKeys(recordChanges.map(\.change))
         while start < recordChanges.count, !stopped.load(ordering: .acquiring) {
             let batch = Array(recordChanges[start..<min(start + Self.batchSize, recordChanges.count)])
             start += batch.count
-            let outcome = try await sendRecords(batch, targetsToCome: pendingSaves)
+            let outcome = try await sendRecords(batch, targetsToCome: pendingSaves, stayPending: false)
             retry = outcome.retry || retry
             failure = outcome.failure ?? failure
             waiting += outcome.waiting
         }
-        if !waiting.isEmpty, !stopped.load(ordering: .acquiring) {
-            let outcome = try await sendRecords(waiting, targetsToCome: [])
+        let stillPending = Self.saveKeys(state.pendingRecordZoneChanges)
+        start = 0
+        while start < waiting.count, !stopped.load(ordering: .acquiring) {
+            let batch = Array(waiting[start..<min(start + Self.batchSize, waiting.count)])
+            start += batch.count
+            let outcome = try await sendRecords(batch, targetsToCome: stillPending, stayPending: true)
             retry = outcome.retry || retry
             failure = outcome.failure ?? failure
         }
@@ -860,10 +866,11 @@ public final class SyncEngine: Sendable {
     /// its own, before any request: it made its whole request fail, for good, with `internalError`.
     ///
     /// A save refused with `referenceViolation` whose `deleteSelf` reference names one of
-    /// `targetsToCome` (saves of this send, perhaps in a later batch) is not reported: it is returned
-    /// in `waiting`, to go again once they are sent (CloudKit asks for a reference's target in the
-    /// same operation; an engine cuts its changes into batches the app does not see).
-    private func sendRecords(_ batch: [State.Pending], targetsToCome: Set<Record.ID>) async throws(ShareSyncError)
+    /// `targetsToCome` (``saveKeys(_:)`` of saves of this send, perhaps in a later batch) is not
+    /// reported: it is returned in `waiting`, to go again once they are sent (CloudKit asks for a
+    /// reference's target in the same operation; an engine cuts its changes into batches the app does
+    /// not see), or, `stayPending`, it stays pending for the next send, as its target does.
+    private func sendRecords(_ batch: [State.Pending], targetsToCome: Set<String>, stayPending: Bool) async throws(ShareSyncError)
         -> (retry: Bool, failure: ShareSyncError?, waiting: [State.Pending])
     {
         var waiting: [State.Pending] = []
@@ -944,11 +951,15 @@ public final class SyncEngine: Sendable {
                 case .failure(let error)? where error.code == .referenceViolation
                     && record.fields.values.contains(where: { value in
                         value.references.contains {
-                            $0.action == .deleteSelf && $0.recordID != record.recordID
-                                && targetsToCome.contains(Record.ID(recordName: $0.recordID.recordName, zoneID: record.recordID.zoneID))
+                            $0.action == .deleteSelf && $0.recordID.recordName != record.recordID.recordName
+                                && targetsToCome.contains(record.recordID.zoneID.zoneName + "\u{0}" + $0.recordID.recordName)
                         }
                     }):
-                    if let pending = sentBy[record.recordID] { waiting.append(pending) }
+                    if stayPending {
+                        retry = true
+                    } else if let pending = sentBy[record.recordID] {
+                        waiting.append(pending)
+                    }
                 case .failure(let error)?:
                     sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
@@ -977,6 +988,12 @@ public final class SyncEngine: Sendable {
             emit(.sentRecordZoneChanges(sent))
         }
         return (retry, failure, waiting)
+    }
+
+    /// The saves among `changes`, as zone name and record name (a zone ID's owner name may be
+    /// written two ways in the private database).
+    static func saveKeys(_ changes: [PendingRecordZoneChange]) -> Set<String> {
+        Set(changes.compactMap { if case .saveRecord(let id) = $0 { id.zoneID.zoneName + "\u{0}" + id.recordName } else { nil } })
     }
 
     /// Whether a failure may pass by itself (the change stays pending and is tried again).

@@ -32,7 +32,8 @@ struct PipelinedSyncTests {
             }
         }
         try sync.start()
-        try await sync.accept(url: url)
+        // 1.4 s alone; a full suite next to a CI build once took more than the default 30 s.
+        try await sync.accept(url: url, timeout: .seconds(120))
         replica.removeChangeObserver(observer)
 
         #expect(try replicaView(sync.replica, owner: ownerName) == owner.sharedView(for: b.identity))

@@ -29,6 +29,8 @@ private final class OneItemRequests: PartialOwnerDatabase {
     let ownerName: String
     let limits = WireLimits()
     let sent = Mutex<[String]>([])
+    /// The change tag each record was sent with ("-" for none).
+    let tags = Mutex<[String]>([])
     let afterAnswer: @Sendable (Int) -> Void
     init(ownerName: String, afterAnswer: @escaping @Sendable (Int) -> Void) {
         self.ownerName = ownerName
@@ -41,6 +43,7 @@ private final class OneItemRequests: PartialOwnerDatabase {
         var result = ModifyRecordsResult()
         for record in saving {
             let count = sent.withLock { $0.append(record.recordID.recordName); return $0.count }
+            tags.withLock { $0.append(record.recordChangeTag ?? "-") }
             var saved = record
             saved.recordChangeTag = "t\(count)"
             result.saveResults[record.recordID] = .success(saved)
@@ -296,7 +299,15 @@ struct WriteOnceTests {
         var referrer = Record(recordType: "Comment", recordID: Record.ID(recordName: "y", zoneID: zone))
         referrer["on"] = .reference(Record.Reference(recordID: child.recordID, action: .deleteSelf))
         referrer.setParent(Record.ID(recordName: "topic", zoneID: zone))
-        let family = try await connection.modifyRecords(zoneName: "Topics", saving: [referrer, parent, child], savePolicy: .allKeys, writeID: "w-family")
+        // Given child first, parent last, behind three others: cut in that order, the child would go in
+        // the first request and its parent in the second.
+        let others = (0..<3).map { i -> Record in
+            var other = Record(recordType: "Note", recordID: Record.ID(recordName: "o\(i)", zoneID: zone))
+            other.setParent(Record.ID(recordName: "topic", zoneID: zone))
+            return other
+        }
+        let family = try await connection.modifyRecords(
+            zoneName: "Topics", saving: others + [referrer, child, parent], savePolicy: .allKeys, writeID: "w-family")
         #expect(family.errors.isEmpty, "\(family.errors)")
         await connection.close()
         try await owner.stop()
@@ -308,8 +319,11 @@ struct WriteOnceTests {
         defer { b.remove() }
         let (sync, ownerName, mine) = try await Self.participantWhoseOwnerIsAway(b)
         let notes = (0..<10).map { Record(recordType: "Note", recordID: Record.ID(recordName: "x\($0)", zoneID: mine.recordID.zoneID)) }
+        var edited = notes[0]
+        edited["title"] = "edited"
         guard case .queued(let long) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: notes),
-            case .queued(let next) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine])
+            case .queued(let next) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine]),
+            case .queued = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [edited])
         else {
             Issue.record("expected the writes to be queued")
             return
@@ -321,7 +335,9 @@ struct WriteOnceTests {
         }
         try await sync.existingLink(ownerName)!.flushOutbox(owner)
         // Before, all 10 requests went: the discarded write was applied whole.
-        #expect(owner.sent.withLock { $0 } == ["x0", "x1", "n0"], "\(owner.sent.withLock { $0 })")
+        // The later edit of x0, which the owner saved before the discard, builds on that save (tag t1).
+        #expect(owner.sent.withLock { $0 } == ["x0", "x1", "n0", "x0"], "\(owner.sent.withLock { $0 })")
+        #expect(owner.tags.withLock { $0.last } == "t1", "\(owner.tags.withLock { $0 })")
         #expect(try sync.replica.outboxOperation(id: long.id) == nil)
         #expect(try sync.replica.outboxOperation(id: next.id) == nil, "the next write was sent and answered")
         await sync.stop()

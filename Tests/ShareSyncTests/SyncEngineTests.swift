@@ -317,32 +317,38 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             try await db.save(RecordZone(zoneID: Self.zoneID))
             let store = AppStore()
             let (engine, events) = store.startEngine(db, automatic: false)
-            // The first change refers (deleteSelf) to the last, 250 changes later: another batch.
-            let ids = (0..<250).map { Record.ID(recordName: "n\($0)", zoneID: Self.zoneID) }
+            // 600 comments on a note that comes last, 600 changes later: three batches of 200 refused,
+            // more than one request may hold (400 items).
+            let note = Record.ID(recordName: "note", zoneID: Self.zoneID)
+            let ids = (0..<600).map { Record.ID(recordName: "c\($0)", zoneID: Self.zoneID) }
             for (i, id) in ids.enumerated() {
-                var note = Record(recordType: "Note", recordID: id)
-                note["title"] = .string("note \(i)")
-                if i == 0 { note["on"] = .reference(Record.Reference(recordID: ids[249], action: .deleteSelf)) }
-                store.edit(note)
+                var comment = Record(recordType: "Comment", recordID: id)
+                comment["title"] = .string("comment \(i)")
+                comment["on"] = .reference(Record.Reference(recordID: note, action: .deleteSelf))
+                store.edit(comment)
             }
+            store.edit(Record(recordType: "Note", recordID: note))
             // And one whose target is no change at all: refused, and reported.
             var dangling = Record(recordType: "Note", recordID: Record.ID(recordName: "dangling", zoneID: Self.zoneID))
             dangling["on"] = .reference(Record.Reference(recordID: Record.ID(recordName: "ghost", zoneID: Self.zoneID), action: .deleteSelf))
             store.edit(dangling)
-            engine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord($0) } + [.saveRecord(dangling.recordID)])
+            engine.state.add(pendingRecordZoneChanges: (ids + [note, dangling.recordID]).map { .saveRecord($0) })
             try await engine.sendChanges()
-            // Before, n0 was refused for good (its target was not saved yet) and reported failed.
             #expect(engine.state.pendingRecordZoneChanges.isEmpty)
-            let failures = store.events.flatMap { event -> [SyncEngine.FailedRecordSave] in
-                if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves } else { [] }
-            }
-            #expect(failures.map(\.record.recordID) == [dangling.recordID])
-            #expect(failures.first?.error.code == .referenceViolation)
-            #expect(try await db.record(for: ids[0])["title"] == "note 0")
-            _ = try await db.modifyRecords(saving: [], deleting: [ids[249]])
-            #expect(await shareSyncError { _ = try await db.record(for: ids[0]) }?.code == .unknownItem, "gone with its target")
+            #expect(try await db.record(for: ids[0])["title"] == "comment 0")
+            _ = try await db.modifyRecords(saving: [], deleting: [note])
+            #expect(await shareSyncError { _ = try await db.record(for: ids[599]) }?.code == .unknownItem, "gone with their note")
             await engine.stop()
             await events.value
+            // Before, the comments were refused for good (their note was not saved yet) and reported failed.
+            let sent = store.events.compactMap { event -> SyncEngine.SentRecordZoneChanges? in
+                if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
+            }
+            let failures = sent.flatMap(\.failedRecordSaves)
+            #expect(failures.map(\.record.recordID) == [dangling.recordID])
+            #expect(failures.first?.error.code == .referenceViolation)
+            let saved = sent.flatMap(\.savedRecords).map(\.recordID)
+            #expect(saved.count == 601 && Set(saved).count == 601, "each saved once: \(saved.count)")
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import ShareSyncCore
 import ShareSyncStore
 import ShareSyncWire
+import Synchronization
 
 // Sending the outbox: the owner's pending writes, oldest first. A write the owner accepted leaves the
 // outbox; one answered with a conflict or a refusal stays in it, as `conflict` or `refused`, until the
@@ -36,7 +37,8 @@ extension ParticipantOwnerLink {
             let answer: (ModifyRecordsResult, dropped: Set<Record.ID>)
             // The answer to each request of a write in several is stored as it comes: sent again, the
             // write skips those requests.
-            let progress = try writeProgress(of: operation, in: replica, parts: operation.parts, merged: false)
+            let answers = AnswerLog()
+            let progress = try writeProgress(of: operation, in: replica, parts: operation.parts, merged: false, log: answers)
             do {
                 // With its write ID: if an answer was lost (a cut connection, a crash), the owner answers
                 // this send with the first answer instead of applying the write again.
@@ -46,9 +48,12 @@ extension ParticipantOwnerLink {
                     zoneName: operation.zoneName, saving: operation.saving, deleting: operation.deleting,
                     savePolicy: operation.savePolicy, atomically: operation.atomically, writeID: operation.writeID,
                     progress: progress)
-                answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection)
+                answer = try await resolveConflicts(operation, Self.landedAlready(operation, first), connection, log: answers)
             } catch where error.code == .operationCancelled && isDiscarded(operation.id) {
-                continue  // discarded while it was being sent (``writeProgress``): what was applied stays
+                // Discarded while it was being sent (``writeProgress``): what the owner applied stays,
+                // and later edits of those records build on it, as after a write answered whole.
+                try rebase(operation, on: answers)
+                continue
             } catch where Self.keepsPending(error) {
                 throw error
             } catch where Self.holdsBackWrite(error) {
@@ -71,14 +76,16 @@ extension ParticipantOwnerLink {
     /// cut `parts` and the answers kept for its requests; the progress stores a new cut and each
     /// answer with the write as they come. A write discarded meanwhile stops at its next answer: its
     /// other requests are not sent (what the owner applied of it stays).
-    func writeProgress(of operation: OutboxOperation, in replica: SharedDatabaseReplica, parts: [Int]?, merged: Bool)
+    func writeProgress(of operation: OutboxOperation, in replica: SharedDatabaseReplica, parts: [Int]?, merged: Bool, log: AnswerLog)
         throws(ShareSyncError) -> WriteProgress
     {
         var answers: [String: ModifyRecordsWireResult] = [:]
         for (request, data) in try replica.keptAnswers(operation: operation.id) {
             // An answer that cannot be read is not used: that request goes again, under its ID.
             do {
-                answers[request] = try JSONCoding.decoder().decode(ModifyRecordsWireResult.self, from: data)
+                let answer = try JSONCoding.decoder().decode(ModifyRecordsWireResult.self, from: data)
+                answers[request] = answer
+                log.answers.withLock { $0.append(answer) }
             } catch {
                 logger.warning("a kept answer is unreadable; its request is sent again", metadata: ["id": "\(operation.id)", "request": "\(request)"])
             }
@@ -88,6 +95,7 @@ extension ParticipantOwnerLink {
             parts: parts, answers: answers,
             recut: { parts throws(ShareSyncError) in try Self.storeCut(parts, merged: merged, of: id, in: replica) },
             answered: { request, answer throws(ShareSyncError) in
+                log.answers.withLock { $0.append(answer) }
                 do throws(ShareSyncError) {
                     try replica.keepAnswer(try Self.encodedAnswer(answer), request: request, operation: id)
                 } catch where error.code == .unknownItem {
@@ -96,6 +104,25 @@ extension ParticipantOwnerLink {
                     throw ShareSyncError(.operationCancelled, "write \(id) was discarded while it was being sent; its other requests are not sent")
                 }
             })
+    }
+
+    /// The answers a write's requests got so far (kept from earlier sends, and new), for a write
+    /// discarded on its way (``rebase(_:on:)``).
+    final class AnswerLog: Sendable {
+        let answers = Mutex<[ModifyRecordsWireResult]>([])
+    }
+
+    /// Bases the later queued edits of the records `operation` saved, as `log` has the owner's
+    /// answers, on those saves (as ``settle(_:_:dropped:)`` does for a write answered whole).
+    private func rebase(_ operation: OutboxOperation, on log: AnswerLog) throws(ShareSyncError) {
+        let originals = Dictionary(operation.saving.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
+        for answer in log.answers.withLock({ $0 }) {
+            for saved in answer.saved {
+                guard let original = originals[saved.recordID.recordName] else { continue }
+                try replica.rebaseQueuedSaves(
+                    owner: ownerName, recordID: original.recordID, from: original.recordChangeTag, to: saved.recordChangeTag)
+            }
+        }
     }
 
     /// Whether write `id` is no longer in the outbox (read without error, and not there).
@@ -173,7 +200,11 @@ extension ParticipantOwnerLink {
             // not sent; send them again, as another write (under the old ID the owner would answer with this answer).
             kept.state = .pending
             kept.writeID = OutboxOperation.newWriteID()
-            try replica.updateOperation(kept)
+            do {
+                try replica.updateOperation(kept)
+            } catch where error.code == .unknownItem {
+                return  // the user discarded it while it was on its way
+            }
         } else if let refusal = refusals.first {
             kept.state = .refused
             kept.error = refusals.count == 1 ? refusal : ShareSyncError(
@@ -235,7 +266,7 @@ extension ParticipantOwnerLink {
     /// saves the hook dropped (it returned `nil`: the server's record stays). Without a hook, returns
     /// the result as it is.
     private func resolveConflicts(
-        _ operation: OutboxOperation, _ result: ModifyRecordsResult, _ connection: any OwnerDatabase
+        _ operation: OutboxOperation, _ result: ModifyRecordsResult, _ connection: any OwnerDatabase, log: AnswerLog
     ) async throws(ShareSyncError) -> (ModifyRecordsResult, dropped: Set<Record.ID>) {
         guard let mergeConflict = configuration.mergeConflict else { return (result, []) }
         var saves: [Record] = []
@@ -278,7 +309,7 @@ extension ParticipantOwnerLink {
             cut = connection.parts(saving: saves, deleting: deletes)
             try Self.storeCut(cut!, merged: true, of: operation.id, in: replica)
         }
-        let progress = try writeProgress(of: operation, in: replica, parts: cut, merged: true)
+        let progress = try writeProgress(of: operation, in: replica, parts: cut, merged: true, log: log)
         // Named by the records it carries, as a request of a write in several is: sent again with other
         // items (the hook merging a conflict it dropped before), it is another write, not answered
         // with the first retry's answer (which would not name the new items).
