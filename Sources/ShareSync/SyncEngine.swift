@@ -774,28 +774,42 @@ public final class SyncEngine: Sendable {
             if recordChanges.count < count { retry = true }
         }
         // A save refused because its deleteSelf reference names a record saved later in this send (a
-        // later batch or request) goes again once the rest is sent, in one more round (in batches too).
-        // Refused again while its target is still pending (its save failed in a way that may pass),
-        // it stays pending with it.
+        // later batch or request) goes again once the rest is sent, in more rounds (in batches too)
+        // while each round saves some of them (a chain given in the wrong order). Refused again while
+        // its target is pending for another reason (its save failed in a way that may pass), it stays
+        // pending with it; refused again for want of a save among those still waiting (a loop of
+        // references cut into two requests), or of nothing pending, it is reported failed.
         var waiting: [State.Pending] = []
         var start = 0
         let pendingSaves = Self.saveKeys(recordChanges.map(\.change))
         while start < recordChanges.count, !stopped.load(ordering: .acquiring) {
             let batch = Array(recordChanges[start..<min(start + Self.batchSize, recordChanges.count)])
             start += batch.count
-            let outcome = try await sendRecords(batch, targetsToCome: pendingSaves, stayPending: false)
+            let outcome = try await sendRecords(batch, waitOn: pendingSaves, stayOn: [])
             retry = outcome.retry || retry
             failure = outcome.failure ?? failure
             waiting += outcome.waiting
         }
-        let stillPending = Self.saveKeys(state.pendingRecordZoneChanges)
-        start = 0
-        while start < waiting.count, !stopped.load(ordering: .acquiring) {
-            let batch = Array(waiting[start..<min(start + Self.batchSize, waiting.count)])
-            start += batch.count
-            let outcome = try await sendRecords(batch, targetsToCome: stillPending, stayPending: true)
-            retry = outcome.retry || retry
-            failure = outcome.failure ?? failure
+        var rounds = 0
+        while !waiting.isEmpty, !stopped.load(ordering: .acquiring) {
+            rounds += 1
+            let waitingKeys = Self.saveKeys(waiting.map(\.change))
+            let last = rounds == Self.referenceRounds
+            // On the last round nothing waits any more: a target among the waiting saves is not coming.
+            let stayOn = Self.saveKeys(state.pendingRecordZoneChanges).subtracting(waitingKeys)
+            var next: [State.Pending] = []
+            start = 0
+            while start < waiting.count, !stopped.load(ordering: .acquiring) {
+                let batch = Array(waiting[start..<min(start + Self.batchSize, waiting.count)])
+                start += batch.count
+                let outcome = try await sendRecords(batch, waitOn: last ? [] : waitingKeys, stayOn: stayOn)
+                retry = outcome.retry || retry
+                failure = outcome.failure ?? failure
+                next += outcome.waiting
+            }
+            // No progress: one last round, where they are reported.
+            if next.count == waiting.count, !last { rounds = Self.referenceRounds - 1 }
+            waiting = next
         }
         emitState()
         if let failure {
@@ -865,12 +879,13 @@ public final class SyncEngine: Sendable {
     /// waited for good. A record that cannot be encoded (a non-finite double) is reported failed on
     /// its own, before any request: it made its whole request fail, for good, with `internalError`.
     ///
-    /// A save refused with `referenceViolation` whose `deleteSelf` reference names one of
-    /// `targetsToCome` (``saveKeys(_:)`` of saves of this send, perhaps in a later batch) is not
-    /// reported: it is returned in `waiting`, to go again once they are sent (CloudKit asks for a
-    /// reference's target in the same operation; an engine cuts its changes into batches the app does
-    /// not see), or, `stayPending`, it stays pending for the next send, as its target does.
-    private func sendRecords(_ batch: [State.Pending], targetsToCome: Set<String>, stayPending: Bool) async throws(ShareSyncError)
+    /// A save refused with `referenceViolation` whose `deleteSelf` reference names one of `waitOn`
+    /// (``saveKeys(_:)`` of saves of this send, perhaps in a later batch) is not reported: it is
+    /// returned in `waiting`, to go again once they are sent (CloudKit asks for a reference's target
+    /// in the same operation; an engine cuts its changes into batches the app does not see); one
+    /// naming one of `stayOn` (saves still pending for another reason) stays pending for the next
+    /// send, as its target does.
+    private func sendRecords(_ batch: [State.Pending], waitOn: Set<String>, stayOn: Set<String>) async throws(ShareSyncError)
         -> (retry: Bool, failure: ShareSyncError?, waiting: [State.Pending])
     {
         var waiting: [State.Pending] = []
@@ -948,18 +963,10 @@ public final class SyncEngine: Sendable {
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):
                     retry = true
-                case .failure(let error)? where error.code == .referenceViolation
-                    && record.fields.values.contains(where: { value in
-                        value.references.contains {
-                            $0.action == .deleteSelf && $0.recordID.recordName != record.recordID.recordName
-                                && targetsToCome.contains(record.recordID.zoneID.zoneName + "\u{0}" + $0.recordID.recordName)
-                        }
-                    }):
-                    if stayPending {
-                        retry = true
-                    } else if let pending = sentBy[record.recordID] {
-                        waiting.append(pending)
-                    }
+                case .failure(let error)? where error.code == .referenceViolation && Self.names(record, anyOf: waitOn):
+                    if let pending = sentBy[record.recordID] { waiting.append(pending) }
+                case .failure(let error)? where error.code == .referenceViolation && Self.names(record, anyOf: stayOn):
+                    retry = true
                 case .failure(let error)?:
                     sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
@@ -990,10 +997,26 @@ public final class SyncEngine: Sendable {
         return (retry, failure, waiting)
     }
 
-    /// The saves among `changes`, as zone name and record name (a zone ID's owner name may be
-    /// written two ways in the private database).
+    /// How many rounds saves waiting on their `deleteSelf` targets get after the first (``sendChanges()``).
+    static let referenceRounds = 8
+
+    /// The saves among `changes`, by owner, zone and record name.
     static func saveKeys(_ changes: [PendingRecordZoneChange]) -> Set<String> {
-        Set(changes.compactMap { if case .saveRecord(let id) = $0 { id.zoneID.zoneName + "\u{0}" + id.recordName } else { nil } })
+        Set(changes.compactMap { if case .saveRecord(let id) = $0 { key(id.zoneID, id.recordName) } else { nil } })
+    }
+
+    private static func key(_ zoneID: RecordZone.ID, _ name: String) -> String {
+        zoneID.ownerName + "\u{0}" + zoneID.zoneName + "\u{0}" + name
+    }
+
+    /// Whether `record` has a `deleteSelf` reference to a record of `keys` (``saveKeys(_:)``), itself aside.
+    static func names(_ record: Record, anyOf keys: Set<String>) -> Bool {
+        !keys.isEmpty && record.fields.values.contains { value in
+            value.references.contains {
+                $0.action == .deleteSelf && $0.recordID.recordName != record.recordID.recordName
+                    && keys.contains(key(record.recordID.zoneID, $0.recordID.recordName))
+            }
+        }
     }
 
     /// Whether a failure may pass by itself (the change stays pending and is tried again).

@@ -32,8 +32,11 @@ private final class OneItemRequests: PartialOwnerDatabase {
     /// The change tag each record was sent with ("-" for none).
     let tags = Mutex<[String]>([])
     let afterAnswer: @Sendable (Int) -> Void
-    init(ownerName: String, afterAnswer: @escaping @Sendable (Int) -> Void) {
+    /// Records answered `serverRecordChanged` with a server record holding exactly the save.
+    let landed: Set<String>
+    init(ownerName: String, landed: Set<String> = [], afterAnswer: @escaping @Sendable (Int) -> Void) {
         self.ownerName = ownerName
+        self.landed = landed
         self.afterAnswer = afterAnswer
     }
     func modifyRecords(
@@ -46,6 +49,14 @@ private final class OneItemRequests: PartialOwnerDatabase {
             tags.withLock { $0.append(record.recordChangeTag ?? "-") }
             var saved = record
             saved.recordChangeTag = "t\(count)"
+            let name = record.recordID.recordName
+            if landed.contains(name), saving.count > 1 {
+                let error = ShareSyncError(.serverRecordChanged, "changed (test)", recordID: record.recordID, serverRecord: saved)
+                result.saveResults[record.recordID] = .failure(error)
+                afterAnswer(count)
+                try progress?.answered("\(writeID ?? "w").\(count)", ModifyRecordsWireResult(saved: [], deleted: [], errors: [name: WireError(error)]))
+                continue
+            }
             result.saveResults[record.recordID] = .success(saved)
             afterAnswer(count)
             if saving.count > 1 {
@@ -319,25 +330,27 @@ struct WriteOnceTests {
         defer { b.remove() }
         let (sync, ownerName, mine) = try await Self.participantWhoseOwnerIsAway(b)
         let notes = (0..<10).map { Record(recordType: "Note", recordID: Record.ID(recordName: "x\($0)", zoneID: mine.recordID.zoneID)) }
-        var edited = notes[0]
-        edited["title"] = "edited"
+        var edited = [notes[0], notes[1]]
+        for i in edited.indices { edited[i]["title"] = "edited" }
         guard case .queued(let long) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: notes),
             case .queued(let next) = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine]),
-            case .queued = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [edited])
+            case .queued = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: edited)
         else {
             Issue.record("expected the writes to be queued")
             return
         }
         // An owner that takes a write in requests of one item; the user discards the long write after
         // its second request went (its answer is the one that stops it).
-        let owner = OneItemRequests(ownerName: ownerName) { [replica = sync.replica] sent in
+        // x1 is answered as a conflict with a server record that holds exactly it (it landed before).
+        let owner = OneItemRequests(ownerName: ownerName, landed: ["x1"]) { [replica = sync.replica] sent in
             if sent == 2 { try? replica.removeOperation(id: long.id) }
         }
         try await sync.existingLink(ownerName)!.flushOutbox(owner)
         // Before, all 10 requests went: the discarded write was applied whole.
-        // The later edit of x0, which the owner saved before the discard, builds on that save (tag t1).
-        #expect(owner.sent.withLock { $0 } == ["x0", "x1", "n0", "x0"], "\(owner.sent.withLock { $0 })")
-        #expect(owner.tags.withLock { $0.last } == "t1", "\(owner.tags.withLock { $0 })")
+        // The later edits of x0 and x1, which the owner holds from before the discard, build on
+        // those saves (tags t1 and t2).
+        #expect(owner.sent.withLock { $0 } == ["x0", "x1", "n0", "x0", "x1"], "\(owner.sent.withLock { $0 })")
+        #expect(owner.tags.withLock { Array($0.suffix(2)) } == ["t1", "t2"], "\(owner.tags.withLock { $0 })")
         #expect(try sync.replica.outboxOperation(id: long.id) == nil)
         #expect(try sync.replica.outboxOperation(id: next.id) == nil, "the next write was sent and answered")
         await sync.stop()

@@ -353,6 +353,42 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     }
 
     @Test(arguments: bothModes)
+    func aChainOfReferencesGivenBackwardsArrivesInRoundsAndALoopAcrossRequestsIsReportedNotKeptForever(mode: Container.Mode) async throws {
+        try await withNode(mode) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let store = AppStore()
+            let (engine, events) = store.startEngine(db, automatic: false)
+            func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: Self.zoneID) }
+            func link(_ name: String, to target: String) {
+                var record = Record(recordType: "Link", recordID: id(name))
+                record["next"] = .reference(Record.Reference(recordID: id(target), action: .deleteSelf))
+                store.edit(record)
+            }
+            // A chain c0 → c1 → … → c600, given target last: each round of 200 saves the part whose
+            // targets are there, three rounds in all.
+            for i in 0..<600 { link("c\(i)", to: "c\(i + 1)") }
+            store.edit(Record(recordType: "Link", recordID: id("c600")))
+            // A loop of 400 (l0 → … → l399 → l0): cut into two requests, neither half can be saved.
+            for i in 0..<400 { link("l\(i)", to: "l\((i + 1) % 400)") }
+            engine.state.add(pendingRecordZoneChanges: ((0...600).map { id("c\($0)") } + (0..<400).map { id("l\($0)") }).map { .saveRecord($0) })
+            try await engine.sendChanges()
+            // Before, it stayed pending for ever (each half waiting on the other); now it is reported.
+            #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+            #expect(try await db.record(for: id("c0")).recordID == id("c0"))
+            await engine.stop()
+            await events.value
+            let sent = store.events.compactMap { event -> SyncEngine.SentRecordZoneChanges? in
+                if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
+            }
+            let failed = sent.flatMap(\.failedRecordSaves)
+            #expect(Set(failed.map(\.record.recordID.recordName)) == Set((0..<400).map { "l\($0)" }), "\(failed.count) failed")
+            #expect(failed.allSatisfy { $0.error.code == .referenceViolation })
+            #expect(Set(sent.flatMap(\.savedRecords).map(\.recordID.recordName)) == Set((0...600).map { "c\($0)" }))
+        }
+    }
+
+    @Test(arguments: bothModes)
     func aStateSavedBeforeAdditionsWereNumberedKeepsItsPendingChanges(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
             let ids = (0..<2).map { Record.ID(recordName: "n\($0)", zoneID: Self.zoneID) }

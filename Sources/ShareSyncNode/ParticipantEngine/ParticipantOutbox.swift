@@ -116,8 +116,17 @@ extension ParticipantOwnerLink {
     /// answers, on those saves (as ``settle(_:_:dropped:)`` does for a write answered whole).
     private func rebase(_ operation: OutboxOperation, on log: AnswerLog) throws(ShareSyncError) {
         let originals = Dictionary(operation.saving.map { ($0.recordID.recordName, $0) }, uniquingKeysWith: { a, _ in a })
+        var rebased: Set<String> = []
         for answer in log.answers.withLock({ $0 }) {
-            for saved in answer.saved {
+            // Saved, or answered as a conflict with a server record that holds exactly this save (it
+            // landed on an earlier try: ``landedAlready(_:_:)``).
+            let landed = answer.errors.compactMap { name, error -> Record? in
+                guard error.code == ShareSyncError.Code.serverRecordChanged.rawValue, let server = error.serverRecord,
+                    let original = originals[name], server.holdsSameContent(as: original)
+                else { return nil }
+                return server
+            }
+            for saved in answer.saved + landed where rebased.insert(saved.recordID.recordName).inserted {
                 guard let original = originals[saved.recordID.recordName] else { continue }
                 try replica.rebaseQueuedSaves(
                     owner: ownerName, recordID: original.recordID, from: original.recordChangeTag, to: saved.recordChangeTag)
