@@ -1011,11 +1011,8 @@ public final class SyncEngine: Sendable {
 
     /// Whether `record` has a `deleteSelf` reference to a record of `keys` (``saveKeys(_:)``), itself aside.
     static func names(_ record: Record, anyOf keys: Set<String>) -> Bool {
-        !keys.isEmpty && record.fields.values.contains { value in
-            value.references.contains {
-                $0.action == .deleteSelf && $0.recordID.recordName != record.recordID.recordName
-                    && keys.contains(key(record.recordID.zoneID, $0.recordID.recordName))
-            }
+        !keys.isEmpty && record.deleteSelfTargetNames.contains {
+            $0 != record.recordID.recordName && keys.contains(key(record.recordID.zoneID, $0))
         }
     }
 

@@ -136,6 +136,20 @@ public struct DatabaseChanges: Sendable {
 }
 
 extension Record {
+    /// Whether a field holds a reference with the `deleteSelf` action.
+    package var hasDeleteSelfReferences: Bool {
+        fields.values.contains(where: \.hasDeleteSelfReference)
+    }
+
+    /// The names of the records this record's `deleteSelf` references name (in its own zone).
+    package var deleteSelfTargetNames: Set<String> {
+        var names: Set<String> = []
+        for value in fields.values where value.hasDeleteSelfReference {
+            for reference in value.references where reference.action == .deleteSelf { names.insert(reference.recordID.recordName) }
+        }
+        return names
+    }
+
     /// `records` in an order where the record a `deleteSelf` reference names, when it is among them
     /// (same zone), comes before the record that refers to it, and so does a record's parent when it
     /// is among them. A write in this order, cut into several requests, never has a reference's
@@ -147,7 +161,7 @@ extension Record {
     /// last. Records without `deleteSelf` references come back as given, at the cost of one pass
     /// (their cut does not change: a write queued before this order existed is cut as it was).
     package static func orderedForDeleteSelfTargets(_ records: [Record]) -> [Record] {
-        guard records.contains(where: { $0.fields.values.contains(where: \.hasDeleteSelfReference) }) else { return records }
+        guard records.contains(where: \.hasDeleteSelfReferences) else { return records }
         var index: [String: Int] = [:]
         for (i, record) in records.enumerated() {
             let key = record.recordID.zoneID.zoneName + "\u{0}" + record.recordID.recordName
@@ -158,10 +172,8 @@ extension Record {
             let zone = record.recordID.zoneID.zoneName + "\u{0}"
             var found: [Int] = []
             if let parent = record.parent, let j = index[zone + parent.recordID.recordName], j != i { found.append(j) }
-            for value in record.fields.values where value.hasDeleteSelfReference {
-                for reference in value.references where reference.action == .deleteSelf {
-                    if let j = index[zone + reference.recordID.recordName], j != i { found.append(j) }
-                }
+            for target in record.deleteSelfTargetNames {
+                if let j = index[zone + target], j != i { found.append(j) }
             }
             return found.sorted()
         }

@@ -122,7 +122,7 @@ extension PrivateDatabase {
         var ctx = try WriteContext(db: db, database: self, actor: actor)
         if !checkingReferenceTargets {
             ctx.requestSaves = nil
-        } else if recordsToSave.contains(where: { record in record.fields.values.contains { $0.hasDeleteSelfReference } }) {
+        } else if recordsToSave.contains(where: \.hasDeleteSelfReferences) {
             ctx.requestSaves = Dictionary(grouping: recordsToSave, by: \.recordID.zoneID.zoneName).mapValues { Set($0.map(\.recordID.recordName)) }
         }
         var batch = ItemBatch(ctx: ctx, saving: recordsToSave, deleting: recordIDsToDelete, savePolicy: savePolicy)
@@ -307,15 +307,13 @@ extension WriteContext {
     /// otherwise). References the stored version already has are not checked again (a record saved
     /// before this check, or imported), so such a record can still be edited.
     func checkDeleteSelfTargets(_ record: Record, existing: Record?) throws {
-        guard let requestSaves, record.fields.values.contains(where: \.hasDeleteSelfReference) else { return }
+        guard let requestSaves, record.hasDeleteSelfReferences else { return }
         let zone = record.recordID.zoneID.zoneName
+        let had = existing?.deleteSelfTargetNames ?? []
         for (key, value) in record.fields.sorted(by: { $0.key < $1.key }) {
             for reference in value.references where reference.action == .deleteSelf {
                 let target = reference.recordID.recordName
-                if requestSaves[zone]?.contains(target) == true { continue }
-                if existing?.fields.values.contains(where: { $0.references.contains { $0.action == .deleteSelf && $0.recordID.recordName == target } }) == true {
-                    continue
-                }
+                if requestSaves[zone]?.contains(target) == true || had.contains(target) { continue }
                 let id = Record.ID(recordName: target, zoneID: record.recordID.zoneID)
                 var found = try rowState(zone: zone, name: target) != nil
                 // Saved earlier in this request (its share membership is settled at the end): seen.

@@ -166,7 +166,7 @@ public final class SharedDatabaseReplica: Sendable {
 
     /// Runs a read, turning database failures into ``ShareSyncError``.
     func read<T>(_ body: (Database) throws -> T) throws(ShareSyncError) -> T {
-        if readFailures.load(ordering: .relaxed) > 0, readFailures.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 {
+        if readFailures.takeOne() {
             throw ShareSyncError(.internalError, "a replica read failed (injected)")
         }
         return try withStoreErrors("replica read", path: writer.path) { try writer.storeRead(body) }

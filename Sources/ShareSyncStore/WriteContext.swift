@@ -245,8 +245,7 @@ struct WriteContext {
         if mayHaveReferences {
             try db.cachedStatement(sql: "DELETE FROM deleteSelfReference WHERE zone = ? AND source = ?").execute(arguments: [zone, name])
         }
-        let targets = Set(record.fields.values.flatMap(\.references).filter { $0.action == .deleteSelf }.map(\.recordID.recordName))
-        for target in targets {
+        for target in record.deleteSelfTargetNames {
             try db.cachedStatement(sql: "INSERT INTO deleteSelfReference (zone, target, source) VALUES (?, ?, ?)")
                 .execute(arguments: [zone, target, name])
         }
@@ -343,13 +342,6 @@ struct WriteContext {
             steps += 1
         }
         return false
-    }
-}
-
-extension Record {
-    /// Whether a field holds a reference with the `deleteSelf` action.
-    var hasDeleteSelfReferences: Bool {
-        fields.values.contains { $0.references.contains { $0.action == .deleteSelf } }
     }
 }
 

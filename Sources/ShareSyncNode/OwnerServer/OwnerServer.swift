@@ -320,11 +320,8 @@ final class ConnectionRegistry: Sendable {
 
     /// Whether this `modifyRecords` is one whose answer a test asked to lose.
     func takeDroppedAnswer() -> Bool {
-        guard droppedAnswers.load(ordering: .relaxed) > 0 else { return false }
-        if answersBeforeDrop.load(ordering: .relaxed) > 0, answersBeforeDrop.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 {
-            return false
-        }
-        return droppedAnswers.wrappingSubtract(1, ordering: .relaxed).oldValue > 0
+        guard droppedAnswers.load(ordering: .relaxed) > 0, !answersBeforeDrop.takeOne() else { return false }
+        return droppedAnswers.takeOne()
     }
 
     /// Requests left unanswered, by op, for as long as it is set (tests set it: an owner that answers
@@ -338,15 +335,12 @@ final class ConnectionRegistry: Sendable {
     /// The refusal a test asked for requests of `op`.
     func injectedRefusal(for op: String) -> ShareSyncError? {
         guard let refusal = injectedRefusals.withLock({ $0.isEmpty ? nil : $0[op] }) else { return nil }
-        if injectedRefusalsHeldFor.load(ordering: .relaxed) > 0, injectedRefusalsHeldFor.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 {
-            return nil
-        }
-        return refusal
+        return injectedRefusalsHeldFor.takeOne() ? nil : refusal
     }
 
     /// Throws if a test asked for a push read to fail.
     func injectedPushReadFailure() throws {
-        guard pushReadFailures.load(ordering: .relaxed) > 0, pushReadFailures.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 else { return }
+        guard pushReadFailures.takeOne() else { return }
         throw ShareSyncError(.internalError, "a push read failed (injected)")
     }
     /// The address the owner advertises (see ``OwnerServer/setAdvertisedAddress(_:announce:)``).
