@@ -207,9 +207,8 @@ struct WriteOnceTests {
         let owner = try await TestOwner.start()
         let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 6)
         let notes = (0..<6).map { i -> Record in
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: zone))
+            var note = Self.underTopic("n\(i)", in: zone)
             note["title"] = "participant"
-            note.setParent(Record.ID(recordName: "topic", zoneID: zone))
             return note
         }
         // First sent as two requests (4 items, then 2), as an owner with a limit of 4 would have them.
@@ -240,15 +239,12 @@ struct WriteOnceTests {
 
     @Test("a request refused as too large goes as two halves, whose cut is told before they are sent; sent again with it, nothing is applied twice")
     func halvesAreToldBeforeTheyAreSent() async throws {
-        var limits = Limits()
-        limits.maximumItemsPerRequest = 4
-        let owner = try await TestOwner.start(limits: limits)
+        let owner = try await TestOwner.start(limits: Self.requestsOf4)
         // Two notes (the owner's own writes have the same limit); the write creates the others.
         let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 2)
         let notes = (0..<6).map { i -> Record in
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(i)", zoneID: zone))
+            var note = Self.underTopic("n\(i)", in: zone)
             note["title"] = "participant"
-            note.setParent(Record.ID(recordName: "topic", zoneID: zone))
             return note
         }
         // Cut as one request of 6 (as an owner with higher limits had it): refused, sent as 3 and 3.
@@ -282,20 +278,16 @@ struct WriteOnceTests {
 
     @Test("a write cut into requests sends a deleteSelf reference's target no later than the reference")
     func deleteSelfTargetsGoFirst() async throws {
-        var limits = Limits()
-        limits.maximumItemsPerRequest = 4
-        let owner = try await TestOwner.start(limits: limits)
+        let owner = try await TestOwner.start(limits: Self.requestsOf4)
         let (connection, zone) = try await Self.readWriteConnection(to: owner, notes: 2)
         // Four comments on a note that comes last in the write: cut in the order given, the first
         // request would hold the comments alone, and the owner would refuse them (referenceViolation).
         let comments = (0..<4).map { i -> Record in
-            var comment = Record(recordType: "Comment", recordID: Record.ID(recordName: "c\(i)", zoneID: zone))
+            var comment = Self.underTopic("c\(i)", type: "Comment", in: zone)
             comment["on"] = .reference(Record.Reference(recordID: Record.ID(recordName: "new-note", zoneID: zone), action: .deleteSelf))
-            comment.setParent(Record.ID(recordName: "topic", zoneID: zone))
             return comment
         }
-        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "new-note", zoneID: zone))
-        note.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        let note = Self.underTopic("new-note", in: zone)
         #expect(connection.parts(saving: comments + [note], deleting: []) == [4, 1])
         let result = try await connection.modifyRecords(zoneName: "Topics", saving: comments + [note], savePolicy: .allKeys, writeID: "w-comments")
         #expect(result.errors.isEmpty, "\(result.errors)")
@@ -303,20 +295,14 @@ struct WriteOnceTests {
         #expect(throws: ShareSyncError.self, "the comments went with the note") { try owner.db.fetchRecord(owner.id("c0")) }
         // Ordered for a reference, a new record is not put before its new parent (a participant's
         // record must have its parent in the share when it is saved).
-        var parent = Record(recordType: "Note", recordID: Record.ID(recordName: "p", zoneID: zone))
-        parent.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        let parent = Self.underTopic("p", in: zone)
         var child = Record(recordType: "Note", recordID: Record.ID(recordName: "x", zoneID: zone))
         child.setParent(parent.recordID)
-        var referrer = Record(recordType: "Comment", recordID: Record.ID(recordName: "y", zoneID: zone))
+        var referrer = Self.underTopic("y", type: "Comment", in: zone)
         referrer["on"] = .reference(Record.Reference(recordID: child.recordID, action: .deleteSelf))
-        referrer.setParent(Record.ID(recordName: "topic", zoneID: zone))
         // Given child first, parent last, behind three others: cut in that order, the child would go in
         // the first request and its parent in the second.
-        let others = (0..<3).map { i -> Record in
-            var other = Record(recordType: "Note", recordID: Record.ID(recordName: "o\(i)", zoneID: zone))
-            other.setParent(Record.ID(recordName: "topic", zoneID: zone))
-            return other
-        }
+        let others = (0..<3).map { Self.underTopic("o\($0)", in: zone) }
         let family = try await connection.modifyRecords(
             zoneName: "Topics", saving: others + [referrer, child, parent], savePolicy: .allKeys, writeID: "w-family")
         #expect(family.errors.isEmpty, "\(family.errors)")
@@ -424,6 +410,20 @@ struct WriteOnceTests {
 
     /// A connection of a new identity that accepted the owner's topic, shared read-write with it, after
     /// the owner saved `notes` notes under it (`n0`, `n1`, …); and the shared zone's ID.
+    /// An owner's limits with requests of at most 4 items.
+    static var requestsOf4: Limits {
+        var limits = Limits()
+        limits.maximumItemsPerRequest = 4
+        return limits
+    }
+
+    /// A record `name` of `type` under the owner's topic, in `zone`.
+    static func underTopic(_ name: String, type: String = "Note", in zone: RecordZone.ID) -> Record {
+        var record = Record(recordType: type, recordID: Record.ID(recordName: name, zoneID: zone))
+        record.setParent(Record.ID(recordName: "topic", zoneID: zone))
+        return record
+    }
+
     static func readWriteConnection(to owner: TestOwner, notes: Int) async throws -> (OwnerConnection, RecordZone.ID) {
         try owner.saveNotes("n", count: notes)
         let b = NodeIdentity.generate()
@@ -463,9 +463,7 @@ struct WriteOnceTests {
     static func ownerWithNotesInRequestsOf4(count: Int, _ b: TestParticipant, merge: (@Sendable (Record, Record) -> Record?)? = nil)
         async throws -> (TestOwner, ParticipantSync, [Record])
     {
-        var limits = Limits()
-        limits.maximumItemsPerRequest = 4
-        let owner = try await TestOwner.start(limits: limits)
+        let owner = try await TestOwner.start(limits: Self.requestsOf4)
         let notes = (0..<count).map { i -> Record in
             var note = Record(recordType: "Note", recordID: owner.id("d\(i)"))
             note["title"] = .string("note \(i)")

@@ -10,6 +10,10 @@ final class AppStore: Sendable {
 
     func record(_ id: Record.ID) -> Record? { state.withLock { $0.records[id] } }
     var events: [SyncEngine.Event] { state.withLock { $0.events } }
+    /// What each `sentRecordZoneChanges` event reported, in order.
+    var sentRecordZoneChanges: [SyncEngine.SentRecordZoneChanges] {
+        events.compactMap { if case .sentRecordZoneChanges(let sent) = $0 { sent } else { nil } }
+    }
     var records: [Record] { state.withLock { Array($0.records.values) } }
     /// The state of the engine's last `stateUpdate`, as an app stores it.
     var lastState: SyncEngine.State.Serialization? {
@@ -145,9 +149,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 let merged = try await db.record(for: note.recordID)
                 #expect(merged["aliceField"] == "from Alice")
                 #expect(merged["bobField"] == "from Bob")
-                let conflicts = bobStore.events.flatMap { event -> [SyncEngine.FailedRecordSave] in
-                    if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves } else { [] }
-                }
+                let conflicts = bobStore.sentRecordZoneChanges.flatMap(\.failedRecordSaves)
                 #expect(conflicts.count == 1)
                 #expect(conflicts.first?.error.code == .serverRecordChanged)
                 #expect(conflicts.first?.error.serverRecord?["title"] == "A-edit")
@@ -245,7 +247,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 #expect(engine.state.pendingRecordZoneChanges.isEmpty)
                 await engine.stop()
                 await events.value
-                #expect(store.events.contains { if case .sentRecordZoneChanges(let sent) = $0 { sent.failedRecordDeletes[topicID] != nil } else { false } })
+                #expect(store.sentRecordZoneChanges.contains { $0.failedRecordDeletes[topicID] != nil })
                 #expect(try await db.record(for: topic.recordID)["title"] == "Groceries")
             }
         }
@@ -294,9 +296,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             try await engine.sendChanges()
             #expect(engine.state.pendingRecordZoneChanges.isEmpty)
             #expect(try await db.record(for: good.recordID)["title"] == "Milk")
-            let failures = store.events.flatMap { event -> [SyncEngine.FailedRecordSave] in
-                if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves } else { [] }
-            }
+            let failures = store.sentRecordZoneChanges.flatMap(\.failedRecordSaves)
             #expect(failures.map(\.record.recordID) == [bad.recordID])
             #expect(failures.first?.error.rule == .finiteDouble, "\(String(describing: failures.first?.error))")
             await engine.stop()
@@ -341,9 +341,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             await engine.stop()
             await events.value
             // Before, the comments were refused for good (their note was not saved yet) and reported failed.
-            let sent = store.events.compactMap { event -> SyncEngine.SentRecordZoneChanges? in
-                if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
-            }
+            let sent = store.sentRecordZoneChanges
             let failures = sent.flatMap(\.failedRecordSaves)
             #expect(failures.map(\.record.recordID) == [dangling.recordID])
             #expect(failures.first?.error.code == .referenceViolation)
@@ -378,9 +376,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             #expect(try await db.record(for: id("c0")).recordID == id("c0"))
             await engine.stop()
             await events.value
-            let sent = store.events.compactMap { event -> SyncEngine.SentRecordZoneChanges? in
-                if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
-            }
+            let sent = store.sentRecordZoneChanges
             let failed = sent.flatMap(\.failedRecordSaves)
             #expect(Set(failed.map(\.record.recordID.recordName)) == Set((0..<400).map { "l\($0)" }), "\(failed.count) failed")
             #expect(failed.allSatisfy { $0.error.code == .referenceViolation })
@@ -672,7 +668,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
             try await engine.sendChanges()
             // Not sent, not failed: still pending, and nothing reported as failed.
             #expect(engine.state.pendingRecordZoneChanges == [.saveRecord(bobNoteID)])
-            #expect(!store.events.contains { if case .sentRecordZoneChanges(let s) = $0 { !s.failedRecordSaves.isEmpty } else { false } })
+            #expect(!store.sentRecordZoneChanges.contains { !$0.failedRecordSaves.isEmpty })
 
             alice = try await Container.embedded(home: aliceHome)
             #expect(await eventually(seconds: 30) {
