@@ -1,4 +1,5 @@
 import NIOCore
+import Synchronization
 
 /// A `ByteToMessageDecoder` that splits the byte stream after the handshake into `\n`-terminated
 /// lines and decodes each into its payload with a ``FrameDecoder``.
@@ -128,6 +129,8 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
     public typealias OutboundOut = ByteBuffer
 
     private let encoder: FrameEncoder
+    /// A tail compressed ahead of time for a payload about to be written (``FrameSplices``).
+    public let splices = FrameSplices()
 
     /// Creates the handler for one connection.
     public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
@@ -136,9 +139,12 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let payload = Self.unwrapOutboundIn(data)
+        let offered = self.splices.offered(forPayloadOf: payload.readableBytes)
         var out = context.channel.allocator.buffer(capacity: payload.readableBytes / 2 + 16)
         do {
-            try self.encoder.encode(payload, into: &out)
+            if try self.encoder.encode(payload, into: &out, splicing: offered?.tail), let offered {
+                self.splices.used(offered.number)
+            }
         } catch {
             promise?.fail(error)
             return
@@ -150,3 +156,48 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
 
 @available(*, unavailable)
 extension FrameEncoderHandler: Sendable {}
+
+/// Where a connection offers its ``FrameEncoderHandler`` the compressed end of a payload it is
+/// about to write (``FrameEncoder/precompress(_:level:)``): the handler splices it into the frame of
+/// the first payload written that ends with exactly those bytes, and drops it then. A payload that
+/// does not end with it is encoded as usual, and the offer stays for the next; a new offer replaces
+/// an old one. One tail at a time: the owner offers the page it read ahead as it writes it.
+public final class FrameSplices: Sendable {
+    private struct State {
+        var offer: (number: UInt64, tail: PrecompressedTail)?
+        var offers: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    init() {}
+
+    /// Offers `tail` for the next payload written that ends with it.
+    public func offer(_ tail: PrecompressedTail) {
+        state.withLock { state in
+            state.offers += 1
+            state.offer = (state.offers, tail)
+        }
+    }
+
+    /// The offer, if a payload of `length` bytes could end with it.
+    func offered(forPayloadOf length: Int) -> (number: UInt64, tail: PrecompressedTail)? {
+        state.withLock { state in
+            guard let offer = state.offer, offer.tail.plaintext.readableBytes < length else { return nil }
+            return offer
+        }
+    }
+
+    /// Drops offer `number` once a frame used it (not a newer one).
+    func used(_ number: UInt64) {
+        Self.splicedFrames.add(1, ordering: .relaxed)
+        state.withLock { state in
+            if state.offer?.number == number { state.offer = nil }
+        }
+    }
+
+    private static let splicedFrames = Atomic<Int>(0)
+
+    /// How many frames the process has sent with a tail compressed ahead (tests).
+    package static var spliced: Int { splicedFrames.load(ordering: .relaxed) }
+}
