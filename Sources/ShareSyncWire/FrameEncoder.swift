@@ -112,7 +112,7 @@ public final class FrameEncoder {
     ) throws(FrameError) -> PrecompressedTail {
         var last: Deflater?
         // A user no encoder is: the stream is reset for this tail, and no encoder goes on with it.
-        let escaped = try DeflaterPool.shared(level: level).withStream(for: newStreamUser(), last: &last, continuable: false) {
+        let escaped = try DeflaterPool.precompressing(level: level).withStream(for: newStreamUser(), last: &last, continuable: false) {
             deflater, _ throws(FrameError) in
             let compressed = try deflater.compress(tail, after: RecentBytes(limit: 0))
             var escaped = ByteBufferAllocator().buffer(capacity: compressed.readableBytes + compressed.readableBytes / 64 + 16)
@@ -185,6 +185,15 @@ public struct PrecompressedTail: Sendable {
     public let plaintext: ByteBuffer
     /// Their compressed, escaped form, ready to append to a line.
     let escaped: ByteBuffer
+
+    /// This tail as the end of `payload` (which ends with the same bytes): the same compressed bytes,
+    /// and the plaintext a slice of `payload`, sharing its storage, so that an offer of it
+    /// (``FrameSplices/offer(_:onUse:)``) holds no second copy of the page.
+    public func within(_ payload: ByteBuffer) -> PrecompressedTail? {
+        guard head(of: payload) != nil else { return nil }
+        let length = plaintext.readableBytes
+        return PrecompressedTail(plaintext: payload.getSlice(at: payload.writerIndex - length, length: length)!, escaped: escaped)
+    }
 
     /// The part of `payload` before this tail, if `payload` ends with it and has something before it.
     func head(of payload: ByteBuffer) -> ByteBuffer? {

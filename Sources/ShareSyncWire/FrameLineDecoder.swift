@@ -143,11 +143,15 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
         var out = context.channel.allocator.buffer(capacity: payload.readableBytes / 2 + 16)
         do {
             if try self.encoder.encode(payload, into: &out, splicing: offered?.tail), let offered {
-                self.splices.used(offered.number)
+                self.splices.used(offered)
             }
         } catch {
-            promise?.fail(error)
-            return
+            // A spliced line can be longer than the payload compressed whole (its tail has no
+            // dictionary): refused so, it is tried whole before the write fails.
+            guard offered != nil, (try? self.encoder.encode(payload, into: &out)) != nil else {
+                promise?.fail(error)
+                return
+            }
         }
         ShareSyncMetrics.frameSent(wireBytes: out.readableBytes, payloadBytes: payload.readableBytes)
         context.write(Self.wrapOutboundOut(out), promise: promise)
@@ -158,13 +162,20 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
 extension FrameEncoderHandler: Sendable {}
 
 /// Where a connection offers its ``FrameEncoderHandler`` the compressed end of a payload it is
-/// about to write (``FrameEncoder/precompress(_:level:)``): the handler splices it into the frame of
-/// the first payload written that ends with exactly those bytes, and drops it then. A payload that
-/// does not end with it is encoded as usual, and the offer stays for the next; a new offer replaces
-/// an old one. One tail at a time: the owner offers the page it read ahead as it writes it.
+/// about to write (``FrameEncoder/precompress(_:level:)``): on a `deflate` connection the handler
+/// splices it into the frame of the first payload written that ends with exactly those bytes and has
+/// bytes before them, and drops it then. A payload that does not is encoded as usual, and the offer
+/// stays for the next; a new offer replaces an old one (one tail at a time: of two answers offered
+/// at once, the first may go out compressed whole); ``withdraw()`` drops it.
 public final class FrameSplices: Sendable {
+    struct Offer: Sendable {
+        var number: UInt64
+        var tail: PrecompressedTail
+        var onUse: (@Sendable () -> Void)?
+    }
+
     private struct State {
-        var offer: (number: UInt64, tail: PrecompressedTail)?
+        var offer: Offer?
         var offers: UInt64 = 0
     }
 
@@ -172,32 +183,32 @@ public final class FrameSplices: Sendable {
 
     init() {}
 
-    /// Offers `tail` for the next payload written that ends with it.
-    public func offer(_ tail: PrecompressedTail) {
+    /// Offers `tail` for the next payload written that ends with it; `onUse` runs when a frame used it.
+    public func offer(_ tail: PrecompressedTail, onUse: (@Sendable () -> Void)? = nil) {
         state.withLock { state in
             state.offers += 1
-            state.offer = (state.offers, tail)
+            state.offer = Offer(number: state.offers, tail: tail, onUse: onUse)
         }
     }
 
+    /// Drops the offer, if there is one.
+    public func withdraw() {
+        state.withLock { $0.offer = nil }
+    }
+
     /// The offer, if a payload of `length` bytes could end with it.
-    func offered(forPayloadOf length: Int) -> (number: UInt64, tail: PrecompressedTail)? {
+    func offered(forPayloadOf length: Int) -> Offer? {
         state.withLock { state in
             guard let offer = state.offer, offer.tail.plaintext.readableBytes < length else { return nil }
             return offer
         }
     }
 
-    /// Drops offer `number` once a frame used it (not a newer one).
-    func used(_ number: UInt64) {
-        Self.splicedFrames.add(1, ordering: .relaxed)
+    /// Drops `offer` once a frame used it (not a newer one).
+    func used(_ offer: Offer) {
         state.withLock { state in
-            if state.offer?.number == number { state.offer = nil }
+            if state.offer?.number == offer.number { state.offer = nil }
         }
+        offer.onUse?()
     }
-
-    private static let splicedFrames = Atomic<Int>(0)
-
-    /// How many frames the process has sent with a tail compressed ahead (tests).
-    package static var spliced: Int { splicedFrames.load(ordering: .relaxed) }
 }

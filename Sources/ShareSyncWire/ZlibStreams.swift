@@ -71,8 +71,10 @@ final class StreamPool<Stream: PooledStream>: Sendable {
     /// one. `body` learns whether the stream is as the caller's last frame left it (it may go on
     /// with it) or must be reset. Once `body` returns, the stream is the caller's `last`; if it
     /// throws, the stream is no one's, so nobody goes on with a stream a failed frame moved.
-    /// With `continuable` false the stream is no one's afterwards either (a frame that ends with
-    /// bytes this stream did not compress: ``FrameEncoder/encode(_:into:splicing:)``).
+    /// With `continuable` false the stream is no one's afterwards either, though it stays the
+    /// caller's `last`, so that its next frame takes it again (reset) rather than another
+    /// connection's: a frame that ends with bytes this stream did not compress
+    /// (``FrameEncoder/encode(_:into:splicing:)``).
     func withStream<R>(
         for user: UInt64, last: inout Stream?, continuable: Bool = true, _ body: (Stream, _ continues: Bool) throws(FrameError) -> R
     ) throws(FrameError) -> R {
@@ -81,11 +83,7 @@ final class StreamPool<Stream: PooledStream>: Sendable {
         let continues = keepsAffinity && stream.lastUser == user
         stream.lastUser = 0  // until the frame is whole
         let result = try body(stream, continues)
-        guard continuable else {
-            last = nil
-            return result
-        }
-        stream.lastUser = user
+        if continuable { stream.lastUser = user }
         last = stream
         return result
     }
@@ -121,6 +119,17 @@ extension StreamPool where Stream == Deflater {
         self.init(keepsAffinity: keepsAffinity) { () throws(FrameError) in try Deflater(level: level) }
     }
 
+    /// The streams that compress payload tails ahead (``FrameEncoder/precompress(_:level:)``): a pool
+    /// of their own, so that the thread pool does not take the streams connections go on with.
+    static func precompressing(level: Int32) -> DeflaterPool {
+        precompressingPools.withLock { pools in
+            if let pool = pools[level] { return pool }
+            let pool = DeflaterPool(level: level)
+            pools[level] = pool
+            return pool
+        }
+    }
+
     /// The pool of deflate streams at compression `level` that every encoder of the process shares.
     static func shared(level: Int32) -> DeflaterPool {
         sharedDeflaters.withLock { pools in
@@ -133,6 +142,7 @@ extension StreamPool where Stream == Deflater {
 }
 
 private let sharedDeflaters = Mutex<[Int32: DeflaterPool]>([:])
+private let precompressingPools = Mutex<[Int32: DeflaterPool]>([:])
 
 typealias InflaterPool = StreamPool<Inflater>
 

@@ -1,8 +1,7 @@
 import Foundation
 import ShareSyncCore
-import ShareSyncNode
+@testable import ShareSyncNode
 import ShareSyncStore
-import ShareSyncWire
 import Synchronization
 import Testing
 
@@ -32,14 +31,13 @@ struct PipelinedSyncTests {
                 if let token, s.tokens.last != token.stringValue { s.tokens.append(token.stringValue) }
             }
         }
-        let splicedBefore = FrameSplices.spliced
+        let splicedBefore = owner.server.registry.splicedAnswers.load(ordering: .relaxed)
         try sync.start()
         // 1.4 s alone; a full suite next to a CI build once took more than the default 30 s.
         try await sync.accept(url: url, timeout: .seconds(120))
         replica.removeChangeObserver(observer)
-        // Every page after the first was read ahead with its answer compressed ahead, and went out
-        // spliced (other tests may add to the count, never take from it).
-        let spliced = FrameSplices.spliced - splicedBefore
+        // Every page after the first was read ahead with its answer compressed ahead, and went out spliced.
+        let spliced = owner.server.registry.splicedAnswers.load(ordering: .relaxed) - splicedBefore
 
         #expect(try replicaView(sync.replica, owner: ownerName) == owner.sharedView(for: b.identity))
         let (counts, tokens) = seen.value.withLock { ($0.counts, $0.tokens) }

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import ShareSyncTestSupport
+import Synchronization
 import Testing
 @testable import ShareSyncWire
 
@@ -10,13 +11,14 @@ import Testing
 /// zone. The receiver's one inflate stream must read such frames, and every frame after them, as
 /// it reads any other; so must an independent inflater (Python's zlib).
 @Suite struct PrecompressedTailTests {
-    /// Frames of a connection: every third one a large answer whose tail was compressed ahead, the
-    /// others ordinary payloads (pushes, small answers) that may refer back into the spliced ones.
+    /// Frames of a connection: two of every three large answers whose tail was compressed ahead
+    /// (pages one after another), the third an ordinary payload (a push, a small answer) that may
+    /// refer back into the spliced ones.
     static func frames(seed: UInt64) throws -> [(payload: ByteBuffer, tail: PrecompressedTail?)] {
         let notes = notePayloads(count: 400, seed: seed)
         var rng = SplitMix64(seed: seed)
         return try (0..<60).map { i in
-            guard i % 3 == 1 else { return (notes[Int(rng.next() % 400)], nil) }
+            guard i % 3 != 0 else { return (notes[Int(rng.next() % 400)], nil) }
             var tail = ByteBuffer(string: #"{"changed":["#)
             for j in 0..<(Int(rng.next() % 150) + 1) {
                 if j > 0 { tail.writeString(",") }
@@ -45,7 +47,7 @@ import Testing
             line.moveWriterIndex(to: line.writerIndex - 1)
             #expect(try decoder.decode(line: line) == frame.payload, "frame \(i)")
         }
-        #expect(spliced == 20)
+        #expect(spliced == 40)
     }
 
     @Test("a tail the payload does not end with, or an encoding that cannot splice, is not used")
@@ -74,8 +76,8 @@ import Testing
         defer { _ = try? channel.finish() }
         let frames = try Self.frames(seed: 9)
         let (answer, tail) = (frames[1].payload, try #require(frames[1].tail))
-        handler.splices.offer(tail)
-        let before = FrameSplices.spliced
+        let uses = Mutex(0)
+        handler.splices.offer(tail) { uses.withLock { $0 += 1 } }
         // A push written first does not end with the tail: compressed whole, the offer stays.
         try channel.writeOutbound(frames[0].payload)
         try channel.writeOutbound(answer)
@@ -89,7 +91,38 @@ import Testing
         #expect(try lines.map { try decoder.decode(line: $0) } == [frames[0].payload, answer, answer])
         let ends = lines.map { $0.readableBytesView.suffix(tail.escaped.readableBytes).elementsEqual(tail.escaped.readableBytesView) }
         #expect(ends == [false, true, false])
-        #expect(FrameSplices.spliced - before >= 1)
+        #expect(uses.withLock { $0 } == 1)
+    }
+
+    @Test("a spliced line over the line limit goes out compressed whole when that fits, and the frames after it read back")
+    func tooLongSplicedLineFallsBackToWhole() throws {
+        // The answer's tail ends with the 2,000 random bytes of the frame before it: compressed whole
+        // they are one back reference; compressed ahead (no dictionary) they are 2,000 bytes again.
+        var rng = SplitMix64(seed: 17)
+        let random = { (count: Int) in ByteBuffer(bytes: (0..<count).map { _ in UInt8(truncatingIfNeeded: rng.next()) }) }
+        let first = random(2000)
+        var tail = random(2000)
+        tail.writeImmutableBuffer(first)
+        var answer = ByteBuffer(string: #"{"id":2,"ok":"#)
+        answer.writeImmutableBuffer(tail)
+        let small = ByteBuffer(string: #"{"push":"Topics"}"#)
+        let handler = try FrameEncoderHandler(encoding: .deflate, limits: FrameLimits(maximumLineLength: 3000))
+        let channel = EmbeddedChannel(handler: handler)
+        defer { _ = try? channel.finish() }
+        let uses = Mutex(0)
+        try channel.writeOutbound(first)
+        handler.splices.offer(try FrameEncoder.precompress(tail)) { uses.withLock { $0 += 1 } }
+        try channel.writeOutbound(answer)
+        try channel.writeOutbound(small)
+        let decoder = try FrameDecoder(encoding: .deflate)
+        var lines: [ByteBuffer] = []
+        while var line = try channel.readOutbound(as: ByteBuffer.self) {
+            line.moveWriterIndex(to: line.writerIndex - 1)
+            lines.append(line)
+        }
+        #expect(try lines.map { try decoder.decode(line: $0) } == [first, answer, small])
+        #expect(uses.withLock { $0 } == 0)  // refused as too long spliced (over 4,000 bytes), sent whole
+        #expect(lines.count == 3 && lines[1].readableBytes < 2500, "\(lines.map(\.readableBytes))")
     }
 
     @Test("Python's zlib reads spliced frames as the Swift decoder does")

@@ -367,6 +367,7 @@ final class ConnectionShared: Sendable {
         }
         subscription?.finish()
         readAhead.withLock { $0 = nil }
+        splices.withLock { $0 }?.withdraw()
     }
 }
 

@@ -15,6 +15,12 @@ import ShareSyncWire
 // only if no write to the database started or ended since just before it began
 // (``PrivateDatabase/changeGeneration``). Otherwise the page is read again. One page is kept per
 // connection, for the last page served.
+//
+// On a `deflate` connection the page read ahead is also encoded as its answer after the request id,
+// and compressed (``FrameEncoder/precompress(_:level:)``), on the thread pool: when the request
+// comes, the answer is the id's few bytes and that tail, offered to the connection's frame encoder
+// (``FrameSplices``), which compresses only the head on the event loop and splices the rest in. The
+// page is then held once (its records only in the tail), and the offer shares the answer's bytes.
 
 /// The next page of the last `fetchZoneChanges` a connection served, being read or read.
 struct ZonePageReadAhead {
@@ -53,7 +59,9 @@ extension RequestExecutor {
     /// compressed now, all but the request id (on the thread pool, while the participant still
     /// receives and stores the page before it), so that the event loop only has the id to compress
     /// when the request comes.
-    func readZonePageAhead(_ key: ZonePageReadAhead.Key, compressing: Bool) throws(ShareSyncError) -> ZonePage {
+    /// A page whose answer would be over `maximumFrameSize` is not compressed (it is answered with
+    /// `limitExceeded`).
+    func readZonePageAhead(_ key: ZonePageReadAhead.Key, compressing: Bool, maximumFrameSize: Int) throws(ShareSyncError) -> ZonePage {
         var read = try readZonePage(key)
         guard compressing else { return read }
         let bytes = read.page.changes.reduce(256) { sum, change in
@@ -61,6 +69,7 @@ extension RequestExecutor {
         }
         // A page that cannot take the fast encoder is answered as it is when asked for.
         if let tail = try? Response<ZoneChangesPage>.answerTail(ZoneChangesPage(read.page), capacity: bytes),
+            tail.count + 32 <= maximumFrameSize,
             let compressed = try? FrameEncoder.precompress(ByteBuffer(bytes: tail))
         {
             read.answerTail = compressed
@@ -86,12 +95,13 @@ extension RequestExecutor {
                 page = try readZonePage(key).page
             }
             let response: ByteBuffer
-            if let tail {
+            if let precompressed = tail {
                 let head = Response<ZoneChangesPage>.answerHead(id: id)
-                var buffer = ByteBufferAllocator().buffer(capacity: head.count + tail.plaintext.readableBytes)
+                var buffer = ByteBufferAllocator().buffer(capacity: head.count + precompressed.plaintext.readableBytes)
                 buffer.writeBytes(head)
-                buffer.writeImmutableBuffer(tail.plaintext)
+                buffer.writeImmutableBuffer(precompressed.plaintext)
                 response = buffer
+                tail = precompressed.within(buffer)  // the answer's own bytes: the page is held once
             } else {
                 response = try MessageCoding.encode(Response(id: id, ok: ZoneChangesPage(page)))
             }
@@ -123,15 +133,20 @@ extension ServerConnection {
             return (executor.errorResponse(id: id, refusal), refusal)
         }
         let splices = shared.splices.withLock { $0 }
+        let frameLimit = server.configuration.transport.limits.maximumFrameSize
         if let next = answer.next {
             let nextKey = ZonePageReadAhead.Key(zoneName: key.zoneName, token: next, resultsLimit: key.resultsLimit)
             let compressing = splices != nil
             let read = threadPool.runIfActive(eventLoop: channel.channel.eventLoop) { () -> RequestExecutor.ZonePage? in
-                try? executor.readZonePageAhead(nextKey, compressing: compressing)
+                try? executor.readZonePageAhead(nextKey, compressing: compressing, maximumFrameSize: frameLimit)
             }.recover { _ in nil }
             shared.readAhead.withLock { $0 = ZonePageReadAhead(key: nextKey, page: read) }
         }
-        if let tail = answer.tail { splices?.offer(tail) }
+        // Offered only for an answer that goes out as it is (one over the frame limit is replaced).
+        if let tail = answer.tail, answer.0.readableBytes <= frameLimit {
+            let registry = server.registry
+            splices?.offer(tail) { registry.splicedAnswers.add(1, ordering: .relaxed) }
+        }
         return (answer.0, answer.error)
     }
 }
