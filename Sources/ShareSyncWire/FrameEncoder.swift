@@ -1,13 +1,5 @@
 import NIOCore
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Turns payloads into lines, one direction of one connection.
 ///
 /// With a deflate encoding it writes one long-lived raw deflate stream (window 15 bits): each
@@ -65,61 +57,28 @@ public final class FrameEncoder {
         self.deflaters = encoding == .plain ? nil : deflaters
     }
 
-    /// Appends the line for `payload`, including its terminating `\n`, to `out`; with `splicing`, a
-    /// tail compressed ahead of time (``precompress(_:level:)``) whose bytes `payload` ends with,
-    /// only the rest is compressed now (see ``PrecompressedTail``). A tail the payload does not end
-    /// with, or one this encoding cannot splice (`plain`, `deflate-base64`), is not used: the
-    /// payload is then compressed whole, as without it. Returns whether the tail was used.
+    /// Appends the line for `payload`, including its terminating `\n`, to `out`.
     /// - Throws: ``FrameError`` with ``FrameError/Code/frameTooLarge`` when the payload exceeds
     ///   the maximum frame size, ``FrameError/Code/invalidEncoding`` for a newline in a `plain`
     ///   payload, ``FrameError/Code/lineTooLong`` when the encoded line would exceed the maximum.
     ///   On error nothing is appended.
-    @discardableResult
-    public func encode(_ payload: ByteBuffer, into out: inout ByteBuffer, splicing tail: PrecompressedTail? = nil) throws(FrameError) -> Bool {
+    public func encode(_ payload: ByteBuffer, into out: inout ByteBuffer) throws(FrameError) {
         guard payload.readableBytes <= self.limits.maximumFrameSize else {
             throw .frameTooLarge(payload.readableBytes, limit: self.limits.maximumFrameSize)
         }
         let start = out.writerIndex
-        var spliced = false
         switch self.encoding {
         case .plain:
             if let offset = payload.readableBytesView.firstIndex(of: ByteStuffing.newline) {
                 throw FrameError(.invalidEncoding, "plain payload contains a newline at offset \(offset - payload.readerIndex)")
             }
             out.writeImmutableBuffer(payload)
-        case .deflate:
-            if let tail, let head = tail.head(of: payload) {
-                try self.deflate(head, thenSplice: tail, into: &out, start: start)
-                spliced = true
-            } else {
-                try self.deflate(payload, into: &out, start: start)
-            }
-        case .deflateBase64:
+        case .deflate, .deflateBase64:
             try self.deflate(payload, into: &out, start: start)
         }
         try self.checkLength(of: &out, from: start)
         out.writeInteger(ByteStuffing.newline)
         if self.deflaters != nil { self.history.append(payload) }
-        return spliced
-    }
-
-    /// Compresses `tail`, the end of a payload to be sent later, on its own: a fresh raw deflate
-    /// stream with no dictionary at `level`, sync-flushed, without the trailing `00 00 FF FF`,
-    /// escaped as the `deflate` encoding writes it. Any thread may call it (the owner reads the next
-    /// page of a zone ahead on its thread pool and compresses it there, off the event loop).
-    public static func precompress(
-        _ tail: ByteBuffer, level: Int32 = FrameEncoder.defaultCompressionLevel
-    ) throws(FrameError) -> PrecompressedTail {
-        var last: Deflater?
-        // A user no encoder is: the stream is reset for this tail, and no encoder goes on with it.
-        let escaped = try DeflaterPool.precompressing(level: level).withStream(for: newStreamUser(), last: &last, continuable: false) {
-            deflater, _ throws(FrameError) in
-            let compressed = try deflater.compress(tail, after: RecentBytes(limit: 0))
-            var escaped = ByteBufferAllocator().buffer(capacity: compressed.readableBytes + compressed.readableBytes / 64 + 16)
-            ByteStuffing.escape(compressed, into: &escaped)
-            return escaped
-        }
-        return PrecompressedTail(plaintext: tail, escaped: escaped)
     }
 
     /// Refuses (and takes back) a line over the maximum length.
@@ -155,54 +114,6 @@ public final class FrameEncoder {
             }
             try self.checkLength(of: &out, from: start)
         }
-    }
-
-    /// The frame of a payload whose end is `tail`: `head` compressed by the connection's stream and
-    /// sync-flushed with its `00 00 FF FF` kept (a byte boundary, where a new deflate block may
-    /// start), then the tail's own blocks. The receiver inflates the two as one stream: the tail's
-    /// blocks refer back only into its own bytes, which its window holds at the same distances. The
-    /// stream that compressed `head` has not seen the tail, so nobody goes on with it: the next
-    /// frame starts from a reset stream primed with ``history``, which ends with the tail.
-    private func deflate(_ head: ByteBuffer, thenSplice tail: PrecompressedTail, into out: inout ByteBuffer, start: Int) throws(FrameError) {
-        guard let deflaters = self.deflaters else { return }
-        try deflaters.withStream(for: self.user, last: &self.lastDeflater, continuable: false) { deflater, continues throws(FrameError) in
-            let compressed = try deflater.compress(head, after: continues ? nil : self.history, keepingFlushMarker: true)
-            ByteStuffing.escape(compressed, into: &out)
-            out.writeImmutableBuffer(tail.escaped)
-            try self.checkLength(of: &out, from: start)
-        }
-    }
-}
-
-/// The end of a payload compressed ahead of time, for ``FrameEncoder/encode(_:into:splicing:)``:
-/// its raw deflate from a fresh stream with no dictionary, sync-flushed, escaped. A `deflate` frame
-/// may be made of several such sync-flushed pieces (protocol.md, "Frames"): the receiver's one
-/// inflate stream reads them as one. Large answers (a zone's next page) are compressed this way on
-/// the thread pool while the connection waits for the request, so the event loop only compresses
-/// the answer's first bytes (its request id) when the request comes.
-public struct PrecompressedTail: Sendable {
-    /// The bytes compressed: what the payload must end with.
-    public let plaintext: ByteBuffer
-    /// Their compressed, escaped form, ready to append to a line.
-    let escaped: ByteBuffer
-
-    /// This tail as the end of `payload` (which ends with the same bytes): the same compressed bytes,
-    /// and the plaintext a slice of `payload`, sharing its storage, so that an offer of it
-    /// (``FrameSplices/offer(_:onUse:)``) holds no second copy of the page.
-    public func within(_ payload: ByteBuffer) -> PrecompressedTail? {
-        guard head(of: payload) != nil else { return nil }
-        let length = plaintext.readableBytes
-        return PrecompressedTail(plaintext: payload.getSlice(at: payload.writerIndex - length, length: length)!, escaped: escaped)
-    }
-
-    /// The part of `payload` before this tail, if `payload` ends with it and has something before it.
-    func head(of payload: ByteBuffer) -> ByteBuffer? {
-        let headLength = payload.readableBytes - plaintext.readableBytes
-        guard headLength > 0, plaintext.readableBytes > 0 else { return nil }
-        let matches = payload.withUnsafeReadableBytes { p in
-            plaintext.withUnsafeReadableBytes { t in memcmp(p.baseAddress! + headLength, t.baseAddress!, t.count) == 0 }
-        }
-        return matches ? payload.getSlice(at: payload.readerIndex, length: headLength) : nil
     }
 }
 

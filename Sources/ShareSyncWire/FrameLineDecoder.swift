@@ -1,5 +1,4 @@
 import NIOCore
-import Synchronization
 
 /// A `ByteToMessageDecoder` that splits the byte stream after the handshake into `\n`-terminated
 /// lines and decodes each into its payload with a ``FrameDecoder``.
@@ -129,8 +128,6 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
     public typealias OutboundOut = ByteBuffer
 
     private let encoder: FrameEncoder
-    /// A tail compressed ahead of time for a payload about to be written (``FrameSplices``).
-    public let splices = FrameSplices()
 
     /// Creates the handler for one connection.
     public init(encoding: FrameEncoding, limits: FrameLimits = FrameLimits()) throws(FrameError) {
@@ -139,19 +136,12 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let payload = Self.unwrapOutboundIn(data)
-        let offered = self.splices.offered(forPayloadOf: payload.readableBytes)
         var out = context.channel.allocator.buffer(capacity: payload.readableBytes / 2 + 16)
         do {
-            if try self.encoder.encode(payload, into: &out, splicing: offered?.tail), let offered {
-                self.splices.used(offered)
-            }
+            try self.encoder.encode(payload, into: &out)
         } catch {
-            // A spliced line can be longer than the payload compressed whole (its tail has no
-            // dictionary): refused so, it is tried whole before the write fails.
-            guard offered != nil, (try? self.encoder.encode(payload, into: &out)) != nil else {
-                promise?.fail(error)
-                return
-            }
+            promise?.fail(error)
+            return
         }
         ShareSyncMetrics.frameSent(wireBytes: out.readableBytes, payloadBytes: payload.readableBytes)
         context.write(Self.wrapOutboundOut(out), promise: promise)
@@ -160,55 +150,3 @@ public final class FrameEncoderHandler: ChannelOutboundHandler, RemovableChannel
 
 @available(*, unavailable)
 extension FrameEncoderHandler: Sendable {}
-
-/// Where a connection offers its ``FrameEncoderHandler`` the compressed end of a payload it is
-/// about to write (``FrameEncoder/precompress(_:level:)``): on a `deflate` connection the handler
-/// splices it into the frame of the first payload written that ends with exactly those bytes and has
-/// bytes before them, and drops it then. A payload that does not is encoded as usual, and the offer
-/// stays for the next; a new offer replaces an old one (one tail at a time: of two answers offered
-/// at once, the first may go out compressed whole); ``withdraw()`` drops it.
-public final class FrameSplices: Sendable {
-    struct Offer: Sendable {
-        var number: UInt64
-        var tail: PrecompressedTail
-        var onUse: (@Sendable () -> Void)?
-    }
-
-    private struct State {
-        var offer: Offer?
-        var offers: UInt64 = 0
-    }
-
-    private let state = Mutex(State())
-
-    init() {}
-
-    /// Offers `tail` for the next payload written that ends with it; `onUse` runs when a frame used it.
-    public func offer(_ tail: PrecompressedTail, onUse: (@Sendable () -> Void)? = nil) {
-        state.withLock { state in
-            state.offers += 1
-            state.offer = Offer(number: state.offers, tail: tail, onUse: onUse)
-        }
-    }
-
-    /// Drops the offer, if there is one.
-    public func withdraw() {
-        state.withLock { $0.offer = nil }
-    }
-
-    /// The offer, if a payload of `length` bytes could end with it.
-    func offered(forPayloadOf length: Int) -> Offer? {
-        state.withLock { state in
-            guard let offer = state.offer, offer.tail.plaintext.readableBytes < length else { return nil }
-            return offer
-        }
-    }
-
-    /// Drops `offer` once a frame used it (not a newer one).
-    func used(_ offer: Offer) {
-        state.withLock { state in
-            if state.offer?.number == offer.number { state.offer = nil }
-        }
-        offer.onUse?()
-    }
-}

@@ -548,28 +548,6 @@ extension Response: FastJSONEncodable where Result: FastJSONEncodable {
     }
 }
 
-extension Response where Result: FastJSONEncodable {
-    /// The JSON of `Response(id: id, ok: …)` up to its result: `{"id":7,"ok":`. With
-    /// ``answerTail(_:)`` it makes the same bytes as ``MessageCoding/encode(_:includingChangedKeys:allocator:)``
-    /// of the whole response, in two pieces: the tail can be encoded (and compressed) before the
-    /// request's id is known.
-    package static func answerHead(id: Int) -> [UInt8] {
-        var writer = JSONWriter(capacity: 32)
-        writer.raw(#"{"id":"#)
-        writer.int(Int64(id))
-        writer.raw(#","ok":"#)
-        return writer.bytes
-    }
-
-    /// The JSON of a response with a request id after ``answerHead(id:)``: `ok` and the closing brace.
-    package static func answerTail(_ ok: Result, capacity: Int = 4096) throws(JSONFallback) -> [UInt8] {
-        var writer = JSONWriter(capacity: capacity)
-        try ok.writeJSON(to: &writer, includingChangedKeys: false)
-        writer.raw("}")
-        return writer.bytes
-    }
-}
-
 extension Response: FastJSONDecodable where Result: FastJSONDecodable {
     package static func readJSON(from reader: inout JSONReader) throws(JSONFallback) -> Response<Result> {
         var seen: UInt32 = 0

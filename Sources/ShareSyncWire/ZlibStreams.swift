@@ -71,19 +71,15 @@ final class StreamPool<Stream: PooledStream>: Sendable {
     /// one. `body` learns whether the stream is as the caller's last frame left it (it may go on
     /// with it) or must be reset. Once `body` returns, the stream is the caller's `last`; if it
     /// throws, the stream is no one's, so nobody goes on with a stream a failed frame moved.
-    /// With `continuable` false the stream is no one's afterwards either, though it stays the
-    /// caller's `last`, so that its next frame takes it again (reset) rather than another
-    /// connection's: a frame that ends with bytes this stream did not compress
-    /// (``FrameEncoder/encode(_:into:splicing:)``).
     func withStream<R>(
-        for user: UInt64, last: inout Stream?, continuable: Bool = true, _ body: (Stream, _ continues: Bool) throws(FrameError) -> R
+        for user: UInt64, last: inout Stream?, _ body: (Stream, _ continues: Bool) throws(FrameError) -> R
     ) throws(FrameError) -> R {
         let stream = try take(preferring: last)
         defer { giveBack(stream) }
         let continues = keepsAffinity && stream.lastUser == user
         stream.lastUser = 0  // until the frame is whole
         let result = try body(stream, continues)
-        if continuable { stream.lastUser = user }
+        stream.lastUser = user
         last = stream
         return result
     }
@@ -119,17 +115,6 @@ extension StreamPool where Stream == Deflater {
         self.init(keepsAffinity: keepsAffinity) { () throws(FrameError) in try Deflater(level: level) }
     }
 
-    /// The streams that compress payload tails ahead (``FrameEncoder/precompress(_:level:)``): a pool
-    /// of their own, so that the thread pool does not take the streams connections go on with.
-    static func precompressing(level: Int32) -> DeflaterPool {
-        precompressingPools.withLock { pools in
-            if let pool = pools[level] { return pool }
-            let pool = DeflaterPool(level: level)
-            pools[level] = pool
-            return pool
-        }
-    }
-
     /// The pool of deflate streams at compression `level` that every encoder of the process shares.
     static func shared(level: Int32) -> DeflaterPool {
         sharedDeflaters.withLock { pools in
@@ -142,7 +127,6 @@ extension StreamPool where Stream == Deflater {
 }
 
 private let sharedDeflaters = Mutex<[Int32: DeflaterPool]>([:])
-private let precompressingPools = Mutex<[Int32: DeflaterPool]>([:])
 
 typealias InflaterPool = StreamPool<Inflater>
 
@@ -184,11 +168,10 @@ final class Deflater: PooledStream {
     }
 
     /// Deflates `payload` with a sync flush and returns the compressed bytes without the flush's
-    /// trailing `00 00 FF FF` (with it if `keepingFlushMarker`: more compressed bytes follow in the
-    /// same frame): with a `history`, as a fresh stream primed with those last bytes of the
-    /// connection (an empty one: no dictionary); without, as the continuation of this stream. The
-    /// buffer is this deflater's own: use it before the deflater goes back to the pool.
-    func compress(_ payload: ByteBuffer, after history: RecentBytes?, keepingFlushMarker: Bool = false) throws(FrameError) -> ByteBuffer {
+    /// trailing `00 00 FF FF`: with a `history`, as a fresh stream primed with those last bytes of
+    /// the connection; without, as the continuation of this stream. The buffer is this deflater's
+    /// own: use it before the deflater goes back to the pool.
+    func compress(_ payload: ByteBuffer, after history: RecentBytes?) throws(FrameError) -> ByteBuffer {
         if history != nil {
             guard deflateReset(stream) == Z_OK else { throw FrameError(.invalidEncoding, "deflate could not be reset") }
         }
@@ -206,7 +189,7 @@ final class Deflater: PooledStream {
         else {
             throw FrameError(.invalidEncoding, "deflate did not end with a sync flush (zlib \(rc))")
         }
-        if !keepingFlushMarker { output.moveWriterIndex(to: output.writerIndex - 4) }
+        output.moveWriterIndex(to: output.writerIndex - 4)
         return output
     }
 

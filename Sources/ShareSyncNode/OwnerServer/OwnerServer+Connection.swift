@@ -124,12 +124,6 @@ struct ServerConnection {
                     security = try await events.security.get()
                     let session = try await events.session.get()
                     reader = try FrameReader(session: session, limits: server.configuration.transport.limits, gate: frameGate)
-                    if session.encoding == .deflate {
-                        let splices = try? await raw.eventLoop.submit {
-                            try raw.pipeline.syncOperations.handler(type: FrameEncoderHandler.self).splices
-                        }.get()
-                        shared.splices.withLock { $0 = splices }
-                    }
                 } catch {
                     // The transport refused the connection and answered the peer itself.
                     logger.debug("connection failed before the handshake", metadata: ["error": "\(error)"])
@@ -230,9 +224,6 @@ final class ConnectionShared: Sendable {
     private let state = Mutex(State())
     /// The next page of the last `fetchZoneChanges` served (see ``ZonePageReadAhead``).
     let readAhead = Mutex<ZonePageReadAhead?>(nil)
-    /// Where the connection's frame encoder takes a page's answer compressed ahead; set after the
-    /// handshake for a `deflate` session (nil: pages read ahead are not compressed ahead).
-    let splices = Mutex<FrameSplices?>(nil)
     /// Permits to read an answer that may be as large as the response size (``largeAnswerPermits``).
     private let largeAnswers = Mutex(LargeAnswers())
 
@@ -367,7 +358,6 @@ final class ConnectionShared: Sendable {
         }
         subscription?.finish()
         readAhead.withLock { $0 = nil }
-        splices.withLock { $0 }?.withdraw()
     }
 }
 

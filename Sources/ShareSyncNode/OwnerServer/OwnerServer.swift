@@ -300,8 +300,6 @@ final class ConnectionRegistry: Sendable {
     private let state = Mutex(State())
     /// How many `fetchZoneChanges` and `fetchRecords` began to be read, all connections (tests read it).
     let largeAnswersStarted = Atomic<Int>(0)
-    /// How many page answers went out with their tail compressed ahead, all connections (tests read it).
-    let splicedAnswers = Atomic<Int>(0)
     /// How many of the next push reads fail (tests set it: a storage error in the middle of a push).
     let pushReadFailures = Atomic<Int>(0)
 
