@@ -54,6 +54,8 @@ let package = Package(
         // deflateSetDictionary and inflateSetDictionary, which let connections share pooled zlib
         // streams (measured reason in ShareSyncWire's ZlibStreams.swift). The same system libz.
         .systemLibrary(name: "CZlib"),
+        // glibc's `mallopt`, for the daemon's allocator settings (ShareSyncNode's AllocatorTuning.swift).
+        .systemLibrary(name: "CMalloc"),
         .target(
             name: "ShareSyncWire",
             dependencies: [
@@ -71,7 +73,7 @@ let package = Package(
         .target(
             name: "ShareSyncNode",
             dependencies: [
-                "ShareSyncCore", "ShareSyncStore", "ShareSyncWire",
+                "ShareSyncCore", "ShareSyncStore", "ShareSyncWire", "CMalloc",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),

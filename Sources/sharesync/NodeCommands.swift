@@ -169,6 +169,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        AllocatorTuning.apply()
         let level = Logger.Level(rawValue: logLevel)!
         let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
