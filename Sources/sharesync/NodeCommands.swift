@@ -169,7 +169,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        AllocatorTuning.apply()
+        let tunedAllocator = AllocatorTuning.apply(environment: ProcessInfo.processInfo.environment)
         let level = Logger.Level(rawValue: logLevel)!
         let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
@@ -188,6 +188,7 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         let logger = Logger(label: "sharesync.node")
+        logger.debug("allocator settings", metadata: ["applied": "\(tunedAllocator)"])
         let home: NodeHome
         do {
             home = try NodeHome.open(at: options.homePath)

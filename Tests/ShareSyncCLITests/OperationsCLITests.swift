@@ -157,6 +157,15 @@ struct OperationsCLITests {
             let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
             #expect(object?["level"] is String && object?["message"] is String, "\(line)")
         }
+        // The daemon's allocator settings (glibc's malloc thresholds) took, unless the environment sets its own.
+        let allocatorLine = try #require(logLines.first { $0.contains("allocator settings") })
+        let allocator = try #require(
+            (try JSONSerialization.jsonObject(with: Data(allocatorLine.utf8)) as? [String: Any])?["metadata"] as? [String: Any])
+        let environment = ProcessInfo.processInfo.environment
+        let operatorSet = environment["GLIBC_TUNABLES"]?.contains("glibc.malloc.") == true || environment.keys.contains { $0.hasPrefix("MALLOC_") }
+        #if os(Linux)
+        #expect(allocator["applied"] as? String == (operatorSet ? "false" : "true"), "\(allocatorLine)")
+        #endif
         let running = logLines.first { $0.contains("node running") }
         let object = try #require(try JSONSerialization.jsonObject(with: Data((running ?? "").utf8)) as? [String: Any])
         #expect((object["metadata"] as? [String: Any])?["node.user"] as? String == alice.userRecordName)
