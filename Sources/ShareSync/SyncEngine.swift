@@ -779,17 +779,23 @@ public final class SyncEngine: Sendable {
         // its target is pending for another reason (its save failed in a way that may pass), it stays
         // pending with it; refused again for want of a save among those still waiting (a loop of
         // references cut into two requests), or of nothing pending, it is reported failed.
-        var waiting: [State.Pending] = []
-        var start = 0
-        let pendingSaves = Self.saveKeys(recordChanges.map(\.change))
-        while start < recordChanges.count, !stopped.load(ordering: .acquiring) {
-            let batch = Array(recordChanges[start..<min(start + Self.batchSize, recordChanges.count)])
-            start += batch.count
-            let outcome = try await sendRecords(batch, waitOn: pendingSaves, stayOn: [])
-            retry = outcome.retry || retry
-            failure = outcome.failure ?? failure
-            waiting += outcome.waiting
+        /// Sends `changes` in batches of ``batchSize``; returns the saves waiting on a target.
+        func sendInBatches(_ changes: [State.Pending], waitOn: Set<String>, stayOn: Set<String>) async throws(ShareSyncError)
+            -> [State.Pending]
+        {
+            var waiting: [State.Pending] = []
+            var start = 0
+            while start < changes.count, !stopped.load(ordering: .acquiring) {
+                let batch = Array(changes[start..<min(start + Self.batchSize, changes.count)])
+                start += batch.count
+                let outcome = try await sendRecords(batch, waitOn: waitOn, stayOn: stayOn)
+                retry = outcome.retry || retry
+                failure = outcome.failure ?? failure
+                waiting += outcome.waiting
+            }
+            return waiting
         }
+        var waiting = try await sendInBatches(recordChanges, waitOn: Self.saveKeys(recordChanges.map(\.change)), stayOn: [])
         var rounds = 0
         while !waiting.isEmpty, !stopped.load(ordering: .acquiring) {
             rounds += 1
@@ -797,16 +803,7 @@ public final class SyncEngine: Sendable {
             let last = rounds == Self.referenceRounds
             // On the last round nothing waits any more: a target among the waiting saves is not coming.
             let stayOn = Self.saveKeys(state.pendingRecordZoneChanges).subtracting(waitingKeys)
-            var next: [State.Pending] = []
-            start = 0
-            while start < waiting.count, !stopped.load(ordering: .acquiring) {
-                let batch = Array(waiting[start..<min(start + Self.batchSize, waiting.count)])
-                start += batch.count
-                let outcome = try await sendRecords(batch, waitOn: last ? [] : waitingKeys, stayOn: stayOn)
-                retry = outcome.retry || retry
-                failure = outcome.failure ?? failure
-                next += outcome.waiting
-            }
+            let next = try await sendInBatches(waiting, waitOn: last ? [] : waitingKeys, stayOn: stayOn)
             // No progress: one last round, where they are reported.
             if next.count == waiting.count, !last { rounds = Self.referenceRounds - 1 }
             waiting = next

@@ -91,6 +91,16 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
 @Suite struct SyncEngineTests {
     static let zoneID = RecordZone.ID(zoneName: "Topics")
 
+    /// The private database of `node` with the zone `zoneID` saved in it, a new store, and an engine on
+    /// that database, feeding the store, that sends only when asked.
+    static func engineOnTopics(_ node: TestNode) async throws -> (Database, AppStore, SyncEngine, Task<Void, Never>) {
+        let db = node.container.privateDatabase
+        try await db.save(RecordZone(zoneID: zoneID))
+        let store = AppStore()
+        let (engine, events) = store.startEngine(db, automatic: false)
+        return (db, store, engine, events)
+    }
+
     /// A saved state with the JSON `state`, as an app reads back a `Serialization` it stored (Codable).
     static func savedState(_ state: Data) throws -> SyncEngine.State.Serialization {
         try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: Data("{\"data\":\"\(state.base64EncodedString())\"}".utf8))
@@ -256,10 +266,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     @Test(arguments: bothModes)
     func recordsTooLargeForOneRequestTogetherAreSentInSeveral(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
-            let db = node.container.privateDatabase
-            try await db.save(RecordZone(zoneID: Self.zoneID))
-            let store = AppStore()
-            let (engine, events) = store.startEngine(db, automatic: false)
+            let (db, store, engine, events) = try await Self.engineOnTopics(node)
             // Six records of 900 KB: 5.4 MB together, over a control line's 4 MiB; each one fits.
             let ids = (0..<6).map { Record.ID(recordName: "big-\($0)", zoneID: Self.zoneID) }
             for id in ids {
@@ -280,10 +287,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     @Test(arguments: bothModes)
     func aRecordThatCannotBeSentFailsAloneAndTheOthersGoOut(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
-            let db = node.container.privateDatabase
-            try await db.save(RecordZone(zoneID: Self.zoneID))
-            let store = AppStore()
-            let (engine, events) = store.startEngine(db, automatic: false)
+            let (db, store, engine, events) = try await Self.engineOnTopics(node)
             // An average over nothing: NaN. Before, the whole request failed with internalError, the
             // send threw, and every change stayed pending for good, unreported.
             var bad = Record(recordType: "Stats", recordID: Record.ID(recordName: "stats", zoneID: Self.zoneID))
@@ -313,10 +317,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     @Test(arguments: bothModes)
     func aSaveWhoseDeleteSelfTargetComesInALaterBatchIsSentAfterIt(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
-            let db = node.container.privateDatabase
-            try await db.save(RecordZone(zoneID: Self.zoneID))
-            let store = AppStore()
-            let (engine, events) = store.startEngine(db, automatic: false)
+            let (db, store, engine, events) = try await Self.engineOnTopics(node)
             // 600 comments on a note that comes last, 600 changes later: three batches of 200 refused,
             // more than one request may hold (400 items).
             let note = Record.ID(recordName: "note", zoneID: Self.zoneID)
@@ -353,10 +354,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
     @Test(arguments: bothModes)
     func aChainOfReferencesGivenBackwardsArrivesInRoundsAndALoopAcrossRequestsIsReportedNotKeptForever(mode: Container.Mode) async throws {
         try await withNode(mode) { node in
-            let db = node.container.privateDatabase
-            try await db.save(RecordZone(zoneID: Self.zoneID))
-            let store = AppStore()
-            let (engine, events) = store.startEngine(db, automatic: false)
+            let (db, store, engine, events) = try await Self.engineOnTopics(node)
             func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: Self.zoneID) }
             func link(_ name: String, to target: String) {
                 var record = Record(recordType: "Link", recordID: id(name))
