@@ -197,7 +197,11 @@ public final class SyncEngine: Sendable {
         public var savedRecords: [Record] = []
         /// The saves that failed: the record sent and the error.
         public var failedRecordSaves: [FailedRecordSave] = []
-        /// The records deleted.
+        /// The records deleted. A delete answered `unknownItem` is here too, not in
+        /// ``failedRecordDeletes``: the record is gone, as the change asked (deleted by someone else
+        /// first, or by this delete sent before, its answer lost: an app killed before it stored the
+        /// state after that send). In the shared database `unknownItem` means the record was in the
+        /// participant's view and is deleted; a record that never was is `permissionFailure`, and fails.
         public var deletedRecordIDs: [Record.ID] = []
         /// The deletes that failed, with their errors.
         public var failedRecordDeletes: [Record.ID: ShareSyncError] = [:]
@@ -974,6 +978,10 @@ public final class SyncEngine: Sendable {
             for id in deleting {
                 switch results.deleteResults[id] {
                 case .success?:
+                    sent.deletedRecordIDs.append(id)
+                    if let pending = sentBy[id] { finished.insert(pending) }
+                case .failure(let error)? where error.code == .unknownItem:
+                    // Already gone, as the change asked (``SentRecordZoneChanges/deletedRecordIDs``).
                     sent.deletedRecordIDs.append(id)
                     if let pending = sentBy[id] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):

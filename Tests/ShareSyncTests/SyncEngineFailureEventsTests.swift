@@ -247,3 +247,92 @@ extension SyncEngineFailureEventsTests {
         }
     }
 }
+
+extension SyncEngineFailureEventsTests {
+    /// The records a send reported deleted, and the deletes it reported failed.
+    static func sentDeletes(_ events: [SyncEngine.Event]) -> (deleted: [Record.ID], failed: [Record.ID: ShareSyncError]) {
+        let sent = events.compactMap { event -> SyncEngine.SentRecordZoneChanges? in
+            if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
+        }
+        return (sent.flatMap(\.deletedRecordIDs), sent.reduce(into: [:]) { $0.merge($1.failedRecordDeletes) { a, _ in a } })
+    }
+
+    @Test("a delete sent again after its answer was lost (the app killed before it stored the state) is reported deleted, not failed")
+    func aDeleteThatLandedBeforeIsDeletedNotAFailure() async throws {
+        try await withNode(.embedded) { node in
+            let db = node.container.privateDatabase
+            try await db.save(RecordZone(zoneID: Self.zoneID))
+            let id = Record.ID(recordName: "n", zoneID: Self.zoneID)
+            _ = try await db.save(Record(recordType: "Note", recordID: id))
+            let first = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { _ in nil })
+            first.state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
+            // The state the app stored last: the delete still pending. The send goes through, and the
+            // app is killed before it stores the state after it.
+            let stored = try #require(first.state.serialization())
+            try await first.sendChanges()
+            #expect(await shareSyncError { _ = try await db.record(for: id) }?.code == .unknownItem)
+            await first.stop()
+
+            let second = SyncEngine(SyncEngine.Configuration(
+                database: db, stateSerialization: stored, automaticallySync: false) { _ in nil })
+            let events = Task { () -> [SyncEngine.Event] in
+                var all: [SyncEngine.Event] = []
+                for await event in second.events { all.append(event) }
+                return all
+            }
+            #expect(second.state.pendingRecordZoneChanges == [.deleteRecord(id)])
+            try await second.sendChanges()
+            await second.stop()
+            let (deleted, failed) = Self.sentDeletes(await events.value)
+            // Before, the app was told its own delete failed (unknownItem).
+            #expect(failed.isEmpty, "\(failed)")
+            #expect(deleted == [id])
+            #expect(second.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+
+    @Test("a participant's delete of a record the owner deleted first is reported deleted; one of a record never in the view still fails")
+    func aParticipantsDeleteOfAGoneRecord() async throws {
+        try await withNode(.embedded, name: "Alice") { alice in
+            try await withNode(.embedded, name: "Bob") { bob in
+                let db = alice.container.privateDatabase
+                try await db.save(RecordZone(zoneID: Self.zoneID))
+                let topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                _ = try await db.save(topic)
+                var note = Record(recordType: "Note", recordID: Record.ID(recordName: "note", zoneID: Self.zoneID))
+                note.parent = Record.Reference(recordID: topic.recordID, action: .none)
+                _ = try await db.save(note)
+                // Outside the share: no parent.
+                _ = try await db.save(Record(recordType: "Note", recordID: Record.ID(recordName: "secret", zoneID: Self.zoneID)))
+                let share = try await db.createShare(rootRecordID: topic.recordID)
+                let invitation = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
+                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                let noteID = Record.ID(recordName: "note", zoneID: sharedZone)
+                let secretID = Record.ID(recordName: "secret", zoneID: sharedZone)
+                _ = try await bob.container.sharedDatabase.record(for: noteID)
+                // The owner deletes the note before Bob's engine sends his delete of it.
+                try await db.deleteRecord(withID: note.recordID)
+
+                let engine = SyncEngine(SyncEngine.Configuration(
+                    database: bob.container.sharedDatabase, automaticallySync: false) { _ in nil })
+                let events = Task { () -> [SyncEngine.Event] in
+                    var all: [SyncEngine.Event] = []
+                    for await event in engine.events { all.append(event) }
+                    return all
+                }
+                engine.state.add(pendingRecordZoneChanges: [.deleteRecord(noteID), .deleteRecord(secretID)])
+                try await engine.sendChanges()
+                await engine.stop()
+                let (deleted, failed) = Self.sentDeletes(await events.value)
+                #expect(deleted == [noteID])
+                #expect(failed[noteID] == nil)
+                // A record Bob never saw is not his to learn about: it fails as outside his view.
+                #expect(failed[secretID]?.code == .permissionFailure, "\(failed)")
+                #expect(deleted.contains(secretID) == false)
+                #expect(try await db.record(for: Record.ID(recordName: "secret", zoneID: Self.zoneID)).recordType == "Note")
+                #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+            }
+        }
+    }
+}

@@ -223,8 +223,8 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 database: node.container.privateDatabase, stateSerialization: last, automaticallySync: false) { _ in nil })
             #expect(next.state.pendingRecordZoneChanges == [.saveRecord(ids[0]), .deleteRecord(ids[1]), .saveRecord(ids[2])])
             #expect(next.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: Self.zoneID))])
-            // No record for the saves: they are dropped; the delete of a record that does not exist fails
-            // once (unknownItem) and is not tried again.
+            // No record for the saves: they are dropped; the delete of a record that does not exist is
+            // done (unknownItem: gone, as it asked) and is not tried again.
             try await next.sendChanges()
             #expect(next.state.pendingRecordZoneChanges.isEmpty)
             #expect(next.state.pendingDatabaseChanges.isEmpty)
