@@ -778,7 +778,8 @@ public final class SyncEngine: Sendable {
             if recordChanges.count < count { retry = true }
         }
         // A save refused because its deleteSelf reference names a record saved later in this send (a
-        // later batch or request) goes again once the rest is sent, in more rounds (in batches too)
+        // later batch or request), or a participant's new record refused as outside their view whose
+        // new parent is saved later (``awaited(by:refusedWith:)``), goes again once the rest is sent, in more rounds (in batches too)
         // while each round saves some of them (a chain given in the wrong order). Refused again while
         // its target is pending for another reason (its save failed in a way that may pass), it stays
         // pending with it; refused again for want of a save among those still waiting (a loop of
@@ -881,11 +882,12 @@ public final class SyncEngine: Sendable {
     /// its own, before any request: it made its whole request fail, for good, with `internalError`.
     ///
     /// A save refused with `referenceViolation` whose `deleteSelf` reference names one of `waitOn`
-    /// (``saveKeys(_:)`` of saves of this send, perhaps in a later batch) is not reported: it is
-    /// returned in `waiting`, to go again once they are sent (CloudKit asks for a reference's target
-    /// in the same operation; an engine cuts its changes into batches the app does not see); one
-    /// naming one of `stayOn` (saves still pending for another reason) stays pending for the next
-    /// send, as its target does.
+    /// (``saveKeys(_:)`` of saves of this send, perhaps in a later batch), or a participant's save
+    /// refused as outside their view whose parent is one of them (a new record under a new parent, in a
+    /// share of a hierarchy), is not reported: it is returned in `waiting`, to go again once they are
+    /// sent (CloudKit asks for a reference's target in the same operation; an engine cuts its changes
+    /// into batches the app does not see); one naming one of `stayOn` (saves still pending for
+    /// another reason) stays pending for the next send, as its target does.
     private func sendRecords(_ batch: [State.Pending], waitOn: Set<String>, stayOn: Set<String>) async throws(ShareSyncError)
         -> (retry: Bool, failure: ShareSyncError?, waiting: [State.Pending])
     {
@@ -964,9 +966,9 @@ public final class SyncEngine: Sendable {
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):
                     retry = true
-                case .failure(let error)? where error.code == .referenceViolation && Self.names(record, anyOf: waitOn):
+                case .failure(let error)? where Self.names(Self.awaited(by: record, refusedWith: error), of: record, anyOf: waitOn):
                     if let pending = sentBy[record.recordID] { waiting.append(pending) }
-                case .failure(let error)? where error.code == .referenceViolation && Self.names(record, anyOf: stayOn):
+                case .failure(let error)? where Self.names(Self.awaited(by: record, refusedWith: error), of: record, anyOf: stayOn):
                     retry = true
                 case .failure(let error)?:
                     sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
@@ -1002,7 +1004,7 @@ public final class SyncEngine: Sendable {
         return (retry, failure, waiting)
     }
 
-    /// How many rounds saves waiting on their `deleteSelf` targets get after the first (``sendChanges()``).
+    /// How many rounds saves waiting on their `deleteSelf` targets or new parents get after the first (``sendChanges()``).
     static let referenceRounds = 8
 
     /// The saves among `changes`, by owner, zone and record name.
@@ -1014,9 +1016,21 @@ public final class SyncEngine: Sendable {
         zoneID.ownerName + "\u{0}" + zoneID.zoneName + "\u{0}" + name
     }
 
-    /// Whether `record` has a `deleteSelf` reference to a record of `keys` (``saveKeys(_:)``), itself aside.
-    static func names(_ record: Record, anyOf keys: Set<String>) -> Bool {
-        !keys.isEmpty && record.deleteSelfTargetNames.contains {
+    /// The names of the records (in its zone) whose save may let `record`'s save, refused with `error`,
+    /// pass: the targets of its `deleteSelf` references for `referenceViolation`; its parent for a
+    /// participant's save refused as outside their view (`permissionFailure`, rule `outsideView`: a
+    /// new record is in a share of a hierarchy once its parent is). None for any other refusal.
+    static func awaited(by record: Record, refusedWith error: ShareSyncError) -> Set<String> {
+        switch error.code {
+        case .referenceViolation: record.deleteSelfTargetNames
+        case .permissionFailure where error.rule == .outsideView: record.parent.map { [$0.recordID.recordName] } ?? []
+        default: []
+        }
+    }
+
+    /// Whether `names` (records in `record`'s zone) holds a record of `keys` (``saveKeys(_:)``), `record` aside.
+    static func names(_ names: Set<String>, of record: Record, anyOf keys: Set<String>) -> Bool {
+        !keys.isEmpty && names.contains {
             $0 != record.recordID.recordName && keys.contains(key(record.recordID.zoneID, $0))
         }
     }

@@ -1,0 +1,68 @@
+import Foundation
+import ShareSyncTestSupport
+import Testing
+@testable import ShareSync
+
+/// A participant's new records under a new parent, in a share of a record hierarchy: a child is in the
+/// participant's view only once its parent is, so a child sent in an earlier batch than its new parent
+/// was refused (`permissionFailure`, rule `outsideView`) and reported failed, for good.
+@Suite struct SyncEngineParentOrderTests {
+    static let zoneID = RecordZone.ID(zoneName: "Topics")
+
+    @Test(arguments: bothModes)
+    func aParticipantsChildrenSentBeforeTheirNewParentArriveAfterIt(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                let db = alice.container.privateDatabase
+                try await db.save(RecordZone(zoneID: Self.zoneID))
+                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                topic["title"] = "Groceries"
+                _ = try await db.save(topic)
+                let share = try await db.createShare(rootRecordID: topic.recordID)
+                let invitation = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
+                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let zone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
+
+                let store = AppStore()
+                let (engine, events) = store.startEngine(bob.container.sharedDatabase, automatic: false)
+                // 450 notes in a new folder, a new subfolder of the folder (their parents), the
+                // subfolder and the folder last: batches of 200 before their parents.
+                for i in 0..<450 {
+                    var note = Record(recordType: "Note", recordID: id("n\(i)"))
+                    note["title"] = .string("note \(i)")
+                    note.parent = Record.Reference(recordID: id(i < 300 ? "folder" : "sub"), action: .none)
+                    store.edit(note)
+                }
+                var sub = Record(recordType: "Folder", recordID: id("sub"))
+                sub.parent = Record.Reference(recordID: id("folder"), action: .none)
+                store.edit(sub)
+                var folder = Record(recordType: "Folder", recordID: id("folder"))
+                folder.parent = Record.Reference(recordID: id("topic"), action: .none)
+                store.edit(folder)
+                // And one whose parent is no change and not in Bob's view: refused, and reported.
+                var stray = Record(recordType: "Note", recordID: id("stray"))
+                stray.parent = Record.Reference(recordID: id("elsewhere"), action: .none)
+                store.edit(stray)
+                let names = (0..<450).map { "n\($0)" } + ["sub", "folder", "stray"]
+                engine.state.add(pendingRecordZoneChanges: names.map { .saveRecord(id($0)) })
+                try await engine.sendChanges()
+                #expect(engine.state.pendingRecordZoneChanges.isEmpty)
+                await engine.stop()
+                await events.value
+
+                let sent = store.sentRecordZoneChanges
+                let failed = sent.flatMap(\.failedRecordSaves)
+                #expect(failed.map(\.record.recordID.recordName) == ["stray"], "\(failed.count) failed: \(failed.prefix(3).map(\.error))")
+                #expect(failed.first?.error.code == .permissionFailure)
+                let saved = sent.flatMap(\.savedRecords).map(\.recordID.recordName)
+                #expect(saved.count == 452 && Set(saved) == Set(names.dropLast()), "each saved once: \(saved.count)")
+                // The owner has them, in the hierarchy under the topic.
+                let last = try await db.record(for: Record.ID(recordName: "n449", zoneID: Self.zoneID))
+                #expect(last["title"] == "note 449")
+                #expect(last.parent?.recordID.recordName == "sub")
+                #expect(await shareSyncError { _ = try await db.record(for: Record.ID(recordName: "stray", zoneID: Self.zoneID)) }?.code == .unknownItem)
+            }
+        }
+    }
+}
