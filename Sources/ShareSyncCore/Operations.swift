@@ -162,6 +162,18 @@ extension Record {
     /// (their cut does not change: a write queued before this order existed is cut as it was).
     package static func orderedForDeleteSelfTargets(_ records: [Record]) -> [Record] {
         guard records.contains(where: \.hasDeleteSelfReferences) else { return records }
+        return orderedForTargets(records)
+    }
+
+    /// `records` in an order where each record's parent, and each record its `deleteSelf` references
+    /// name, comes before it when it is among them (``orderedForDeleteSelfTargets(_:)``'s order, for
+    /// records without `deleteSelf` references too). Records already in such an order come back as
+    /// given. A participant's write is put in this order when it is made, before it is sent or queued:
+    /// cut into several requests, a new child in an earlier request than its new parent was refused as
+    /// outside the participant's view. (Not in ``orderedForDeleteSelfTargets(_:)``: a write queued by
+    /// an older version keeps the order it was cut in.)
+    package static func orderedForTargets(_ records: [Record]) -> [Record] {
+        guard records.count > 1 else { return records }
         var index: [String: Int] = [:]
         for (i, record) in records.enumerated() {
             let key = record.recordID.zoneID.zoneName + "\u{0}" + record.recordID.recordName

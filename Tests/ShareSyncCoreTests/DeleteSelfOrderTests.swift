@@ -48,6 +48,22 @@ struct DeleteSelfOrderTests {
         #expect(names([child, record("p")]) == ["x", "p"])
     }
 
+    @Test("a participant's write is ordered parents first without deleteSelf references too; an ordered write comes back as given")
+    func parentsFirstAlways() {
+        func ordered(_ records: [Record]) -> [String] { Record.orderedForTargets(records).map(\.recordID.recordName) }
+        var child = record("x")
+        child.setParent(Record.ID(recordName: "p", zoneID: topics))
+        var grandchild = record("g")
+        grandchild.setParent(Record.ID(recordName: "x", zoneID: topics))
+        #expect(ordered([grandchild, record("a"), child, record("p")]) == ["p", "x", "g", "a"])
+        // Already ordered (a queued write sent again): unchanged, so it is cut as it was first sent.
+        let once = Record.orderedForTargets([grandchild, record("a"), child, record("y", deleteSelf: ["a"]), record("p")])
+        #expect(Record.orderedForTargets(once) == once)
+        #expect(Record.orderedForDeleteSelfTargets(once) == once)
+        #expect(ordered([record("b"), record("a")]) == ["b", "a"])
+        #expect(ordered([]) == [])
+    }
+
     @Test("a loop of references, or a record naming itself: every record comes once")
     func loops() {
         #expect(names([record("a", deleteSelf: ["a"]), record("b")]) == ["a", "b"])

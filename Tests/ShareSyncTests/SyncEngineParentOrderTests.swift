@@ -4,8 +4,9 @@ import Testing
 @testable import ShareSync
 
 /// A participant's new records under a new parent, in a share of a record hierarchy: a child is in the
-/// participant's view only once its parent is, so a child sent in an earlier batch than its new parent
-/// was refused (`permissionFailure`, rule `outsideView`) and reported failed, for good.
+/// participant's view only once its parent is, so a child sent in an earlier request than its new
+/// parent was refused (`permissionFailure`, rule `outsideView`): by the sync engine's batches (reported
+/// failed, for good), and by the node's cut of a write too large for one request.
 @Suite struct SyncEngineParentOrderTests {
     static let zoneID = RecordZone.ID(zoneName: "Topics")
 
@@ -62,6 +63,40 @@ import Testing
                 #expect(last["title"] == "note 449")
                 #expect(last.parent?.recordID.recordName == "sub")
                 #expect(await shareSyncError { _ = try await db.record(for: Record.ID(recordName: "stray", zoneID: Self.zoneID)) }?.code == .unknownItem)
+            }
+        }
+    }
+}
+
+extension SyncEngineParentOrderTests {
+    @Test("a participant's write too large for one request, its new parent given after its children, is saved whole: the parent goes first", arguments: bothModes)
+    func aLargeWriteWithItsNewParentLastIsSavedWhole(mode: Container.Mode) async throws {
+        try await withNode(mode, name: "Alice") { alice in
+            try await withNode(mode, name: "Bob") { bob in
+                let db = alice.container.privateDatabase
+                try await db.save(RecordZone(zoneID: Self.zoneID))
+                let topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
+                _ = try await db.save(topic)
+                let share = try await db.createShare(rootRecordID: topic.recordID)
+                let invitation = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
+                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let zone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
+                func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
+                // 500 notes, then their folder: more than one request holds (400 items).
+                var records = (0..<500).map { i in
+                    var note = Record(recordType: "Note", recordID: id("n\(i)"))
+                    note["title"] = .string("note \(i)")
+                    note.parent = Record.Reference(recordID: id("folder"), action: .none)
+                    return note
+                }
+                var folder = Record(recordType: "Folder", recordID: id("folder"))
+                folder.parent = Record.Reference(recordID: id("topic"), action: .none)
+                records.append(folder)
+                let results = try await bob.container.sharedDatabase.modifyRecords(saving: records, deleting: [], atomically: false)
+                let failed = results.saveResults.filter { if case .failure = $0.value { true } else { false } }
+                #expect(failed.isEmpty, "\(failed.count) failed, e.g. \(String(describing: failed.first))")
+                let last = try await db.record(for: Record.ID(recordName: "n0", zoneID: Self.zoneID))
+                #expect(last["title"] == "note 0")
             }
         }
     }

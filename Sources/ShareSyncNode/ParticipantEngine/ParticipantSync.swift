@@ -409,6 +409,9 @@ public final class ParticipantSync: Sendable {
         }
         let link = existingLink(owner)
         let outboxEmpty = !readiness.writesWaiting
+        // Parents and deleteSelf targets before the records that need them, sent and queued in that
+        // order: a write cut into several requests has a new child's parent in the same or an earlier one.
+        let saving = Record.orderedForTargets(saving)
         // One write ID from the first send on: a write sent at once whose answer is lost, queued, and
         // sent again, is applied once.
         // Queued after such a send, it keeps how that send was cut (``OutboxOperation/parts``).
