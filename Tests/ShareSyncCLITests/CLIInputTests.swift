@@ -8,23 +8,25 @@ import Testing
 @Suite("CLI input")
 struct CLIInputTests {
     @Test("contradictory or malformed options are usage errors (64) before anything is asked")
-    func usageErrors() throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let home = ["--home", folder.path + "/none"]
-        let cases: [([String], String)] = [
-            (["share", "set", "--zone", "Z", "--title", "A", "--clear", "title"], "contradict"),
-            (["share", "invite", "--zone", "Z", "--user", "Bob", "--permission", "readOnly"], "user record name"),
-            (["record", "save", "--zone", "Z", "--type", "T", "--name", "n", "--field", "t=string:A", "--field", "t=int64:1"], "given twice"),
-            (["advertise", "alice.example.org/x:7421"], ""),
-            (["init", "--name", "A", "--advertise", "alice.example.org/x"], "--advertise"),
-            (["init", "--name", "A", "--advertise", "[]"], "--advertise"),
-            (["share", "invite", "--zone", "Z", "--user", "_" + String(repeating: "A", count: 32), "--permission", "readOnly"], "lowercase"),
-        ]
-        for (arguments, says) in cases {
-            let result = try cli(arguments + home)
-            #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
-            #expect(says.isEmpty || result.stderr.contains(says), "\(arguments): \(result.stderr)")
+    func usageErrors() async throws {
+        try await blocking {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let home = ["--home", folder.path + "/none"]
+            let cases: [([String], String)] = [
+                (["share", "set", "--zone", "Z", "--title", "A", "--clear", "title"], "contradict"),
+                (["share", "invite", "--zone", "Z", "--user", "Bob", "--permission", "readOnly"], "user record name"),
+                (["record", "save", "--zone", "Z", "--type", "T", "--name", "n", "--field", "t=string:A", "--field", "t=int64:1"], "given twice"),
+                (["advertise", "alice.example.org/x:7421"], ""),
+                (["init", "--name", "A", "--advertise", "alice.example.org/x"], "--advertise"),
+                (["init", "--name", "A", "--advertise", "[]"], "--advertise"),
+                (["share", "invite", "--zone", "Z", "--user", "_" + String(repeating: "A", count: 32), "--permission", "readOnly"], "lowercase"),
+            ]
+            for (arguments, says) in cases {
+                let result = try cli(arguments + home)
+                #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
+                #expect(says.isEmpty || result.stderr.contains(says), "\(arguments): \(result.stderr)")
+            }
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ShareSyncCore
 import ShareSyncStore
+import ShareSyncTestSupport
 import Testing
 @testable import ShareSyncNode
 
@@ -110,10 +111,13 @@ struct ControlServerTests {
         // The socket's buffers hold a few answers; the rest wait for the client. All 100 before.
         #expect(answered >= 1 && answered <= 30, "\(answered) answers written to a client that reads none")
         // Once it reads, every answer comes.
-        var read = 0
-        while read < 100, let line = client.line() {
-            #expect(line.hasPrefix(#"{"ok":true"#))
-            read += 1
+        let read = try await blocking { () -> Int in
+            var read = 0
+            while read < 100, let line = client.line() {
+                #expect(line.hasPrefix(#"{"ok":true"#))
+                read += 1
+            }
+            return read
         }
         #expect(read == 100)
         await server.close()
@@ -151,7 +155,7 @@ struct ControlServerTests {
         let folder = try Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (server, serving) = try await Self.startServer(in: folder)
-        let answers = try await Task.detached { () throws -> [String] in
+        let answers = try await blocking { () throws -> [String] in
             let client = try RawClient(path: server.path)
             // More lines than the server lets wait: after the first 40 it stops reading the socket,
             // so the other 60 are read only once it has answered enough of them.
@@ -162,7 +166,7 @@ struct ControlServerTests {
             var answers: [String] = []
             while answers.count < 100, let answer = client.line() { answers.append(answer) }
             return answers
-        }.value
+        }
         #expect(answers.count == 100)
         for (i, answer) in answers.enumerated() {
             if i % 7 == 3 {
@@ -181,14 +185,14 @@ struct ControlServerTests {
         let folder = try Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (server, serving) = try await Self.startServer(in: folder)
-        let (endOfStream, next) = try await Task.detached { () throws -> (String?, String?) in
+        let (endOfStream, next) = try await blocking { () throws -> (String?, String?) in
             let big = try RawClient(path: server.path)
             big.send([UInt8](repeating: UInt8(ascii: "x"), count: ControlServer.maximumLineLength + 4096))
             let endOfStream = big.line()
             let other = try RawClient(path: server.path)
             other.send(Array(#"{"zoneList":{}}"#.utf8) + [UInt8(ascii: "\n")])
             return (endOfStream, other.line())
-        }.value
+        }
         #expect(endOfStream == nil, "the oversized line got an answer: \(endOfStream ?? "")")
         #expect(next?.hasPrefix(#"{"ok":true,"result":[{"zoneName":"_defaultZone"}"#) == true, "\(next ?? "nothing")")
         await server.close()
@@ -202,11 +206,11 @@ struct ControlServerTests {
         let (server, serving) = try await Self.startServer(in: folder)
         let client = try RawClient(path: server.path)
         client.send(Array(#"{"zoneList":{}}"#.utf8) + [UInt8(ascii: "\n")])
-        let first = await Task.detached { client.line() }.value
+        let first = try await blocking { client.line() }
         #expect(first?.hasPrefix(#"{"ok":true"#) == true)
         await server.close()
         await serving.value
-        let after = await Task.detached { client.line() }.value
+        let after = try await blocking { client.line() }
         #expect(after == nil, "the connection stayed open after close: \(after ?? "")")
         #expect(!FileManager.default.fileExists(atPath: server.path))
     }
@@ -232,7 +236,7 @@ struct ControlServerTests {
         let client = try RawClient(path: server.path)
         // The status, then a zone creation pipelined behind it.
         client.send(Array(#"{"status":{}}"#.utf8) + [UInt8(ascii: "\n")] + Array(#"{"zoneCreate":{"name":"Late"}}"#.utf8) + [UInt8(ascii: "\n")])
-        #expect(await Task.detached { gate.waitUntilBegun() }.value)
+        #expect(try await blocking { gate.waitUntilBegun() })
         let closing = Task { await server.close() }
         for _ in 0..<12_000 where !server.isClosing { try await Task.sleep(for: .milliseconds(5)) }
         #expect(server.isClosing)
@@ -240,10 +244,10 @@ struct ControlServerTests {
         await closing.value
         await serving.value
         // Before, the connection closed with the status unanswered.
-        let answer = await Task.detached { client.line() }.value
+        let answer = try await blocking { client.line() }
         #expect(answer?.hasPrefix(#"{"ok":true"#) == true, "\(answer ?? "no answer")")
         #expect(answer?.contains("\"userRecordName\":\"_a\"") == true)
-        let next = await Task.detached { client.line() }.value
+        let next = try await blocking { client.line() }
         #expect(next == nil, "\(next ?? "")")
         #expect(try !database.fetchAllZones().contains { $0.zoneID.zoneName == "Late" })
     }
