@@ -201,7 +201,8 @@ public final class SyncEngine: Sendable {
         /// ``failedRecordDeletes``: the record is gone, as the change asked (deleted by someone else
         /// first, or by this delete sent before, its answer lost: an app killed before it stored the
         /// state after that send). In the shared database `unknownItem` means the record was in the
-        /// participant's view and is deleted; a record that never was is `permissionFailure`, and fails.
+        /// participant's view and is deleted; a record outside the view (never in it, or in it before
+        /// the owner's history of the view was trimmed) is `permissionFailure`, and fails.
         public var deletedRecordIDs: [Record.ID] = []
         /// The deletes that failed, with their errors.
         public var failedRecordDeletes: [Record.ID: ShareSyncError] = [:]

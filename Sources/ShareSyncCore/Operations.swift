@@ -168,10 +168,12 @@ extension Record {
     /// `records` in an order where each record's parent, and each record its `deleteSelf` references
     /// name, comes before it when it is among them (``orderedForDeleteSelfTargets(_:)``'s order, for
     /// records without `deleteSelf` references too). Records already in such an order come back as
-    /// given. A participant's write is put in this order when it is made, before it is sent or queued:
-    /// cut into several requests, a new child in an earlier request than its new parent was refused as
-    /// outside the participant's view. (Not in ``orderedForDeleteSelfTargets(_:)``: a write queued by
-    /// an older version keeps the order it was cut in.)
+    /// given, without a copy (a loop of references has no such order: it may come back in another).
+    /// A participant's write is put in this order when it is made, before it is sent or queued: cut
+    /// into several requests, a new child in an earlier request than its new parent was refused as
+    /// outside the participant's view. The owner saves a request's records in this order too. (Not in
+    /// ``orderedForDeleteSelfTargets(_:)``: a write queued by an older version keeps the order it was
+    /// cut in.)
     package static func orderedForTargets(_ records: [Record]) -> [Record] {
         guard records.count > 1 else { return records }
         var index: [String: Int] = [:]
@@ -189,6 +191,8 @@ extension Record {
             }
             return found.sorted()
         }
+        // Already in order (the common case: nothing needs a record given after it): as given.
+        guard records.indices.contains(where: { i in needs(i).last.map { $0 > i } ?? false }) else { return records }
         // Depth first, without recursion (a chain of references may be as long as the write).
         var state = [UInt8](repeating: 0, count: records.count)  // 0 new, 1 on the path, 2 placed
         var ordered: [Record] = []

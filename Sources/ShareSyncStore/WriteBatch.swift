@@ -20,12 +20,14 @@ struct ItemBatch {
         // (Without shares the array is taken as it is: records are large values, and copying a batch
         // of them costs more than a write statement.)
         // A record a deleteSelf reference names is saved before the record that refers to it (the
-        // reference's check then sees whether it was saved: `checkDeleteSelfTargets`).
+        // reference's check then sees whether it was saved: `checkDeleteSelfTargets`), and a new
+        // parent before its new children (a participant's new child is in a hierarchy share's view
+        // only once its parent is: before, a request with the child first refused it, `outsideView`).
         if saving.contains(where: { $0.recordType == Record.shareRecordType }) {
-            self.saving = Record.orderedForDeleteSelfTargets(saving.filter { $0.recordType != Record.shareRecordType })
+            self.saving = Record.orderedForTargets(saving.filter { $0.recordType != Record.shareRecordType })
                 + saving.filter { $0.recordType == Record.shareRecordType }
         } else {
-            self.saving = Record.orderedForDeleteSelfTargets(saving)
+            self.saving = Record.orderedForTargets(saving)
         }
         self.deleting = deleting
         self.savePolicy = savePolicy

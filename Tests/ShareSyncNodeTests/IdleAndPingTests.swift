@@ -174,7 +174,7 @@ struct IdleNonReaderTests {
             client = try await authenticatedClient(port: owner.server.port, identity: reader, receiveBuffer: 4096)
         }
         #expect(owner.server.connectionCount == 1)
-        // The client reads nothing more and asks for the zone four times (about 28 MB of answers): they
+        // The client reads nothing more and asks for the zone four times (pages of at most 4 MiB: about 14 MB of answers): they
         // fill its window and the owner's socket, then nothing moves either way. The idle timeout's
         // final frame cannot be written; before, the owner waited for that write for ever and kept the
         // connection (TCP's window probes keep such a connection alive).

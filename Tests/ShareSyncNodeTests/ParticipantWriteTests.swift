@@ -168,3 +168,47 @@ struct ParticipantWriteTests {
         try await owner.stop()
     }
 }
+
+@Suite("A participant's request with a new child before its new parent")
+struct ChildBeforeParentInOneRequestTests {
+    @Test("one request with new children before their new parent (a client that does not order them) saves them all, atomically or not")
+    func childrenBeforeTheirParentInOneRequest() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        _ = try await connection.acceptShare(url: url)
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName)
+        for atomically in [true, false] {
+            let folder = "folder-\(atomically)"
+            // Children (and a grandchild) first, their new folder under the shared topic last: as a
+            // client that does not order a write sends it.
+            var records: [Record] = (0..<3).map { i in
+                var note = Record(recordType: "Note", recordID: Record.ID(recordName: "\(folder)-n\(i)", zoneID: zone))
+                note.setParent(Record.ID(recordName: i == 2 ? "\(folder)-n0" : folder, zoneID: zone))
+                return note
+            }
+            var parent = Record(recordType: "Folder", recordID: Record.ID(recordName: folder, zoneID: zone))
+            parent.setParent(Record.ID(recordName: "topic", zoneID: zone))
+            records.append(parent)
+            // OwnerConnection orders a write only for deleteSelf references: these go as given.
+            let result = try await connection.modifyRecords(zoneName: "Topics", saving: records, atomically: atomically)
+            let failures = result.saveResults.compactMap { id, outcome -> String? in
+                if case .failure(let error) = outcome { "\(id.recordName): \(error)" } else { nil }
+            }
+            #expect(failures.isEmpty, "atomically \(atomically): \(failures)")
+            #expect(try owner.db.fetchRecord(owner.id("\(folder)-n2")).parent?.recordID.recordName == "\(folder)-n0")
+        }
+        // A child whose parent is neither in the request nor in the view is still refused.
+        var stray = Record(recordType: "Note", recordID: Record.ID(recordName: "stray", zoneID: zone))
+        stray.setParent(Record.ID(recordName: "elsewhere", zoneID: zone))
+        let refused = try await connection.modifyRecords(zoneName: "Topics", saving: [stray], atomically: false)
+        guard case .failure(let error)? = refused.saveResults[stray.recordID] else {
+            Issue.record("the stray child was saved")
+            return
+        }
+        #expect(error.code == .permissionFailure && error.rule == .outsideView, "\(error)")
+        await connection.close()
+        try await owner.stop()
+    }
+}

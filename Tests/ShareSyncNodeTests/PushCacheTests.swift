@@ -2,7 +2,6 @@ import Foundation
 import NIOPosix
 import ShareSyncCore
 import ShareSyncStore
-import ShareSyncTestSupport
 import ShareSyncWire
 import Testing
 @testable import ShareSyncNode
@@ -229,7 +228,7 @@ struct PushBatchTests {
         }
         try await Self.eventually { cache.waiting == 2 }
         hold.signal()
-        #expect(try await blocking { reading.wait(timeout: .now() + 10) == .success })
+        #expect(await Task.detached { reading.wait(timeout: .now() + 10) == .success }.value)
         _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Second")))  // commits; would wake _b's laptop
         go.signal()
         _ = try await first.value
@@ -260,7 +259,7 @@ struct PushBatchTests {
                 return try Self.push("\(zones)")
             }
         }
-        #expect(try await blocking { reading.wait(timeout: .now() + 10) == .success })
+        #expect(await Task.detached { reading.wait(timeout: .now() + 10) == .success }.value)
         _ = try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Second")))  // commits while _a's read is open
         let b = Task {
             try await cache.batchedPush(for: Caller(userRecordName: "_b"), since: Self.token, database: database, threadPool: pool) {
