@@ -136,8 +136,8 @@ let package = Package(
         .executableTarget(name: "sharesync-fuzz", dependencies: ["ShareSyncFuzzing"]),
         .testTarget(name: "ShareSyncTests", dependencies: ["ShareSync", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore", "ShareSyncTestSupport"]),
-        .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore"]),
-        .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore"]),
+        .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore", "ShareSyncTestSupport"]),
+        .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore", "ShareSyncTestSupport"]),
         .testTarget(
             name: "ShareSyncReplicaTests",
             dependencies: ["ShareSyncStore", "ShareSyncTestSupport", .product(name: "GRDB", package: "GRDB.swift")]

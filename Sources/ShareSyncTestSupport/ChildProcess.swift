@@ -367,9 +367,11 @@ extension ChildProcess {
 }
 
 /// Threads of their own for tests that block (they wait for child processes, with `Thread.sleep` and
-/// `waitUntilExit`), so that they do not hold the threads of Swift's cooperative pool, which every
-/// async test of the process shares: with both threads of a 2-core machine held by such tests, the
-/// rest of the run stalled for a minute or more and time-bound async tests (a 1 s idle timeout) failed.
+/// `waitUntilExit`, or read sockets) or compute for seconds (the model-based and equivalence tests),
+/// so that they do not hold the threads of Swift's cooperative pool, which every async test of the
+/// process shares: with both threads of a 2-core machine held by such tests, the rest of the run
+/// stalled for a minute or more and time-bound async tests (a 1 s idle timeout) failed. (A synchronous
+/// `@Test` function runs on that pool too, as does `Task.detached`.)
 ///
 /// ```swift
 /// @Test func daemonStarts() async throws {
@@ -396,7 +398,11 @@ public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
 
     private init(threads: Int) {
         for index in 0..<threads {
-            let thread = Thread { [unowned self] in self.work() }
+            let thread = Thread { [unowned self] in
+                // Named where a thread dump shows it (Foundation's name stays inside Foundation here).
+                try? "blocking-test-\(index)".write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+                self.work()
+            }
             thread.name = "blocking-test-\(index)"
             thread.stackSize = 8 << 20
             thread.start()

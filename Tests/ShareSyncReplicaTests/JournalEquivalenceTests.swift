@@ -25,77 +25,80 @@ struct JournalEquivalenceTests {
     }
 
     @Test("random writes give the same journal either way", arguments: [1, 2, 3, 4])
-    func incrementalMatchesFullComparison(seed: UInt64) throws {
-        try withReplica(.inMemory) { incremental in
-            try withReplica(.onDisk) { full in
-                var random = SeededGenerator(seed: seed)
-                var tokens: Int64 = 0
-                let owners = [alice, bob]
-                let zones = ["Topics", "Lists", "Trips"]
-                func nextToken(_ owner: OwnerInfo) -> ServerChangeToken {
-                    tokens += 1
-                    return token(tokens, of: owner)
-                }
-                func records(_ zoneID: RecordZone.ID) throws -> [Record] {
-                    try (0..<Int.random(in: 1...4, using: &random)).map { _ in
-                        var record = try fetchedRecord("r\(Int.random(in: 0..<8, using: &random))", in: zoneID, ["n": .int64(tokens)])
-                        record.recordChangeTag = "t\(tokens)-\(Int.random(in: 0..<1000, using: &random))"
-                        return record
+    func incrementalMatchesFullComparison(seed: UInt64) async throws {
+        // Seconds of CPU: run on the blocking threads, not on the cooperative pool the async tests need.
+        try await blocking {
+            try withReplica(.inMemory) { incremental in
+                try withReplica(.onDisk) { full in
+                    var random = SeededGenerator(seed: seed)
+                    var tokens: Int64 = 0
+                    let owners = [alice, bob]
+                    let zones = ["Topics", "Lists", "Trips"]
+                    func nextToken(_ owner: OwnerInfo) -> ServerChangeToken {
+                        tokens += 1
+                        return token(tokens, of: owner)
                     }
-                }
-                var checks = 0
-                for step in 0..<300 {
-                    let owner = owners.randomElement(using: &random)!
-                    let zoneID = zone(zones.randomElement(using: &random)!, of: owner)
-                    let write: (SharedDatabaseReplica) throws -> Void
-                    switch Int.random(in: 0..<100, using: &random) {
-                    case 0..<45:
-                        let saving = try records(zoneID)
-                        let deleting = (0..<Int.random(in: 0...2, using: &random)).map { _ in "r\(Int.random(in: 0..<8, using: &random))" }
-                            .filter { name in !saving.contains { $0.recordID.recordName == name } }
-                        let changes = page(zoneID, saving: saving, deleting: Array(Set(deleting)).sorted(), token: nextToken(owner))
-                        write = { try $0.apply(changes, owner: owner.ownerName) }
-                    case 45..<60:
-                        let changes = page(zoneID, saving: try records(zoneID), token: nextToken(owner))
-                        let database = DatabaseChanges(
-                            changedZoneIDs: [zoneID], deletedZoneIDs: [], changeToken: nextToken(owner), moreComing: false)
-                        let pushToken = nextToken(owner)
-                        write = { try $0.apply(databaseChanges: database, zoneChanges: [changes], token: pushToken, owner: owner.ownerName) }
-                    case 60..<70:
-                        let database = DatabaseChanges(
-                            changedZoneIDs: [], deletedZoneIDs: [zoneID], changeToken: nextToken(owner), moreComing: false)
-                        write = { try $0.apply(databaseChanges: database, owner: owner.ownerName) }
-                    case 70..<78:
-                        write = { try $0.purgeZone(owner: owner.ownerName, zoneName: zoneID.zoneName) }
-                    case 78..<90:
-                        let pages = [page(zoneID, saving: try records(zoneID), token: nextToken(owner))]
-                        write = { try $0.replaceZone(owner: owner.ownerName, zoneName: zoneID.zoneName, with: pages) }
-                    case 90..<94:
-                        write = { replica in
-                            try replica.removeOwner(owner.ownerName)
-                            try replica.setOwner(owner)
+                    func records(_ zoneID: RecordZone.ID) throws -> [Record] {
+                        try (0..<Int.random(in: 1...4, using: &random)).map { _ in
+                            var record = try fetchedRecord("r\(Int.random(in: 0..<8, using: &random))", in: zoneID, ["n": .int64(tokens)])
+                            record.recordChangeTag = "t\(tokens)-\(Int.random(in: 0..<1000, using: &random))"
+                            return record
                         }
-                    default:
-                        // Journal now: a call that finds nothing must agree too.
-                        #expect(try Self.entries(incremental) == Self.entries(full), "step \(step)")
-                        checks += 1
-                        continue
                     }
-                    try write(incremental)
-                    try write(full)
-                    if Int.random(in: 0..<3, using: &random) == 0 {
-                        let a = try incremental.journalChanges().position
-                        let b = try full.journalChanges(fullScan: true).position
-                        #expect(a.sequence == b.sequence, "step \(step)")
-                        checks += 1
+                    var checks = 0
+                    for step in 0..<300 {
+                        let owner = owners.randomElement(using: &random)!
+                        let zoneID = zone(zones.randomElement(using: &random)!, of: owner)
+                        let write: (SharedDatabaseReplica) throws -> Void
+                        switch Int.random(in: 0..<100, using: &random) {
+                        case 0..<45:
+                            let saving = try records(zoneID)
+                            let deleting = (0..<Int.random(in: 0...2, using: &random)).map { _ in "r\(Int.random(in: 0..<8, using: &random))" }
+                                .filter { name in !saving.contains { $0.recordID.recordName == name } }
+                            let changes = page(zoneID, saving: saving, deleting: Array(Set(deleting)).sorted(), token: nextToken(owner))
+                            write = { try $0.apply(changes, owner: owner.ownerName) }
+                        case 45..<60:
+                            let changes = page(zoneID, saving: try records(zoneID), token: nextToken(owner))
+                            let database = DatabaseChanges(
+                                changedZoneIDs: [zoneID], deletedZoneIDs: [], changeToken: nextToken(owner), moreComing: false)
+                            let pushToken = nextToken(owner)
+                            write = { try $0.apply(databaseChanges: database, zoneChanges: [changes], token: pushToken, owner: owner.ownerName) }
+                        case 60..<70:
+                            let database = DatabaseChanges(
+                                changedZoneIDs: [], deletedZoneIDs: [zoneID], changeToken: nextToken(owner), moreComing: false)
+                            write = { try $0.apply(databaseChanges: database, owner: owner.ownerName) }
+                        case 70..<78:
+                            write = { try $0.purgeZone(owner: owner.ownerName, zoneName: zoneID.zoneName) }
+                        case 78..<90:
+                            let pages = [page(zoneID, saving: try records(zoneID), token: nextToken(owner))]
+                            write = { try $0.replaceZone(owner: owner.ownerName, zoneName: zoneID.zoneName, with: pages) }
+                        case 90..<94:
+                            write = { replica in
+                                try replica.removeOwner(owner.ownerName)
+                                try replica.setOwner(owner)
+                            }
+                        default:
+                            // Journal now: a call that finds nothing must agree too.
+                            #expect(try Self.entries(incremental) == Self.entries(full), "step \(step)")
+                            checks += 1
+                            continue
+                        }
+                        try write(incremental)
+                        try write(full)
+                        if Int.random(in: 0..<3, using: &random) == 0 {
+                            let a = try incremental.journalChanges().position
+                            let b = try full.journalChanges(fullScan: true).position
+                            #expect(a.sequence == b.sequence, "step \(step)")
+                            checks += 1
+                        }
                     }
+                    _ = try full.journalChanges(fullScan: true)
+                    let a = try Self.entries(incremental)
+                    let b = try Self.entries(full)
+                    #expect(a == b)
+                    #expect(a.contains { $0.kind == .zoneDeleted } && a.contains { $0.kind == .deleted } && a.contains { $0.kind == .changed })
+                    #expect(checks > 50)
                 }
-                _ = try full.journalChanges(fullScan: true)
-                let a = try Self.entries(incremental)
-                let b = try Self.entries(full)
-                #expect(a == b)
-                #expect(a.contains { $0.kind == .zoneDeleted } && a.contains { $0.kind == .deleted } && a.contains { $0.kind == .changed })
-                #expect(checks > 50)
             }
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import ShareSyncCore
+import ShareSyncTestSupport
 import Testing
 
 @testable import ShareSyncStore
@@ -238,87 +239,90 @@ struct DirectZoneFeedsTests {
     }
 
     @Test("random operations; replicas followed page by page from live and old tokens", arguments: [UInt64(11), 12, 13, 14, 15, 16])
-    func equivalence(seed: UInt64) throws {
-        var pair = try Pair(
-            first: SetBasedWritesTests.database(setBasedWrites: true, directZoneFeeds: true),
-            second: SetBasedWritesTests.database(setBasedWrites: true, directZoneFeeds: false))
-        var rng = SplitMix64(seed: seed)
-        let users = Self.users
-        // Per database, per user: the live follower, and followers left behind at earlier steps.
-        var live = [[Follower]](repeating: [Follower](repeating: Follower(), count: users.count), count: 2)
-        var old: [[[Follower]]] = [[], []]
-        var directZonesSeen = 0
-        var directFetches = 0
-        for n in 1...200 {
-            let (what, a, b) = try Self.step(&pair, &rng, step: n)
-            try #require(a == b, "seed \(seed) step \(n): \(what): direct feeds answered\n\(a)\ncopied feeds answered\n\(b)")
-            let direct = try pair.first.writer.read { db in
-                try Set(Row.fetchAll(db, sql: "SELECT viewer, zone FROM viewZone WHERE direct = 1 AND present = 1").map { "\($0[0] as String)/\($0[1] as String)" })
-            }
-            directZonesSeen = max(directZonesSeen, direct.count)
-            // Everyone reads a little of their feeds: 0 to 2 pages of 5 of each changed zone.
-            for (i, user) in users.enumerated() {
-                let pages = rng.int(3)
-                directFetches += pages == 0 ? 0 : live[0][i].pending.count { direct.contains("\(user)/\($0)") }
-                for (d, db) in [pair.first, pair.second].enumerated() {
-                    try Self.follow(&live[d][i], db, user: user, pages: pages)
+    func equivalence(seed: UInt64) async throws {
+        // Seconds of CPU: run on the blocking threads, not on the cooperative pool the async tests need.
+        try await blocking {
+            var pair = try Pair(
+                first: SetBasedWritesTests.database(setBasedWrites: true, directZoneFeeds: true),
+                second: SetBasedWritesTests.database(setBasedWrites: true, directZoneFeeds: false))
+            var rng = SplitMix64(seed: seed)
+            let users = Self.users
+            // Per database, per user: the live follower, and followers left behind at earlier steps.
+            var live = [[Follower]](repeating: [Follower](repeating: Follower(), count: users.count), count: 2)
+            var old: [[[Follower]]] = [[], []]
+            var directZonesSeen = 0
+            var directFetches = 0
+            for n in 1...200 {
+                let (what, a, b) = try Self.step(&pair, &rng, step: n)
+                try #require(a == b, "seed \(seed) step \(n): \(what): direct feeds answered\n\(a)\ncopied feeds answered\n\(b)")
+                let direct = try pair.first.writer.read { db in
+                    try Set(Row.fetchAll(db, sql: "SELECT viewer, zone FROM viewZone WHERE direct = 1 AND present = 1").map { "\($0[0] as String)/\($0[1] as String)" })
                 }
-            }
-            if n % 15 == 0 {
-                for d in 0..<2 {
-                    old[d].append(live[d])
-                    if old[d].count > 4 { old[d].removeFirst() }
-                }
-            }
-            guard n % 10 == 0 else { continue }
-            // Every feed, live or left behind, caught up: the records of the viewer's shares, in both.
-            for (i, user) in users.enumerated() {
-                for (d, db) in [pair.first, pair.second].enumerated() {
-                    let kind = d == 0 ? "direct" : "copied"
-                    let caughtUp = try Self.follow(&live[d][i], db, user: user, pages: 1_000)
-                    try #require(caughtUp)
-                    var behind = old[d].map { $0[i] }
-                    for k in behind.indices {
-                        let behindCaughtUp = try Self.follow(&behind[k], db, user: user, pages: 1_000)
-                        try #require(behindCaughtUp)
+                directZonesSeen = max(directZonesSeen, direct.count)
+                // Everyone reads a little of their feeds: 0 to 2 pages of 5 of each changed zone.
+                for (i, user) in users.enumerated() {
+                    let pages = rng.int(3)
+                    directFetches += pages == 0 ? 0 : live[0][i].pending.count { direct.contains("\(user)/\($0)") }
+                    for (d, db) in [pair.first, pair.second].enumerated() {
+                        try Self.follow(&live[d][i], db, user: user, pages: pages)
                     }
-                    for zone in Self.zones {
-                        let truth = try Self.truth(db, user: user, zone: zone)
-                        #expect(
-                            live[d][i].replica(zone) == truth,
-                            "seed \(seed) step \(n) (\(what)): \(kind) feeds of \(user) in \(zone): \(Self.difference(live[d][i].replica(zone), truth))")
-                        if let fromNil = try Self.pendingChangeCount(db.sharedDatabase(for: Caller(userRecordName: user)), zone: zone, since: nil) {
-                            #expect(fromNil == truth.count, "seed \(seed) step \(n): \(kind) pending count of \(user) in \(zone) from nil")
-                        }
+                }
+                if n % 15 == 0 {
+                    for d in 0..<2 {
+                        old[d].append(live[d])
+                        if old[d].count > 4 { old[d].removeFirst() }
+                    }
+                }
+                guard n % 10 == 0 else { continue }
+                // Every feed, live or left behind, caught up: the records of the viewer's shares, in both.
+                for (i, user) in users.enumerated() {
+                    for (d, db) in [pair.first, pair.second].enumerated() {
+                        let kind = d == 0 ? "direct" : "copied"
+                        let caughtUp = try Self.follow(&live[d][i], db, user: user, pages: 1_000)
+                        try #require(caughtUp)
+                        var behind = old[d].map { $0[i] }
                         for k in behind.indices {
+                            let behindCaughtUp = try Self.follow(&behind[k], db, user: user, pages: 1_000)
+                            try #require(behindCaughtUp)
+                        }
+                        for zone in Self.zones {
+                            let truth = try Self.truth(db, user: user, zone: zone)
                             #expect(
-                                behind[k].replica(zone) == truth,
-                                "seed \(seed) step \(n): \(kind) feeds of \(user) in \(zone) from an old token: \(Self.difference(behind[k].replica(zone), truth))")
+                                live[d][i].replica(zone) == truth,
+                                "seed \(seed) step \(n) (\(what)): \(kind) feeds of \(user) in \(zone): \(Self.difference(live[d][i].replica(zone), truth))")
+                            if let fromNil = try Self.pendingChangeCount(db.sharedDatabase(for: Caller(userRecordName: user)), zone: zone, since: nil) {
+                                #expect(fromNil == truth.count, "seed \(seed) step \(n): \(kind) pending count of \(user) in \(zone) from nil")
+                            }
+                            for k in behind.indices {
+                                #expect(
+                                    behind[k].replica(zone) == truth,
+                                    "seed \(seed) step \(n): \(kind) feeds of \(user) in \(zone) from an old token: \(Self.difference(behind[k].replica(zone), truth))")
+                            }
                         }
                     }
-                }
-                // Within one write the two feeds order records differently (the zone's feed in the order
-                // of the write, the copy by name), so a follower reading a few pages a step can be done
-                // with a zone in one and one page short in the other when history is compacted, and
-                // only that one's token expires (seed 14, steps 163 to 166: a record delivered early in
-                // one order was changed again, and came twice). Both then hold the same records (checked
-                // above); what must not happen is direct feeds expiring tokens more often as a rule.
-                #expect(
-                    abs(live[0][i].expired - live[1][i].expired) <= 2,
-                    "seed \(seed) step \(n): \(user)'s tokens expired \(live[0][i].expired) times with direct feeds, \(live[1][i].expired) with copied ones")
-                for zone in Self.zones {
-                    #expect(try Self.truth(pair.first, user: user, zone: zone) == Self.truth(pair.second, user: user, zone: zone))
+                    // Within one write the two feeds order records differently (the zone's feed in the order
+                    // of the write, the copy by name), so a follower reading a few pages a step can be done
+                    // with a zone in one and one page short in the other when history is compacted, and
+                    // only that one's token expires (seed 14, steps 163 to 166: a record delivered early in
+                    // one order was changed again, and came twice). Both then hold the same records (checked
+                    // above); what must not happen is direct feeds expiring tokens more often as a rule.
+                    #expect(
+                        abs(live[0][i].expired - live[1][i].expired) <= 2,
+                        "seed \(seed) step \(n): \(user)'s tokens expired \(live[0][i].expired) times with direct feeds, \(live[1][i].expired) with copied ones")
+                    for zone in Self.zones {
+                        #expect(try Self.truth(pair.first, user: user, zone: zone) == Self.truth(pair.second, user: user, zone: zone))
+                    }
                 }
             }
+            // The run did what it is for: viewers of whole zones, reading them directly, and no copy of their feed.
+            #expect(directZonesSeen >= 2)
+            #expect(directFetches > 20)
+            let copied = try pair.first.writer.read { db in
+                try Int.fetchOne(
+                    db, sql: "SELECT count(*) FROM viewLog l JOIN viewZone z ON z.viewer = l.viewer AND z.zone = l.zone WHERE z.direct = 1")
+            }
+            #expect(copied == 0)
         }
-        // The run did what it is for: viewers of whole zones, reading them directly, and no copy of their feed.
-        #expect(directZonesSeen >= 2)
-        #expect(directFetches > 20)
-        let copied = try pair.first.writer.read { db in
-            try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM viewLog l JOIN viewZone z ON z.viewer = l.viewer AND z.zone = l.zone WHERE z.direct = 1")
-        }
-        #expect(copied == 0)
     }
 
     @Test("a participant who entered a whole zone before direct feeds keeps the copied feed and their token; shared again, they read the zone's own")

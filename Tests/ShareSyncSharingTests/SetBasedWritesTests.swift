@@ -3,6 +3,7 @@ import GRDB
 
 private typealias Record = ShareSyncCore.Record
 import ShareSyncCore
+import ShareSyncTestSupport
 import Testing
 
 @testable import ShareSyncStore
@@ -189,13 +190,19 @@ struct SetBasedWritesTests {
     }
 
     @Test("random batches of saves, deletes, shares, accepts and participant writes", arguments: [UInt64(1), 2, 3, 4])
-    func equivalence(seed: UInt64) throws {
-        try run(seed: seed, pair: Pair())
+    func equivalence(seed: UInt64) async throws {
+        // Seconds of CPU: run on the blocking threads, not on the cooperative pool the async tests need.
+        try await blocking {
+            try run(seed: seed, pair: Pair())
+        }
     }
 
     @Test("the same, membership recomputed over the whole zone wherever parents do not matter", arguments: [UInt64(5), 6, 7, 8])
-    func equivalenceWholeZone(seed: UInt64) throws {
-        try run(seed: seed, pair: Pair(wholeZoneSettleThreshold: 1))
+    func equivalenceWholeZone(seed: UInt64) async throws {
+        // Seconds of CPU: run on the blocking threads, not on the cooperative pool the async tests need.
+        try await blocking {
+            try run(seed: seed, pair: Pair(wholeZoneSettleThreshold: 1))
+        }
     }
 
     func run(seed: UInt64, pair: Pair) throws {

@@ -1,4 +1,5 @@
 import Foundation
+import ShareSyncTestSupport
 import Testing
 
 import ShareSyncCore
@@ -48,27 +49,30 @@ struct ByteBudgetTests {
 
     @Test("byte-bounded pages hold the same changes in the same order as count-bounded ones, each within the budget",
           arguments: [1, 2, 3] as [UInt64])
-    func sameChangesWithinBudget(seed: UInt64) throws {
-        var small = Limits()
-        small.maximumRecordSize = 100_000
-        small.maximumResponseSize = 150_000
-        try withDatabase(.inMemory, limits: small) { bounded in
-            try withDatabase(.inMemory) { unbounded in
-                _ = try Self.fill(bounded, seed: seed)
-                _ = try Self.fill(unbounded, seed: seed)
-                let boundedPages = try Self.pages(bounded)
-                let unboundedPages = try Self.pages(unbounded)
-                #expect(boundedPages.count > unboundedPages.count, "the budget must cut pages")
-                for page in boundedPages {
-                    let bytes = try page.changes.map(Self.size).reduce(0, +)
-                    // A page passes the budget only when it is one record (which always comes).
-                    #expect(bytes <= small.maximumResponseSize + 200 || page.changes.count == 1)
-                    #expect(!page.changes.isEmpty || !page.moreComing)
+    func sameChangesWithinBudget(seed: UInt64) async throws {
+        // Seconds of CPU: run on the blocking threads, not on the cooperative pool the async tests need.
+        try await blocking {
+            var small = Limits()
+            small.maximumRecordSize = 100_000
+            small.maximumResponseSize = 150_000
+            try withDatabase(.inMemory, limits: small) { bounded in
+                try withDatabase(.inMemory) { unbounded in
+                    _ = try Self.fill(bounded, seed: seed)
+                    _ = try Self.fill(unbounded, seed: seed)
+                    let boundedPages = try Self.pages(bounded)
+                    let unboundedPages = try Self.pages(unbounded)
+                    #expect(boundedPages.count > unboundedPages.count, "the budget must cut pages")
+                    for page in boundedPages {
+                        let bytes = try page.changes.map(Self.size).reduce(0, +)
+                        // A page passes the budget only when it is one record (which always comes).
+                        #expect(bytes <= small.maximumResponseSize + 200 || page.changes.count == 1)
+                        #expect(!page.changes.isEmpty || !page.moreComing)
+                    }
+                    let names = { (pages: [ZoneChanges]) in
+                        pages.flatMap(\.changes).map { "\($0.recordName)/\($0.isDeletion)" }
+                    }
+                    #expect(names(boundedPages) == names(unboundedPages))
                 }
-                let names = { (pages: [ZoneChanges]) in
-                    pages.flatMap(\.changes).map { "\($0.recordName)/\($0.isDeletion)" }
-                }
-                #expect(names(boundedPages) == names(unboundedPages))
             }
         }
     }
