@@ -296,17 +296,13 @@ extension SyncEngineFailureEventsTests {
         try await withNode(.embedded, name: "Alice") { alice in
             try await withNode(.embedded, name: "Bob") { bob in
                 let db = alice.container.privateDatabase
-                try await db.save(RecordZone(zoneID: Self.zoneID))
-                let topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
-                _ = try await db.save(topic)
+                let topic = try await saveTopic(in: db, zone: Self.zoneID)
                 var note = Record(recordType: "Note", recordID: Record.ID(recordName: "note", zoneID: Self.zoneID))
                 note.parent = Record.Reference(recordID: topic.recordID, action: .none)
                 _ = try await db.save(note)
                 // Outside the share: no parent.
                 _ = try await db.save(Record(recordType: "Note", recordID: Record.ID(recordName: "secret", zoneID: Self.zoneID)))
-                let share = try await db.createShare(rootRecordID: topic.recordID)
-                let invitation = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                try await bob.join(try await db.createShare(rootRecordID: topic.recordID), of: db, permission: .readWrite)
                 let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
                 let noteID = Record.ID(recordName: "note", zoneID: sharedZone)
                 let secretID = Record.ID(recordName: "secret", zoneID: sharedZone)

@@ -15,13 +15,8 @@ import Testing
         try await withNode(mode, name: "Alice") { alice in
             try await withNode(mode, name: "Bob") { bob in
                 let db = alice.container.privateDatabase
-                try await db.save(RecordZone(zoneID: Self.zoneID))
-                var topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
-                topic["title"] = "Groceries"
-                _ = try await db.save(topic)
-                let share = try await db.createShare(rootRecordID: topic.recordID)
-                let invitation = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let topic = try await saveTopic(in: db, zone: Self.zoneID)
+                try await bob.join(try await db.createShare(rootRecordID: topic.recordID), of: db, permission: .readWrite)
                 let zone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
                 func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
 
@@ -74,12 +69,8 @@ extension SyncEngineParentOrderTests {
         try await withNode(mode, name: "Alice") { alice in
             try await withNode(mode, name: "Bob") { bob in
                 let db = alice.container.privateDatabase
-                try await db.save(RecordZone(zoneID: Self.zoneID))
-                let topic = Record(recordType: "Topic", recordID: Record.ID(recordName: "topic", zoneID: Self.zoneID))
-                _ = try await db.save(topic)
-                let share = try await db.createShare(rootRecordID: topic.recordID)
-                let invitation = try await db.invite(.init(userRecordName: bob.userRecordName), permission: .readWrite, to: share)
-                _ = try await bob.container.accept(invitation.url, timeout: .seconds(30))
+                let topic = try await saveTopic(in: db, zone: Self.zoneID)
+                try await bob.join(try await db.createShare(rootRecordID: topic.recordID), of: db, permission: .readWrite)
                 let zone = RecordZone.ID(zoneName: "Topics", ownerName: alice.userRecordName)
                 func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
                 // 500 notes, then their folder: more than one request holds (400 items).
