@@ -780,8 +780,9 @@ public final class SyncEngine: Sendable {
         }
         // A save refused because its deleteSelf reference names a record saved later in this send (a
         // later batch or request), or a participant's new record refused as outside their view whose
-        // new parent is saved later (``awaited(by:refusedWith:)``), goes again once the rest is sent, in more rounds (in batches too)
-        // while each round saves some of them (a chain given in the wrong order). Refused again while
+        // new parent is saved later (``awaited(by:refusedWith:)``), goes again once the rest is sent,
+        // in more rounds (in batches too) while each round saves some of them (a chain given in the
+        // wrong order). Refused again while
         // its target is pending for another reason (its save failed in a way that may pass), it stays
         // pending with it; refused again for want of a save among those still waiting (a loop of
         // references cut into two requests), or of nothing pending, it is reported failed.
