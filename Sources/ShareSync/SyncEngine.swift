@@ -780,7 +780,7 @@ public final class SyncEngine: Sendable {
         }
         // A save refused because its deleteSelf reference names a record saved later in this send (a
         // later batch or request), or a participant's new record refused as outside their view whose
-        // new parent is saved later (``awaited(by:refusedWith:)``), goes again once the rest is sent,
+        // new parent is saved later (``waits(_:refusedWith:on:)``), goes again once the rest is sent,
         // in more rounds (in batches too) while each round saves some of them (a chain given in the
         // wrong order). Refused again while
         // its target is pending for another reason (its save failed in a way that may pass), it stays
@@ -968,9 +968,9 @@ public final class SyncEngine: Sendable {
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
                 case .failure(let error)? where Self.mayPass(error):
                     retry = true
-                case .failure(let error)? where Self.names(Self.awaited(by: record, refusedWith: error), of: record, anyOf: waitOn):
+                case .failure(let error)? where Self.waits(record, refusedWith: error, on: waitOn):
                     if let pending = sentBy[record.recordID] { waiting.append(pending) }
-                case .failure(let error)? where Self.names(Self.awaited(by: record, refusedWith: error), of: record, anyOf: stayOn):
+                case .failure(let error)? where Self.waits(record, refusedWith: error, on: stayOn):
                     retry = true
                 case .failure(let error)?:
                     sent.failedRecordSaves.append(FailedRecordSave(record: record, error: error))
@@ -1018,23 +1018,20 @@ public final class SyncEngine: Sendable {
         zoneID.ownerName + "\u{0}" + zoneID.zoneName + "\u{0}" + name
     }
 
-    /// The names of the records (in its zone) whose save may let `record`'s save, refused with `error`,
-    /// pass: the targets of its `deleteSelf` references for `referenceViolation`; its parent for a
-    /// participant's save refused as outside their view (`permissionFailure`, rule `outsideView`: a
-    /// new record is in a share of a hierarchy once its parent is). None for any other refusal.
-    static func awaited(by record: Record, refusedWith error: ShareSyncError) -> Set<String> {
-        switch error.code {
-        case .referenceViolation: record.deleteSelfTargetNames
-        case .permissionFailure where error.rule == .outsideView: record.parent.map { [$0.recordID.recordName] } ?? []
-        default: []
-        }
-    }
-
-    /// Whether `names` (records in `record`'s zone) holds a record of `keys` (``saveKeys(_:)``), `record` aside.
-    static func names(_ names: Set<String>, of record: Record, anyOf keys: Set<String>) -> Bool {
-        !keys.isEmpty && names.contains {
-            $0 != record.recordID.recordName && keys.contains(key(record.recordID.zoneID, $0))
-        }
+    /// Whether `record`'s save, refused with `error`, may pass once a save of `keys` (``saveKeys(_:)``)
+    /// is made, `record` aside: one of the targets of its `deleteSelf` references for
+    /// `referenceViolation`; its parent for a participant's save refused as outside their view
+    /// (`permissionFailure`, rule `outsideView`: a new record is in a share of a hierarchy once its
+    /// parent is). Never for any other refusal.
+    static func waits(_ record: Record, refusedWith error: ShareSyncError, on keys: Set<String>) -> Bool {
+        guard !keys.isEmpty else { return false }
+        let awaited: Set<String> =
+            switch error.code {
+            case .referenceViolation: record.deleteSelfTargetNames
+            case .permissionFailure where error.rule == .outsideView: record.parent.map { [$0.recordID.recordName] } ?? []
+            default: []
+            }
+        return awaited.contains { $0 != record.recordID.recordName && keys.contains(key(record.recordID.zoneID, $0)) }
     }
 
     /// Whether a failure may pass by itself (the change stays pending and is tried again).

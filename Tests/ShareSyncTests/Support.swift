@@ -74,6 +74,18 @@ extension TestNode {
     }
 }
 
+extension SyncEngine {
+    /// Every event the engine sends until it stops, gathered by a task of its own (read its value
+    /// after ``stop()``).
+    func collectingEvents() -> Task<[SyncEngine.Event], Never> {
+        Task {
+            var all: [SyncEngine.Event] = []
+            for await event in events { all.append(event) }
+            return all
+        }
+    }
+}
+
 /// Creates `zoneID` in `db` and saves the topic record "topic" in it, titled `title`.
 @discardableResult
 func saveTopic(in db: Database, zone zoneID: RecordZone.ID, title: FieldValue = "Groceries") async throws -> Record {

@@ -113,11 +113,7 @@ extension SyncEngineFailureEventsTests {
         try await withNode(.embedded) { node in
             let db = node.container.privateDatabase
             let engine = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { _ in nil })
-            let events = Task { () -> [SyncEngine.Event] in
-                var all: [SyncEngine.Event] = []
-                for await event in engine.events { all.append(event) }
-                return all
-            }
+            let events = engine.collectingEvents()
             // Before, each add took its snapshot and sent it after releasing the state: two adds at
             // once could send theirs in the other order, and the last one, which the app stores,
             // missed the other's change.
@@ -163,11 +159,7 @@ extension SyncEngineFailureEventsTests {
             let engine = SyncEngine(SyncEngine.Configuration(database: db, automaticallySync: false) { recordID in
                 Record(recordType: "Note", recordID: recordID)
             })
-            let events = Task { () -> [SyncEngine.Event] in
-                var all: [SyncEngine.Event] = []
-                for await event in engine.events { all.append(event) }
-                return all
-            }
+            let events = engine.collectingEvents()
             // A save into a zone that does not exist fails for good: the send takes it out of the
             // pending changes and reports it failed.
             let failing = Record.ID(recordName: "f", zoneID: RecordZone.ID(zoneName: "Missing"))
@@ -229,11 +221,7 @@ extension SyncEngineFailureEventsTests {
 
             let second = SyncEngine(SyncEngine.Configuration(
                 database: db, stateSerialization: stored, automaticallySync: false, recordProvider: provider))
-            let events = Task { () -> [SyncEngine.Event] in
-                var all: [SyncEngine.Event] = []
-                for await event in second.events { all.append(event) }
-                return all
-            }
+            let events = second.collectingEvents()
             #expect(second.state.pendingRecordZoneChanges == [.saveRecord(id)])
             try await second.sendChanges()
             await second.stop()
@@ -275,11 +263,7 @@ extension SyncEngineFailureEventsTests {
 
             let second = SyncEngine(SyncEngine.Configuration(
                 database: db, stateSerialization: stored, automaticallySync: false) { _ in nil })
-            let events = Task { () -> [SyncEngine.Event] in
-                var all: [SyncEngine.Event] = []
-                for await event in second.events { all.append(event) }
-                return all
-            }
+            let events = second.collectingEvents()
             #expect(second.state.pendingRecordZoneChanges == [.deleteRecord(id)])
             try await second.sendChanges()
             await second.stop()
@@ -312,11 +296,7 @@ extension SyncEngineFailureEventsTests {
 
                 let engine = SyncEngine(SyncEngine.Configuration(
                     database: bob.container.sharedDatabase, automaticallySync: false) { _ in nil })
-                let events = Task { () -> [SyncEngine.Event] in
-                    var all: [SyncEngine.Event] = []
-                    for await event in engine.events { all.append(event) }
-                    return all
-                }
+                let events = engine.collectingEvents()
                 engine.state.add(pendingRecordZoneChanges: [.deleteRecord(noteID), .deleteRecord(secretID)])
                 try await engine.sendChanges()
                 await engine.stop()

@@ -561,11 +561,7 @@ func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) asyn
                 record["text"] = "kept"
                 return record
             })
-            let events = Task { () -> [SyncEngine.Event] in
-                var all: [SyncEngine.Event] = []
-                for await event in engine.events { all.append(event) }
-                return all
-            }
+            let events = engine.collectingEvents()
             engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
             let send = Task { try await engine.sendChanges() }
             #expect(await eventually { gate.withLock { $0.asked } }, "the send is under way")
