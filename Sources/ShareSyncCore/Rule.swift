@@ -133,6 +133,9 @@ extension Rule {
     public static let parentSameZone = Rule(rawValue: "parentSameZone")
     /// A reference points into another zone.
     public static let referenceSameZone = Rule(rawValue: "referenceSameZone")
+    /// A `deleteSelf` reference names a record that does not exist and is not saved in the same
+    /// request (`referenceViolation`; for a participant, a record outside their view does not exist).
+    public static let deleteSelfTargetMissing = Rule(rawValue: "deleteSelfTargetMissing")
     /// A double field is NaN or infinite.
     public static let finiteDouble = Rule(rawValue: "finiteDouble")
     /// A date field is out of range.

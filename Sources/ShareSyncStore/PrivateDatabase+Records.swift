@@ -329,7 +329,7 @@ extension WriteContext {
                         .referenceViolation,
                         "field \(key) of record \(record.recordID.recordName) is a deleteSelf reference to \(target), which does not exist; "
                             + "save \(target) in the same request, or make the reference's action none",
-                        recordID: record.recordID)
+                        recordID: record.recordID, rule: .deleteSelfTargetMissing)
                 }
             }
         }

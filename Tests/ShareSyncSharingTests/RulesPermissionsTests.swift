@@ -191,6 +191,7 @@ struct RulesPermissionsTests {
         nowhere["on"] = .reference(Record.Reference(recordID: w.sid("no-such-record"), action: .deleteSelf))
         let missing = try w.view("_b").modifyRecords(saving: [nowhere]).errors["topic"]
         #expect(refused?.code == .referenceViolation && missing?.code == .referenceViolation)
+        #expect(refused?.rule == .deleteSelfTargetMissing && missing?.rule == .deleteSelfTargetMissing)
         #expect(refused?.message.replacingOccurrences(of: otherShare.recordID.recordName, with: "?")
             == missing?.message.replacingOccurrences(of: "no-such-record", with: "?"))
         var owners = try w.db.fetchRecord(w.id("topic"))

@@ -136,7 +136,7 @@ struct DeleteSelfTests {
             // batch's other item is not saved either.
             let refused = try db.modifyRecords(saving: [makeRecord("ok"), makeRecord("b", ["owner": deleteSelf("ghost")])])
             let error = try #require(refused.errors["b"])
-            #expect(error.code == .referenceViolation, "\(error)")
+            #expect(error.code == .referenceViolation && error.rule == .deleteSelfTargetMissing, "\(error)")
             #expect(error.message.contains("owner") && error.message.contains("ghost"), "\(error.message)")
             #expect(refused.errors["ok"]?.code == .batchRequestFailed)
             #expect(try !db.exists(recordID("ok")) && !db.exists(recordID("b")))
@@ -146,7 +146,7 @@ struct DeleteSelfTests {
                 makeRecord("b", ["refs": .list(.reference([Record.Reference(recordID: recordID("a"), action: .deleteSelf),
                                                             Record.Reference(recordID: recordID("ghost"), action: .deleteSelf)]))])
             ])
-            #expect(inList.errors["b"]?.code == .referenceViolation)
+            #expect(inList.errors["b"]?.code == .referenceViolation && inList.errors["b"]?.rule == .deleteSelfTargetMissing)
 
             // Its target saved in the same request, even after it: taken, and the cascade works.
             try db.save([makeRecord("c", ["owner": deleteSelf("d")]), makeRecord("d")])
