@@ -38,6 +38,13 @@ public final class SharedDatabaseReplica: Sendable {
     let writeProbe = Mutex<(@Sendable (Database) throws -> Void)?>(nil)
     /// How many of the next reads fail (tests set it: a read that meets a storage error).
     let readFailures = Atomic<Int>(0)
+    /// How many of the next returns to `synchronous = FULL` after a ``Durability/refetchable`` write
+    /// fail (tests set it: SQLite refuses the pragma on a connection still in a transaction).
+    let levelRestoreFailures = Atomic<Int>(0)
+    /// Set when the writing connection may have been left at `synchronous = NORMAL` (its return to
+    /// FULL after a ``Durability/refetchable`` write failed): the next ``Durability/synced`` write sets
+    /// FULL again before it writes, or fails. Read and written on the writer's queue only.
+    let levelNeedsRestore = Atomic<Bool>(false)
 
     /// Opens (or creates) a replica in a file, in WAL mode. The file is readable by its user only.
     public convenience init(path: String) throws(ShareSyncError) {
@@ -120,8 +127,8 @@ public final class SharedDatabaseReplica: Sendable {
         if durability == .synced { syncedWrites.add(1, ordering: .sequentiallyConsistent) }
         defer { if durability == .synced { syncedWrites.add(1, ordering: .sequentiallyConsistent) } }
         let result = try withStoreErrors("replica write", path: writer.path) {
-            // A replica in memory has no disk to sync: its writes skip the two pragmas.
-            guard durability == .refetchable, checkpointer != nil else {
+            // A replica in memory has no disk to sync: its writes skip the pragmas.
+            guard checkpointer != nil else {
                 return try writer.write { db in
                     try probe?(db)
                     return try body(db)
@@ -129,8 +136,18 @@ public final class SharedDatabaseReplica: Sendable {
             }
             return try writer.writeWithoutTransaction { db in
                 // The level is set when SQLite prepares the pragma, which it does again at each step.
-                try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
-                defer { try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute() }
+                switch durability {
+                case .synced:
+                    // Before, a failed return to FULL was ignored (`try?`), and every later write of
+                    // what only this node knows would have committed without its sync.
+                    if levelNeedsRestore.load(ordering: .acquiring) {
+                        try db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
+                        levelNeedsRestore.store(false, ordering: .releasing)
+                    }
+                case .refetchable:
+                    try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
+                }
+                defer { if durability == .refetchable { restoreFullLevel(db) } }
                 var result: T?
                 try db.inTransaction {
                     try probe?(db)
@@ -143,6 +160,17 @@ public final class SharedDatabaseReplica: Sendable {
         checkpointer?.committed()
         if notifying { observers.notify() }
         return result
+    }
+
+    /// Returns the writing connection to `synchronous = FULL` after a ``Durability/refetchable``
+    /// write; if SQLite refuses, the next ``Durability/synced`` write does it before it writes.
+    private func restoreFullLevel(_ db: Database) {
+        do {
+            if levelRestoreFailures.takeOne() { throw ShareSyncError(.internalError, "synchronous = FULL refused (injected)") }
+            try db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
+        } catch {
+            levelNeedsRestore.store(true, ordering: .releasing)
+        }
     }
 
     /// Syncs the replica's committed writes to the disk now, ``Durability/refetchable`` ones

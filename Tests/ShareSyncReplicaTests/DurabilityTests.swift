@@ -65,6 +65,23 @@ struct DurabilityTests {
         #expect(seen.last == 2)
     }
 
+    @Test("a write of what only this node knows after a page whose return to FULL failed sets FULL again first")
+    func failedReturnToFullIsMadeGoodByTheNextSyncedWrite() throws {
+        let seen = try levels { replica in
+            replica.levelRestoreFailures.store(1, ordering: .relaxed)
+            try replica.apply(page(saving: [try fetchedRecord("milk")], token: token(1)), owner: alice.ownerName)
+            let flagged = replica.levelNeedsRestore.load(ordering: .relaxed)
+            #expect(flagged)
+            try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["x"]))
+            let stillFlagged = replica.levelNeedsRestore.load(ordering: .relaxed)
+            #expect(!stillFlagged)
+            try replica.apply(page(saving: [try fetchedRecord("bread")], token: token(2)), owner: alice.ownerName)
+            try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["y"]))
+        }
+        // Before, the outbox write after the failed return committed at NORMAL (1), without its sync.
+        #expect(seen == [1, 2, 1, 2])
+    }
+
     @Test("syncToDisk syncs the WAL of a replica in a file and does nothing in memory")
     func syncToDisk() throws {
         _ = try levels { replica in
