@@ -48,6 +48,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
         // zlib's own API for the frame codec: compress-nio (still used by the bench) does not expose
@@ -134,7 +135,11 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "sharesync-fuzz", dependencies: ["ShareSyncFuzzing"]),
-        .testTarget(name: "ShareSyncTests", dependencies: ["ShareSync", "ShareSyncTestSupport"]),
+        .testTarget(
+            // The store and GRDB: a test fills the embedded node's disk (SyncEngineTargetPendingTests).
+            name: "ShareSyncTests",
+            dependencies: ["ShareSync", "ShareSyncStore", "ShareSyncTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .testTarget(name: "ShareSyncCoreTests", dependencies: ["ShareSyncCore", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncStoreTests", dependencies: ["ShareSyncStore", "ShareSyncTestSupport"]),
         .testTarget(name: "ShareSyncSharingTests", dependencies: ["ShareSyncStore", "ShareSyncTestSupport"]),

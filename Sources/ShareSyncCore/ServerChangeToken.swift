@@ -13,15 +13,13 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
     /// A token from its string form (as ``stringValue`` gave it).
     public init(stringValue: String) { self.stringValue = stringValue }
 
-    /// Token layout, version 1: `1.<database id>.<sequence number>`. Database ids are hex, without
-    /// dots. A token between the pages of a fetch that started from nil also names the sequence number
-    /// at which that fetch began: `1s.<database id>.<sequence number>.<snapshot>`.
-    package init(databaseID: String, sequence: Int64, scanSnapshot: Int64? = nil) {
-        if let scanSnapshot {
-            stringValue = "1s.\(databaseID).\(sequence).\(scanSnapshot)"
-        } else {
-            stringValue = "1.\(databaseID).\(sequence)"
-        }
+    /// Token layout, version 2: `2.<database id>.<sealed position>`. Database ids are hex, without
+    /// dots; the position (``Position``) is sealed by the database that issued the token
+    /// (``ChangeTokenSealing``), so that a holder learns nothing from it (in version 1,
+    /// `1.<database id>.<sequence>`, the sequence was the owner's count of changes in every zone, shared
+    /// or not) and cannot make up another.
+    package init(databaseID: String, position: Position, sealing: some ChangeTokenSealing) throws(ShareSyncError) {
+        stringValue = "2.\(databaseID).\(try sealing.seal(position))"
     }
 
     /// Where a token points: after `sequence`; for a fetch from nil still under way, `scanSnapshot` is
@@ -34,46 +32,39 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
         /// The oldest history the holder still needs.
         package var oldestNeeded: Int64 { scanSnapshot ?? sequence }
 
-        package init(sequence: Int64, scanSnapshot: Int64?) {
+        package init(sequence: Int64, scanSnapshot: Int64? = nil) {
             self.sequence = sequence
             self.scanSnapshot = scanSnapshot
         }
     }
 
     /// The token's position, or an error naming what is wrong with it.
-    package func position(expectedDatabaseID: String) throws(ShareSyncError) -> Position {
+    package func position(expectedDatabaseID: String, sealing: some ChangeTokenSealing) throws(ShareSyncError) -> Position {
         let parts = stringValue.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count >= 3, let version = parts.first, !version.isEmpty else {
             throw .invalid("malformed change token", rule: .changeTokenFormat)
         }
-        guard version == "1" || version == "1s" else {
+        if version == "1" || version == "1s" {
+            // Issued before positions were sealed: its holder fetches again, once.
+            throw ShareSyncError(
+                .changeTokenExpired, "the change token is of an earlier version (\(version)); fetch again from nil",
+                rule: .changeTokenVersion)
+        }
+        guard version == "2" else {
             throw .invalid("unsupported change token version \(version)", rule: .changeTokenVersion)
         }
-        let scan = version == "1s"
-        guard parts.count == (scan ? 4 : 3), let seq = Int64(parts[2]), seq >= 0 else {
-            throw .invalid("malformed change token", rule: .changeTokenFormat)
-        }
-        var snapshot: Int64?
-        if scan {
-            guard let s = Int64(parts[3]), s >= 0 else { throw .invalid("malformed change token", rule: .changeTokenFormat) }
-            snapshot = s
-        }
+        guard parts.count == 3, !parts[2].isEmpty else { throw .invalid("malformed change token", rule: .changeTokenFormat) }
         guard parts[1] == expectedDatabaseID else {
             throw ShareSyncError(
                 .changeTokenExpired, "the change token belongs to another database; fetch again from nil",
                 rule: .changeTokenDatabase)
         }
-        // Only the spelling the database issues: numbers with a sign or leading zeros would give one
-        // position any number of tokens, and the owner keys pushes by their token.
-        guard ServerChangeToken(databaseID: expectedDatabaseID, sequence: seq, scanSnapshot: snapshot) == self else {
+        let position = try sealing.open(parts[2])
+        // Only the spelling the database issues (the owner keys pushes by their token).
+        guard try ServerChangeToken(databaseID: expectedDatabaseID, position: position, sealing: sealing) == self else {
             throw .invalid("malformed change token (not as the database issued it)", rule: .changeTokenFormat)
         }
-        return Position(sequence: seq, scanSnapshot: snapshot)
-    }
-
-    /// The token's sequence number, or an error naming what is wrong with it.
-    package func decode(expectedDatabaseID: String) throws(ShareSyncError) -> Int64 {
-        try position(expectedDatabaseID: expectedDatabaseID).oldestNeeded
+        return position
     }
 
     /// The token's string form.
@@ -87,4 +78,14 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
         var c = encoder.singleValueContainer()
         try c.encode(stringValue)
     }
+}
+
+/// Seals a token's ``ServerChangeToken/Position`` into the opaque last part of its string and opens it
+/// again: the owner's database does it with a key only it holds.
+package protocol ChangeTokenSealing: Sendable {
+    /// The position as text without dots, the same text for the same position.
+    func seal(_ position: ServerChangeToken.Position) throws(ShareSyncError) -> String
+    /// The position `sealed` holds; `invalidArguments`, rule `changeTokenFormat`, if it holds none
+    /// (not made by ``seal(_:)`` with this key).
+    func open(_ sealed: Substring) throws(ShareSyncError) -> ServerChangeToken.Position
 }

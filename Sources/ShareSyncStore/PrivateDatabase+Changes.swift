@@ -71,7 +71,13 @@ extension PrivateDatabase {
 
     /// The token for "now": fetching with it returns only later changes.
     public func currentChangeToken() throws(ShareSyncError) -> ServerChangeToken {
-        ServerChangeToken(databaseID: databaseID, sequence: try read { db in try currentSeq(db) })
+        try ServerChangeToken(databaseID: databaseID, position: .init(sequence: try read { db in try currentSeq(db) }), sealing: positions)
+    }
+
+    /// The token of a position, whether or not this database got there (tests make tokens of positions
+    /// ahead of it, and of earlier positions, with it).
+    package func changeToken(at sequence: Int64) throws(ShareSyncError) -> ServerChangeToken {
+        try ServerChangeToken(databaseID: databaseID, position: .init(sequence: sequence), sealing: positions)
     }
 
     /// Forgets deletions (tombstones) up to a token, or all of them. Tokens older than that point then
@@ -79,7 +85,7 @@ extension PrivateDatabase {
     public func compactHistory(upTo token: ServerChangeToken? = nil) throws(ShareSyncError) {
         try write { db in
             let current = try currentSeq(db)
-            let horizon = try token.map { t throws(ShareSyncError) in try t.position(expectedDatabaseID: databaseID).sequence } ?? current
+            let horizon = try token.map { t throws(ShareSyncError) in try t.position(expectedDatabaseID: databaseID, sealing: positions).sequence } ?? current
             let upTo = min(horizon, current)
             try db.execute(sql: "DELETE FROM recordTombstone WHERE seq <= ?", arguments: [upTo])
             try db.execute(sql: "DELETE FROM zoneTombstone WHERE seq <= ?", arguments: [upTo])
@@ -131,15 +137,14 @@ extension PrivateDatabase {
     func position(of token: ServerChangeToken?, _ db: Database) throws -> ServerChangeToken.Position {
         let current = try currentSeq(db)
         guard let token else { return .init(sequence: 0, scanSnapshot: current) }
-        let position = try token.position(expectedDatabaseID: databaseID)
+        let position = try token.position(expectedDatabaseID: databaseID, sealing: positions)
         let horizon = try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'horizon'")) ?? 0
         guard position.sequence <= current, (position.scanSnapshot ?? 0) <= current else {
-            // Ahead of every change this database made: it was restored from an older copy, or the token
-            // was altered. Either way the holder's copy cannot be trusted: fetch again from nil.
+            // Ahead of every change this database made: it was restored from an older copy. The holder's
+            // copy cannot be trusted: fetch again from nil. (The message gives no numbers: they are the
+            // owner's change counter, which tokens keep from their holders.)
             throw ShareSyncError(
-                .changeTokenExpired,
-                "the change token is ahead of this database's history (position \(position.sequence), the database is at "
-                    + "\(current)); fetch again from nil",
+                .changeTokenExpired, "the change token is ahead of this database's history; fetch again from nil",
                 rule: .changeTokenExpired)
         }
         guard position.oldestNeeded >= horizon else {
@@ -162,8 +167,11 @@ extension PrivateDatabase {
     func token(afterSeq lastSeq: Int64?, moreComing: Bool, from position: ServerChangeToken.Position, _ db: Database)
         throws -> ServerChangeToken
     {
-        guard moreComing, let lastSeq else { return ServerChangeToken(databaseID: databaseID, sequence: try currentSeq(db)) }
-        return ServerChangeToken(databaseID: databaseID, sequence: lastSeq, scanSnapshot: position.scanSnapshot)
+        guard moreComing, let lastSeq else {
+            return try ServerChangeToken(databaseID: databaseID, position: .init(sequence: try currentSeq(db)), sealing: positions)
+        }
+        return try ServerChangeToken(
+            databaseID: databaseID, position: .init(sequence: lastSeq, scanSnapshot: position.scanSnapshot), sealing: positions)
     }
 
     /// A stored record as the owner sees it in their private database.

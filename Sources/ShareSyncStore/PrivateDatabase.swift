@@ -23,6 +23,8 @@ public final class PrivateDatabase: Sendable {
     public let limits: Limits
     /// The database's identity; change tokens carry it.
     public let databaseID: String
+    /// Seals the positions of the change tokens this database hands out, and makes its change tags.
+    let positions: PositionCipher
 
     let writer: any DatabaseWriter
     /// Whether writes read and write rows in sets where they can: a batch's records read ahead in one
@@ -119,13 +121,21 @@ public final class PrivateDatabase: Sendable {
         self.limits = limits
         self.clock = clock
         try Schema.migrator.migrateRefusingNewer(writer, what: "the private database")
-        databaseID = try writer.write { db in
-            if let id = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'databaseID'") { return id }
-            let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16).description
-            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('databaseID', ?), ('seq', '0'), ('horizon', '0')", arguments: [id])
-            try db.execute(
-                sql: "INSERT INTO zone (name, seq) VALUES (?, 0)", arguments: [RecordZone.ID.defaultZoneName])
-            return id
+        (databaseID, positions) = try writer.write { db in
+            var id = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'databaseID'")
+            if id == nil {
+                id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16).description
+                try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('databaseID', ?), ('seq', '0'), ('horizon', '0')", arguments: [id])
+                try db.execute(
+                    sql: "INSERT INTO zone (name, seq) VALUES (?, 0)", arguments: [RecordZone.ID.defaultZoneName])
+            }
+            // Made once, by the first open of a version that seals positions (PositionCipher).
+            var key = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionKey'")
+            if key == nil {
+                key = PositionCipher.newKeyHex()
+                try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('positionKey', ?)", arguments: [key])
+            }
+            return (id!, try PositionCipher(hex: key!))
         }
     }
 

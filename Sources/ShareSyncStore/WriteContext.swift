@@ -206,7 +206,7 @@ struct WriteContext {
         let name = record.recordID.recordName
         try noteShareBefore(zone: zone, name: name)
         let seq = nextSeq()
-        record.recordChangeTag = String(seq, radix: 36)
+        record.recordChangeTag = try database.positions.changeTag(seq)
         let json = try record.jsonData()
         try record.checkSize(of: json, limits: database.limits)
         let isShare = record.recordType == Record.shareRecordType

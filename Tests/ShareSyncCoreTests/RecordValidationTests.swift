@@ -155,7 +155,7 @@ struct ModifyRecordsResultTests {
         let deleted = DeletedRecord(recordID: Record.ID(recordName: "old", zoneID: topicsZone), recordType: "Note")
         let page = ZoneChanges(
             zoneID: topicsZone, changes: [.changed(record), .deleted(deleted)],
-            changeToken: ServerChangeToken(databaseID: "db1", sequence: 2), moreComing: false)
+            changeToken: ServerChangeToken(stringValue: "2.db1.x"), moreComing: false)
         #expect(page.changedRecords == [record])
         #expect(page.deletedRecords == [deleted])
     }

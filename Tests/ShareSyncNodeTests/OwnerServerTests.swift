@@ -48,7 +48,7 @@ struct OwnerServerTests {
 
         // An expired (foreign) token and an unknown zone come back as ShareSyncErrors.
         let expired = await expectShareSyncError {
-            _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: "1.deadbeef.3"))
+            _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: "2.deadbeef.AAAAAAAAAAAAAAAAAAAAAA"))
         }
         #expect(expired?.code == .changeTokenExpired)
         let noZone = await expectShareSyncError { _ = try await connection.fetchZoneChanges(zoneName: "Other", since: nil) }

@@ -177,7 +177,14 @@ struct ChangeFeedTests {
             try expectNothingChanges(in: db) {
                 expectError(.changeTokenExpired) { try db.fetchZoneChanges(topics, since: foreign) }
                 expectError(.changeTokenExpired) { try db.fetchDatabaseChanges(since: foreign) }
-                for garbage in ["garbage", "", "1.x", "1.\(db.databaseID).-4", "1.\(db.databaseID).abc"] {
+                // A position sealed with another key (another database's, under this database's ID), and
+                // ones altered or made up: refused as malformed.
+                let otherKey = "2.\(db.databaseID)." + foreign.stringValue.split(separator: ".")[2]
+                let current = try db.currentChangeToken().stringValue
+                let first = current.index(current.startIndex, offsetBy: "2.\(db.databaseID).".count)
+                let altered = current.replacingCharacters(in: first...first, with: current[first] == "A" ? "B" : "A")
+                for garbage in ["garbage", "", "2.x", "2.\(db.databaseID).-4", "2.\(db.databaseID).abc", otherKey, altered,
+                                "2.\(db.databaseID).AAAAAAAAAAAAAAAAAAAAAA"] {
                     let token = ServerChangeToken(stringValue: garbage)
                     expectError(.invalidArguments) { try db.fetchZoneChanges(topics, since: token) }
                     expectError(.invalidArguments) { try db.fetchDatabaseChanges(since: token) }
@@ -190,7 +197,7 @@ struct ChangeFeedTests {
     func tokenFromTheFuture(storage: Storage) throws {
         try withDatabase(storage) { db in
             try db.saveZone(RecordZone(zoneID: topics))
-            let future = ServerChangeToken(stringValue: "1.\(db.databaseID).999999")
+            let future = try db.changeToken(at: 999_999)
             expectError(.changeTokenExpired) { try db.fetchZoneChanges(topics, since: future) }
             // It says what is wrong: ahead of the history, not older than it.
             do {
