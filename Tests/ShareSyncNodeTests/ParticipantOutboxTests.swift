@@ -79,6 +79,65 @@ struct ParticipantOutboxTests {
         #expect(try rw.sync.replica.outboxOperations(owner: rw.ownerName).count == 1)
     }
 
+    @Test("a later queued save is not moved onto a changedKeys save that kept the owner's newer field: it conflicts, and the owner's field stays")
+    func aLaterSaveIsNotRebasedOntoAMergedSave() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        let log = EventLog(w.sync)
+        // Two edits of n0 while the owner is away, the second made from the first's copy (same tag):
+        // the title with changedKeys, then the whole record with a body.
+        var first = try #require(try w.sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: w.zone)))
+        first["title"] = "mine"
+        guard case .queued = try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", saving: [first], savePolicy: .changedKeys)
+        else { throw ShareSyncError(.internalError, "expected the write to be queued") }
+        var second = first
+        second["body"] = "my body"
+        guard case .queued(let later) = try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", saving: [second])
+        else { throw ShareSyncError(.internalError, "expected the write to be queued") }
+        // Meanwhile the owner sets another field.
+        var theirs = try w.owner.db.fetchRecord(w.owner.id("n0"))
+        theirs["label"] = "the owner's"
+        _ = try w.owner.db.modifyRecords(saving: [theirs]).get()
+        let server = try await w.owner.restartServer(port: w.port)
+
+        try await expectEventually(w.sync, "the first save applied") { try w.ownerTitle("n0") == "mine" }
+        try await expectEventually(w.sync, "the later save kept as a conflict") {
+            try w.sync.replica.outboxOperation(id: later.id)?.operation.state == .conflict
+        }
+        // Before, the later save was moved onto the first's tag and sent whole: the owner's label was
+        // removed, and nobody was told.
+        #expect(try w.owner.db.fetchRecord(w.owner.id("n0"))["label"] == "the owner's")
+        #expect(try w.owner.db.fetchRecord(w.owner.id("n0"))["body"] == nil)
+        try await eventually { log.count { if case .conflict(_, let id, false) = $0 { id.recordName == "n0" } else { false } } == 1 }
+        // Mine sends my body over the owner's record, keeping its label.
+        #expect(try await w.sync.resolveConflict(id: later.id, keep: .mine) == nil)
+        #expect(try w.owner.db.fetchRecord(w.owner.id("n0"))["body"] == "my body")
+        #expect(try w.owner.db.fetchRecord(w.owner.id("n0"))["label"] == "the owner's")
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
+    @Test("a queued atomic write whose deletion the owner made first goes again for its save at once, not at the next reconnect")
+    func theRestOfAWriteGoesAgainWhileConnected() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let w = try await OfflineWriter.start(b)
+        var note = try #require(try w.sync.replica.fetchRecord(Record.ID(recordName: "n1", zoneID: w.zone)))
+        note["title"] = "queued"
+        guard case .queued = try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", saving: [note], deleting: ["n0"])
+        else { throw ShareSyncError(.internalError, "expected the write to be queued") }
+        // The owner deletes n0 first: the atomic write is answered with n0 unknown (gone, as asked:
+        // done) and the save batchRequestFailed, so the save is kept pending to go again, alone.
+        _ = try w.owner.db.modifyRecords(deleting: [w.owner.id("n0")]).get()
+        let server = try await w.owner.restartServer(port: w.port)
+        // Before, it waited for the next reconnect (or another write): nothing sent it while connected.
+        try await expectEventually(w.sync, "the save sent again") { try w.ownerTitle("n1") == "queued" }
+        try await expectEventually(w.sync, "the outbox empty") { try w.sync.replica.outboxOperations().isEmpty }
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
     @Test("without a merge hook a queued conflict is kept with the owner's record, later writes still go, and mine resends it")
     func conflictKeptWithoutHook() async throws {
         let b = try TestParticipant()

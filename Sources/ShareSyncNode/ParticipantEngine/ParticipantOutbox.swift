@@ -17,6 +17,34 @@ extension ParticipantOwnerLink {
     /// as `conflict` or `refused` (``ParticipantSync/Event/operationKept(owner:operation:)``) and the
     /// later writes still go.
     func flushOutbox(_ connection: any OwnerDatabase) async throws(ShareSyncError) {
+        // A write settled with items to send again (``settle(_:_:dropped:)``: failed only because their
+        // batch did) goes in another pass, a few at most: before, it waited for a poke that may never
+        // come while connected (another write, a reconnect).
+        for _ in 0..<Self.flushPasses {
+            let pass = try await flushPass(connection)
+            if pass == .heldBack { return }
+            if pass == .done { break }
+        }
+        // Every pending write was answered: nothing is held back any more.
+        clearHeldBack()
+    }
+
+    /// Passes of ``flushOutbox(_:)`` over the pending writes: each one that sends some again sends fewer.
+    static let flushPasses = 4
+
+    /// How a pass of ``flushOutbox(_:)`` ended.
+    private enum FlushPass {
+        /// Every pending write was answered.
+        case done
+        /// One was settled with items to send again.
+        case sendAgain
+        /// The owner cannot take writes now (``holdBack(_:what:)``): the rest stays pending.
+        case heldBack
+    }
+
+    /// Sends each pending write once.
+    private func flushPass(_ connection: any OwnerDatabase) async throws(ShareSyncError) -> FlushPass {
+        var again = false
         for id in try replica.pendingOperations(owner: ownerName).map(\.id) {
             // Read again: an earlier save may have rebased it, the user may have discarded it.
             guard var operation = try replica.outboxOperation(id: id)?.operation, operation.state == .pending else { continue }
@@ -58,7 +86,7 @@ extension ParticipantOwnerLink {
                 throw error
             } catch where Self.holdsBackWrite(error) {
                 holdBack(error, what: "queued writes")
-                return
+                return .heldBack
             } catch {
                 var refused = operation
                 refused.state = .refused
@@ -66,10 +94,9 @@ extension ParticipantOwnerLink {
                 try keep(refused)
                 continue
             }
-            try settle(operation, answer.0, dropped: answer.dropped)
+            if try settle(operation, answer.0, dropped: answer.dropped) { again = true }
         }
-        // Every pending write was answered: nothing is held back any more.
-        clearHeldBack()
+        return again ? .sendAgain : .done
     }
 
     /// How far outbox write `operation` (or, `merged`, its merged retry) got (``WriteProgress``): its
@@ -128,10 +155,20 @@ extension ParticipantOwnerLink {
             }
             for saved in answer.saved + landed where rebased.insert(saved.recordID.recordName).inserted {
                 guard let original = originals[saved.recordID.recordName] else { continue }
-                try replica.rebaseQueuedSaves(
-                    owner: ownerName, recordID: original.recordID, from: original.recordChangeTag, to: saved.recordChangeTag)
+                try rebaseIfSame(original, on: saved)
             }
         }
+    }
+
+    /// Moves the later queued saves of `sent`'s record that were based on the same copy (its change tag)
+    /// onto `saved`, the owner's answer, but only if the owner now holds exactly what was sent. A save
+    /// with `changedKeys`, or one the merge hook rebuilt, keeps the owner's other fields, perhaps
+    /// someone else's newer values: a later save of the whole record made from this node's copy would
+    /// put the old ones back without a word. Not moved, it is answered `serverRecordChanged` and kept
+    /// as a conflict (or merged by the hook), as any save from a stale copy is.
+    private func rebaseIfSame(_ sent: Record, on saved: Record) throws(ShareSyncError) {
+        guard saved.holdsSameContent(as: sent) else { return }
+        try replica.rebaseQueuedSaves(owner: ownerName, recordID: sent.recordID, from: sent.recordChangeTag, to: saved.recordChangeTag)
     }
 
     /// Whether write `id` is no longer in the outbox (read without error, and not there).
@@ -159,8 +196,10 @@ extension ParticipantOwnerLink {
     }
 
     /// Removes an answered write, or keeps what of it the owner did not accept, as a conflict or a refusal.
+    /// Returns whether it kept items to send again.
+    @discardableResult
     private func settle(_ operation: OutboxOperation, _ result: ModifyRecordsResult, dropped: Set<Record.ID>)
-        throws(ShareSyncError)
+        throws(ShareSyncError) -> Bool
     {
         let zoneID = RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName)
         var kept = operation
@@ -171,9 +210,9 @@ extension ParticipantOwnerLink {
         for record in operation.saving {
             switch result.saveResults[record.recordID] {
             case .success(let saved)?:
-                // Later local edits of this record were based on the same copy: base them on this save.
-                try replica.rebaseQueuedSaves(
-                    owner: ownerName, recordID: record.recordID, from: record.recordChangeTag, to: saved.recordChangeTag)
+                // Later local edits of this record were based on the same copy: base them on this save,
+                // if the owner now holds exactly what was sent (``rebaseIfSame(_:on:)``).
+                try rebaseIfSame(record, on: saved)
             case .failure(let error)? where !dropped.contains(record.recordID):
                 kept.saving.append(record)
                 if error.code == .serverRecordChanged {
@@ -212,8 +251,9 @@ extension ParticipantOwnerLink {
             do {
                 try replica.updateOperation(kept)
             } catch where error.code == .unknownItem {
-                return  // the user discarded it while it was on its way
+                return false  // the user discarded it while it was on its way
             }
+            return true
         } else if let refusal = refusals.first {
             kept.state = .refused
             kept.error = refusals.count == 1 ? refusal : ShareSyncError(
@@ -230,6 +270,7 @@ extension ParticipantOwnerLink {
             try replica.removeOperation(id: operation.id)
             hub.emit(.operationSent(owner: ownerName, operationID: operation.id, result: result))
         }
+        return false
     }
 
     /// A save answered `serverRecordChanged` whose server record already holds exactly what the save
