@@ -57,15 +57,19 @@ struct ItemBatch {
     }
 
     /// Runs every item once, `authorize` first for each: in a savepoint of its own when `perItem`,
-    /// else directly (an error is thrown and ends the run). A record named twice fails the second
-    /// time with `duplicateItem`.
+    /// else directly (an error is thrown and ends the run). A record named twice fails each time
+    /// with `duplicateItem`, and nothing of it is applied.
     mutating func run(in db: Database, perItem: Bool, authorize: (inout WriteContext) throws -> Void) throws {
-        var seen: Set<Record.ID> = []
+        // A record named more than once (saved twice, saved and deleted) fails every time, before anything
+        // of it is applied. Before, its first item was applied and the next refused: an answer keyed by
+        // record name then said both "saved" and "duplicateItem" of one record.
+        let duplicates = Self.duplicates(saving.map(\.recordID) + deleting)
         if saving.count >= ItemBatch.prefetchThreshold { try ctx.prefetch(saving) }
         saveOutcomes.reserveCapacity(saving.count)
         for record in saving {
-            guard seen.insert(record.recordID).inserted else {
+            guard !duplicates.contains(record.recordID) else {
                 saveOutcomes[record.recordID] = .failure(Self.duplicate(record.recordID))
+                if ctx.requestSaves?.isEmpty == false { ctx.requestSaves?[record.recordID.zoneID.zoneName]?.remove(record.recordID.recordName) }
                 continue
             }
             var saved: Record?
@@ -82,7 +86,7 @@ struct ItemBatch {
             if ctx.requestSaves?.isEmpty == false { ctx.requestSaves?[record.recordID.zoneID.zoneName]?.remove(record.recordID.recordName) }
         }
         for id in deleting {
-            guard seen.insert(id).inserted else {
+            guard !duplicates.contains(id) else {
                 deleteOutcomes[id] = .failure(Self.duplicate(id))
                 continue
             }
@@ -99,6 +103,14 @@ struct ItemBatch {
 
     /// From how many records a batch reads them ahead (below it, one statement each costs less).
     static let prefetchThreshold = 4
+
+    /// The IDs that appear more than once in `ids`.
+    private static func duplicates(_ ids: [Record.ID]) -> Set<Record.ID> {
+        var seen: Set<Record.ID> = []
+        var twice: Set<Record.ID> = []
+        for id in ids where !seen.insert(id).inserted { twice.insert(id) }
+        return twice
+    }
 
     private static func duplicate(_ id: Record.ID) -> ShareSyncError {
         ShareSyncError(.invalidArguments, "record \(id.recordName) appears twice in one request", recordID: id, rule: .duplicateItem)

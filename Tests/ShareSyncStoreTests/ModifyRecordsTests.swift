@@ -137,4 +137,23 @@ struct ModifyRecordsTests {
             #expect(failure(result.saveResults[recordID("a")])?.rule == .duplicateItem)
         }
     }
+
+    @Test("not atomic: a record named twice is applied in neither item, and the answer says so once; the others are saved", arguments: Storage.allCases)
+    func duplicateItemsNotAtomic(storage: Storage) throws {
+        try withDatabase(storage) { db in
+            try db.saveZone(RecordZone(zoneID: topics))
+            try db.save(makeRecord("gone", ["n": 1]))
+            let result = try db.modifyRecords(
+                saving: [makeRecord("twice", ["n": 1]), makeRecord("twice", ["n": 2]), makeRecord("gone", ["n": 2]), makeRecord("ok")],
+                deleting: [recordID("gone")], atomically: false)
+            // Before, the first of each was applied: "twice" saved with n 1 and "gone" saved, while the
+            // answer also refused them, keyed by the same names.
+            #expect(failure(result.saveResults[recordID("twice")])?.rule == .duplicateItem)
+            #expect(failure(result.saveResults[recordID("gone")])?.rule == .duplicateItem)
+            #expect(failure(result.deleteResults[recordID("gone")])?.rule == .duplicateItem)
+            #expect(try !db.exists(recordID("twice")))
+            #expect(try db.fetchRecord(recordID("gone"))["n"] == 1)
+            #expect(try db.exists(recordID("ok")))
+        }
+    }
 }
