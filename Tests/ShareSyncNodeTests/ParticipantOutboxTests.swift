@@ -118,6 +118,44 @@ struct ParticipantOutboxTests {
         try await server.shutdown()
     }
 
+    @Test("with a merge hook, a queued atomic write with an item refused for its own reason is not retried without it: nothing of it is applied")
+    func anAtomicWriteWithARefusalIsNotHalfAppliedByTheMergeRetry() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let merges = Box(0)
+        let w = try await OfflineWriter.start(b) { mine, server in
+            merges.value.withLock { $0 += 1 }
+            var merged = server
+            merged["title"] = mine["title"]
+            return merged
+        }
+        // One write: n0 from a copy the owner changes meanwhile (a conflict the hook would merge), n1,
+        // and a new note under a parent outside the share (refused: outsideView).
+        var n0 = try #require(try w.sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: w.zone)))
+        n0["title"] = "mine"
+        var n1 = try #require(try w.sync.replica.fetchRecord(Record.ID(recordName: "n1", zoneID: w.zone)))
+        n1["title"] = "also mine"
+        var stray = Record(recordType: "Note", recordID: Record.ID(recordName: "stray", zoneID: w.zone))
+        stray.parent = Record.Reference(recordID: Record.ID(recordName: "elsewhere", zoneID: w.zone), action: .none)
+        guard case .queued(let write) = try await w.sync.modifyRecords(owner: w.ownerName, zoneName: "Topics", saving: [n0, n1, stray])
+        else { throw ShareSyncError(.internalError, "expected the write to be queued") }
+        try w.ownerSetsTitle("n0", "theirs")
+        let before = try w.ownerTitle("n1")
+        let server = try await w.owner.restartServer(port: w.port)
+
+        try await expectEventually(w.sync, "the write kept refused") {
+            try w.sync.replica.outboxOperation(id: write.id)?.operation.state == .refused
+        }
+        // Before, the hook's merge of n0 and n1 went again without the stray, atomically, and were saved.
+        #expect(try w.ownerTitle("n0") == "theirs")
+        #expect(try w.ownerTitle("n1") == before)
+        #expect(merges.value.withLock { $0 } == 0)
+        let kept = try #require(try w.sync.replica.outboxOperation(id: write.id)?.operation)
+        #expect(Set(kept.saving.map(\.recordID.recordName)) == ["n0", "n1", "stray"])
+        await w.sync.stop()
+        try await server.shutdown()
+    }
+
     @Test("a queued atomic write whose deletion the owner made first goes again for its save at once, not at the next reconnect")
     func theRestOfAWriteGoesAgainWhileConnected() async throws {
         let b = try TestParticipant()

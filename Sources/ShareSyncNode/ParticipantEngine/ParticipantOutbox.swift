@@ -319,6 +319,14 @@ extension ParticipantOwnerLink {
         _ operation: OutboxOperation, _ result: ModifyRecordsResult, _ connection: any OwnerDatabase, log: AnswerLog
     ) async throws(ShareSyncError) -> (ModifyRecordsResult, dropped: Set<Record.ID>) {
         guard let mergeConflict = configuration.mergeConflict else { return (result, []) }
+        // An atomic write with an item refused for its own reason cannot be applied whole: no retry, and
+        // it is kept refused with its conflicts (``settle(_:_:dropped:)``). Before, the retry took the
+        // merged saves and the batch's other items without it, and the write was half applied.
+        if operation.atomically, result.errors.values.contains(where: {
+            $0.code != .serverRecordChanged && $0.code != .batchRequestFailed
+        }) {
+            return (result, [])
+        }
         var saves: [Record] = []
         var deletes: [String] = []
         var dropped: Set<Record.ID> = []
