@@ -24,7 +24,12 @@ private struct OfflineWriter {
         try await sync.accept(url: url)
         let port = owner.server.port
         try await owner.stop()
-        try await expectEventually(sync, "disconnected") { sync.status(owner: owner.identity.userRecordName) != .following }
+        // And its connection dropped: a write made while the link still holds it goes to it directly,
+        // fails on the network and is queued without the local checks (seen under load).
+        try await expectEventually(sync, "disconnected") {
+            sync.status(owner: owner.identity.userRecordName) != .following
+                && sync.existingLink(owner.identity.userRecordName)?.activeConnection == nil
+        }
         return OfflineWriter(owner: owner, sync: sync, port: port)
     }
 
