@@ -73,6 +73,7 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
             if writeID != oldValue {
                 parts = nil
                 mergedParts = nil
+                mergedRetry = nil
             }
         }
     }
@@ -87,10 +88,34 @@ public struct OutboxOperation: Sendable, Hashable, Codable {
     /// ``writeID`` and `.merged`), was cut when first sent: as ``parts`` for the write itself. `nil`
     /// until that retry is first sent; a new write ID forgets it.
     public var mergedParts: [Int]? = nil
+    /// That retry as the merge hook first built it, stored before it is first sent: sent again (its
+    /// answer lost, the link cut), it goes as it was, under the same IDs, and the hook is not asked
+    /// again. Before, the write's first request, sent again, met the retry's own save as the owner's
+    /// record; the hook merged again, and the new retry, with other items and so another ID, was
+    /// applied a second time (a counter moved twice). `nil` until that retry is built; a new write ID
+    /// forgets it.
+    public var mergedRetry: MergedRetry? = nil
+
+    /// The merge hook's retry of a write's conflicting saves (``mergedRetry``).
+    public struct MergedRetry: Sendable, Hashable, Codable {
+        /// The merged saves, each with the server's change tag, and the saves that failed only because
+        /// their batch did.
+        public var saving: [ShareSyncCore.Record]
+        /// The deletions that failed only because their batch did.
+        public var deleting: [String]
+        /// The conflicting saves the hook dropped (it returned `nil`: the server's record stays).
+        public var dropped: [String]
+
+        public init(saving: [ShareSyncCore.Record], deleting: [String], dropped: [String]) {
+            self.saving = saving
+            self.deleting = deleting
+            self.dropped = dropped
+        }
+    }
 
     // The state, error and server records are stored in their own columns, not in the operation's JSON.
     private enum CodingKeys: String, CodingKey {
-        case id, zoneName, saving, deleting, savePolicy, atomically, writeID, parts, mergedParts
+        case id, zoneName, saving, deleting, savePolicy, atomically, writeID, parts, mergedParts, mergedRetry
     }
 
     /// Creates an operation to enqueue; its ``id`` is assigned when it is enqueued.

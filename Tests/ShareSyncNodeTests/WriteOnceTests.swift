@@ -579,6 +579,41 @@ struct WriteOnceTests {
         try await owner.stop()
     }
 
+    @Test("the merge hook's retry, applied and its answer lost, is sent again as it was, not merged again: a counter moves once")
+    func aMergedRetryWhoseAnswerIsLostIsAppliedOnce() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        // A hook that is not idempotent: one more than the owner's count.
+        let (owner, sync, _) = try await Self.ownerWithNotesInRequestsOf4(count: 4, b, merge: { _, theirs in
+            var merged = theirs
+            merged["count"] = .int64((theirs["count"]?.int64Value ?? 0) + 1)
+            return merged
+        })
+        let ownerName = owner.identity.userRecordName
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        var stale = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "d0", zoneID: zone)))
+        stale["count"] = 1
+        // The owner moves it on: the participant's save conflicts, and the hook's retry goes.
+        var theirs = try owner.db.fetchRecord(owner.id("d0"))
+        theirs["count"] = 5
+        _ = try owner.db.modifyRecords(saving: [theirs]).get()
+        var new = Record(recordType: "Note", recordID: Record.ID(recordName: "c", zoneID: zone))
+        new.parent = Record.Reference(recordID: Record.ID(recordName: "topic", zoneID: zone), action: .none)
+        // The write's answer comes (a conflict, the new note batchRequestFailed); the retry is applied and
+        // its answer lost.
+        owner.server.registry.answersBeforeDrop.store(1, ordering: .relaxed)
+        owner.server.registry.droppedAnswers.store(1, ordering: .relaxed)
+        _ = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [stale, new]))
+        try #require(sync.existingLink(ownerName)).pokeOutbox()
+        try await expectEventually(sync, "the outbox to empty", timeout: 30) { try sync.replica.outboxOperations().isEmpty }
+        // Before, the write went again: the new note had landed, the save met the retry's own merge as
+        // the owner's record, and the hook's second merge was another write: 7.
+        #expect(try owner.db.fetchRecord(owner.id("d0"))["count"] == 6)
+        #expect(try owner.db.fetchRecord(owner.id("c")).recordID.recordName == "c")
+        await sync.stop()
+        try await owner.stop()
+    }
+
     @Test("the merge hook's retry of a long write, cut off part-way, is sent again as it was cut, skipping what was answered")
     func aLongMergedRetrySkipsTheRequestsAnswered() async throws {
         let b = try TestParticipant()

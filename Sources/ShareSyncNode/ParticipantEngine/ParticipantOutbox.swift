@@ -327,34 +327,53 @@ extension ParticipantOwnerLink {
         }) {
             return (result, [])
         }
+        let zoneID = RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName)
+        // Only a conflict calls for a retry.
+        guard operation.saving.contains(where: {
+            if case .failure(let error) = result.saveResults[$0.recordID] { error.code == .serverRecordChanged } else { false }
+        }) else { return (result, []) }
         var saves: [Record] = []
         var deletes: [String] = []
         var dropped: Set<Record.ID> = []
-        var conflicts = 0
-        for record in operation.saving {
-            guard case .failure(let error) = result.saveResults[record.recordID] else { continue }
-            if error.code == .serverRecordChanged, let server = error.serverRecord {
-                conflicts += 1
-                ShareSyncMetrics.conflicts(side: "participant")
-                let merged = mergeConflict(record, server)
-                hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: merged != nil))
-                if var merged {
-                    merged.recordChangeTag = server.recordChangeTag
-                    saves.append(merged)
-                } else {
-                    dropped.insert(record.recordID)
+        if let built = try replica.outboxOperation(id: operation.id)?.operation.mergedRetry {
+            // Built and sent before (its answer lost, the link cut): sent again as it was, the hook not
+            // asked again (``OutboxOperation/mergedRetry``).
+            saves = built.saving
+            deletes = built.deleting
+            dropped = Set(built.dropped.map { Record.ID(recordName: $0, zoneID: zoneID) })
+        } else {
+            for record in operation.saving {
+                guard case .failure(let error) = result.saveResults[record.recordID] else { continue }
+                if error.code == .serverRecordChanged, let server = error.serverRecord {
+                    ShareSyncMetrics.conflicts(side: "participant")
+                    let merged = mergeConflict(record, server)
+                    hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: merged != nil))
+                    if var merged {
+                        merged.recordChangeTag = server.recordChangeTag
+                        saves.append(merged)
+                    } else {
+                        dropped.insert(record.recordID)
+                    }
+                } else if error.code == .batchRequestFailed {
+                    saves.append(record)
                 }
-            } else if error.code == .batchRequestFailed {
-                saves.append(record)
             }
-        }
-        guard conflicts > 0 else { return (result, dropped) }
-        let zoneID = RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName)
-        for name in operation.deleting {
-            if case .failure(let error) = result.deleteResults[Record.ID(recordName: name, zoneID: zoneID)],
-                error.code == .batchRequestFailed
-            {
-                deletes.append(name)
+            for name in operation.deleting {
+                if case .failure(let error) = result.deleteResults[Record.ID(recordName: name, zoneID: zoneID)],
+                    error.code == .batchRequestFailed
+                {
+                    deletes.append(name)
+                }
+            }
+            guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
+            // On disk before its first send.
+            guard var current = try replica.outboxOperation(id: operation.id)?.operation else { return (result, dropped) }
+            current.mergedRetry = OutboxOperation.MergedRetry(
+                saving: saves, deleting: deletes, dropped: dropped.map(\.recordName).sorted())
+            do {
+                try replica.updateOperation(current)
+            } catch where error.code == .unknownItem {
+                return (result, dropped)  // the user discarded it meanwhile
             }
         }
         guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
