@@ -614,6 +614,46 @@ struct WriteOnceTests {
         try await owner.stop()
     }
 
+    @Test("a stored merge retry the owner never applied, the record changed since, is merged again with the owner's new record")
+    func aStoredMergedRetryMetByANewerChangeIsMergedAgain() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (owner, sync, _) = try await Self.ownerWithNotesInRequestsOf4(count: 4, b, merge: { _, theirs in
+            var merged = theirs
+            merged["count"] = .int64((theirs["count"]?.int64Value ?? 0) + 1)
+            return merged
+        })
+        let ownerName = owner.identity.userRecordName
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        var stale = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "d0", zoneID: zone)))
+        stale["count"] = 1
+        var theirs = try owner.db.fetchRecord(owner.id("d0"))
+        theirs["count"] = 5
+        _ = try owner.db.modifyRecords(saving: [theirs]).get()
+        var new = Record(recordType: "Note", recordID: Record.ID(recordName: "c", zoneID: zone))
+        new.parent = Record.Reference(recordID: Record.ID(recordName: "topic", zoneID: zone), action: .none)
+        // The write is answered (a conflict); its retry, and every send after it, find the disk full.
+        let registry = owner.server.registry
+        registry.injectedRefusalsHeldFor.store(1, ordering: .relaxed)
+        registry.injectedRefusals.withLock { $0["modifyRecords"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull) }
+        let queued = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [stale, new]))
+        try #require(sync.existingLink(ownerName)).pokeOutbox()
+        try await expectEventually(sync, "the retry built and stored") {
+            try sync.replica.outboxOperation(id: queued.id)?.operation.mergedRetry != nil
+        }
+        // The owner changes the record again before the retry could go; then there is space.
+        var again = try owner.db.fetchRecord(owner.id("d0"))
+        again["count"] = 10
+        _ = try owner.db.modifyRecords(saving: [again]).get()
+        registry.injectedRefusals.withLock { $0 = [:] }
+        try await expectEventually(sync, "the outbox to empty", timeout: 30) { try sync.replica.outboxOperations().isEmpty }
+        // The stored retry met the newer record as a conflict (it was never applied): merged again.
+        #expect(try owner.db.fetchRecord(owner.id("d0"))["count"] == 11)
+        #expect(try owner.db.fetchRecord(owner.id("c")).recordID.recordName == "c")
+        await sync.stop()
+        try await owner.stop()
+    }
+
     @Test("the merge hook's retry of a long write, cut off part-way, is sent again as it was cut, skipping what was answered")
     func aLongMergedRetrySkipsTheRequestsAnswered() async throws {
         let b = try TestParticipant()

@@ -332,51 +332,82 @@ extension ParticipantOwnerLink {
         guard operation.saving.contains(where: {
             if case .failure(let error) = result.saveResults[$0.recordID] { error.code == .serverRecordChanged } else { false }
         }) else { return (result, []) }
-        var saves: [Record] = []
-        var deletes: [String] = []
-        var dropped: Set<Record.ID> = []
-        if let built = try replica.outboxOperation(id: operation.id)?.operation.mergedRetry {
-            // Built and sent before (its answer lost, the link cut): sent again as it was, the hook not
-            // asked again (``OutboxOperation/mergedRetry``).
-            saves = built.saving
-            deletes = built.deleting
-            dropped = Set(built.dropped.map { Record.ID(recordName: $0, zoneID: zoneID) })
-        } else {
-            for record in operation.saving {
-                guard case .failure(let error) = result.saveResults[record.recordID] else { continue }
-                if error.code == .serverRecordChanged, let server = error.serverRecord {
-                    ShareSyncMetrics.conflicts(side: "participant")
-                    let merged = mergeConflict(record, server)
-                    hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: merged != nil))
-                    if var merged {
-                        merged.recordChangeTag = server.recordChangeTag
-                        saves.append(merged)
-                    } else {
-                        dropped.insert(record.recordID)
+        // The answer the hook merges with: the write's, or, in a second round, the stored retry's.
+        var basis = result
+        var useStored = true
+        for _ in 0..<2 {
+            var saves: [Record] = []
+            var deletes: [String] = []
+            var dropped: Set<Record.ID> = []
+            var fromStore = false
+            if useStored, let built = try replica.outboxOperation(id: operation.id)?.operation.mergedRetry {
+                // Built and sent before (its answer lost, the link cut): sent again as it was, the hook
+                // not asked again (``OutboxOperation/mergedRetry``).
+                saves = built.saving
+                deletes = built.deleting
+                dropped = Set(built.dropped.map { Record.ID(recordName: $0, zoneID: zoneID) })
+                fromStore = true
+            } else {
+                for record in operation.saving {
+                    guard case .failure(let error) = basis.saveResults[record.recordID] else { continue }
+                    if error.code == .serverRecordChanged, let server = error.serverRecord {
+                        ShareSyncMetrics.conflicts(side: "participant")
+                        let merged = mergeConflict(record, server)
+                        hub.emit(.conflict(owner: ownerName, recordID: record.recordID, resolved: merged != nil))
+                        if var merged {
+                            merged.recordChangeTag = server.recordChangeTag
+                            saves.append(merged)
+                        } else {
+                            dropped.insert(record.recordID)
+                        }
+                    } else if error.code == .batchRequestFailed {
+                        saves.append(record)
                     }
-                } else if error.code == .batchRequestFailed {
-                    saves.append(record)
+                }
+                for name in operation.deleting {
+                    if case .failure(let error) = basis.deleteResults[Record.ID(recordName: name, zoneID: zoneID)],
+                        error.code == .batchRequestFailed
+                    {
+                        deletes.append(name)
+                    }
+                }
+                guard !saves.isEmpty || !deletes.isEmpty else { return (basis, dropped) }
+                // On disk before its first send.
+                guard var current = try replica.outboxOperation(id: operation.id)?.operation else { return (basis, dropped) }
+                current.mergedRetry = OutboxOperation.MergedRetry(
+                    saving: saves, deleting: deletes, dropped: dropped.map(\.recordName).sorted())
+                do {
+                    try replica.updateOperation(current)
+                } catch where error.code == .unknownItem {
+                    return (basis, dropped)  // the user discarded it meanwhile
                 }
             }
-            for name in operation.deleting {
-                if case .failure(let error) = result.deleteResults[Record.ID(recordName: name, zoneID: zoneID)],
-                    error.code == .batchRequestFailed
-                {
-                    deletes.append(name)
-                }
+            guard !saves.isEmpty || !deletes.isEmpty else { return (basis, dropped) }
+            let retry = try await sendRetry(operation, saves: saves, deletes: deletes, connection, log: log)
+            var merged = basis
+            for (id, outcome) in retry.saveResults { merged.saveResults[id] = outcome }
+            for (id, outcome) in retry.deleteResults { merged.deleteResults[id] = outcome }
+            // A stored retry answered with a conflict was not applied (an applied one is answered with the
+            // answer the owner kept for its ID): the owner changed the record since it was built. Merged
+            // again, with the owner's record of this answer, once.
+            if fromStore, retry.saveResults.values.contains(where: {
+                if case .failure(let error) = $0 { error.code == .serverRecordChanged } else { false }
+            }) {
+                basis = merged
+                useStored = false
+                continue
             }
-            guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
-            // On disk before its first send.
-            guard var current = try replica.outboxOperation(id: operation.id)?.operation else { return (result, dropped) }
-            current.mergedRetry = OutboxOperation.MergedRetry(
-                saving: saves, deleting: deletes, dropped: dropped.map(\.recordName).sorted())
-            do {
-                try replica.updateOperation(current)
-            } catch where error.code == .unknownItem {
-                return (result, dropped)  // the user discarded it meanwhile
-            }
+            return (merged, dropped)
         }
-        guard !saves.isEmpty || !deletes.isEmpty else { return (result, dropped) }
+        return (basis, [])
+    }
+
+    /// Sends the merge hook's retry of `operation` (``resolveConflicts(_:_:_:log:)``) and returns its
+    /// answer; a refusal of the retry as a whole fails each of its items so.
+    private func sendRetry(
+        _ operation: OutboxOperation, saves: [Record], deletes: [String], _ connection: any OwnerDatabase, log: AnswerLog
+    ) async throws(ShareSyncError) -> ModifyRecordsResult {
+        let zoneID = RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName)
         var retry = ModifyRecordsResult()
         // Cut once, on disk before its first send, and its answers kept as they come, as for the write
         // itself: sent again (its answer lost, the owner's limits changed), each request goes under
@@ -388,8 +419,8 @@ extension ParticipantOwnerLink {
         }
         let progress = try writeProgress(of: operation, in: replica, parts: cut, merged: true, log: log)
         // Named by the records it carries, as a request of a write in several is: sent again with other
-        // items (the hook merging a conflict it dropped before), it is another write, not answered
-        // with the first retry's answer (which would not name the new items).
+        // items (the hook merging again), it is another write, not answered with the first retry's
+        // answer (which would not name the new items).
         let mergedID = operation.writeID.map {
             OwnerConnection.partWriteID($0 + ".merged", saves.map { ModifyItem.save($0, bytes: 0) } + deletes.map { ModifyItem.delete($0) })
         }
@@ -405,9 +436,6 @@ extension ParticipantOwnerLink {
             for record in saves { retry.saveResults[record.recordID] = .failure(error) }
             for name in deletes { retry.deleteResults[Record.ID(recordName: name, zoneID: zoneID)] = .failure(error) }
         }
-        var merged = result
-        for (id, outcome) in retry.saveResults { merged.saveResults[id] = outcome }
-        for (id, outcome) in retry.deleteResults { merged.deleteResults[id] = outcome }
-        return (merged, dropped)
+        return retry
     }
 }
