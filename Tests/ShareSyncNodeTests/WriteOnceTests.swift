@@ -579,31 +579,37 @@ struct WriteOnceTests {
         try await owner.stop()
     }
 
-    @Test("the merge hook's retry, applied and its answer lost, is sent again as it was, not merged again: a counter moves once")
-    func aMergedRetryWhoseAnswerIsLostIsAppliedOnce() async throws {
-        let b = try TestParticipant()
-        defer { b.remove() }
-        // A hook that is not idempotent: one more than the owner's count.
+    /// An owner whose note d0 has count 5, a participant with a merge hook that is not idempotent (one
+    /// more than the owner's count), and its atomic write to enqueue: d0 from its copy from before
+    /// (count 1: a conflict the hook merges) and a new note c (refused with the batch, then retried).
+    static func counterConflict(_ b: TestParticipant) async throws -> (TestOwner, ParticipantSync, OutboxOperation) {
         let (owner, sync, _) = try await Self.ownerWithNotesInRequestsOf4(count: 4, b, merge: { _, theirs in
             var merged = theirs
             merged["count"] = .int64((theirs["count"]?.int64Value ?? 0) + 1)
             return merged
         })
-        let ownerName = owner.identity.userRecordName
-        let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: owner.identity.userRecordName)
         var stale = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "d0", zoneID: zone)))
         stale["count"] = 1
-        // The owner moves it on: the participant's save conflicts, and the hook's retry goes.
         var theirs = try owner.db.fetchRecord(owner.id("d0"))
         theirs["count"] = 5
         _ = try owner.db.modifyRecords(saving: [theirs]).get()
         var new = Record(recordType: "Note", recordID: Record.ID(recordName: "c", zoneID: zone))
         new.parent = Record.Reference(recordID: Record.ID(recordName: "topic", zoneID: zone), action: .none)
+        return (owner, sync, OutboxOperation(zoneName: "Topics", saving: [stale, new]))
+    }
+
+    @Test("the merge hook's retry, applied and its answer lost, is sent again as it was, not merged again: a counter moves once")
+    func aMergedRetryWhoseAnswerIsLostIsAppliedOnce() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (owner, sync, write) = try await Self.counterConflict(b)
+        let ownerName = owner.identity.userRecordName
         // The write's answer comes (a conflict, the new note batchRequestFailed); the retry is applied and
         // its answer lost.
         owner.server.registry.answersBeforeDrop.store(1, ordering: .relaxed)
         owner.server.registry.droppedAnswers.store(1, ordering: .relaxed)
-        _ = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [stale, new]))
+        _ = try sync.replica.enqueue(owner: ownerName, operation: write)
         try #require(sync.existingLink(ownerName)).pokeOutbox()
         try await expectEventually(sync, "the outbox to empty", timeout: 30) { try sync.replica.outboxOperations().isEmpty }
         // Before, the write went again: the new note had landed, the save met the retry's own merge as
@@ -618,25 +624,13 @@ struct WriteOnceTests {
     func aStoredMergedRetryMetByANewerChangeIsMergedAgain() async throws {
         let b = try TestParticipant()
         defer { b.remove() }
-        let (owner, sync, _) = try await Self.ownerWithNotesInRequestsOf4(count: 4, b, merge: { _, theirs in
-            var merged = theirs
-            merged["count"] = .int64((theirs["count"]?.int64Value ?? 0) + 1)
-            return merged
-        })
+        let (owner, sync, write) = try await Self.counterConflict(b)
         let ownerName = owner.identity.userRecordName
-        let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
-        var stale = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "d0", zoneID: zone)))
-        stale["count"] = 1
-        var theirs = try owner.db.fetchRecord(owner.id("d0"))
-        theirs["count"] = 5
-        _ = try owner.db.modifyRecords(saving: [theirs]).get()
-        var new = Record(recordType: "Note", recordID: Record.ID(recordName: "c", zoneID: zone))
-        new.parent = Record.Reference(recordID: Record.ID(recordName: "topic", zoneID: zone), action: .none)
         // The write is answered (a conflict); its retry, and every send after it, find the disk full.
         let registry = owner.server.registry
         registry.injectedRefusalsHeldFor.store(1, ordering: .relaxed)
         registry.injectedRefusals.withLock { $0["modifyRecords"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull) }
-        let queued = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: [stale, new]))
+        let queued = try sync.replica.enqueue(owner: ownerName, operation: write)
         try #require(sync.existingLink(ownerName)).pokeOutbox()
         try await expectEventually(sync, "the retry built and stored") {
             try sync.replica.outboxOperation(id: queued.id)?.operation.mergedRetry != nil

@@ -314,7 +314,9 @@ extension ParticipantOwnerLink {
     /// and carrying the server's change tag, together with the items that failed only because the batch
     /// did (`batchRequestFailed`). Returns the first result updated with the retry's, and the conflicting
     /// saves the hook dropped (it returned `nil`: the server's record stays). Without a hook, returns
-    /// the result as it is.
+    /// the result as it is. The retry is stored before it is first sent and, sent again, goes as it
+    /// was (``OutboxOperation/mergedRetry``); one the owner never applied that meets a newer change is
+    /// merged again, once.
     private func resolveConflicts(
         _ operation: OutboxOperation, _ result: ModifyRecordsResult, _ connection: any OwnerDatabase, log: AnswerLog
     ) async throws(ShareSyncError) -> (ModifyRecordsResult, dropped: Set<Record.ID>) {
