@@ -67,9 +67,12 @@ struct ItemBatch {
         if saving.count >= ItemBatch.prefetchThreshold { try ctx.prefetch(saving) }
         saveOutcomes.reserveCapacity(saving.count)
         for record in saving {
+            // Tried (saved or not, or refused as named twice), it is no longer to come later in this request.
+            defer {
+                if ctx.requestSaves?.isEmpty == false { ctx.requestSaves?[record.recordID.zoneID.zoneName]?.remove(record.recordID.recordName) }
+            }
             guard !duplicates.contains(record.recordID) else {
                 saveOutcomes[record.recordID] = .failure(Self.duplicate(record.recordID))
-                if ctx.requestSaves?.isEmpty == false { ctx.requestSaves?[record.recordID.zoneID.zoneName]?.remove(record.recordID.recordName) }
                 continue
             }
             var saved: Record?
@@ -82,8 +85,6 @@ struct ItemBatch {
             } else {
                 saveOutcomes[record.recordID] = .success(saved!)
             }
-            // Saved or not, it is no longer to come later in this request.
-            if ctx.requestSaves?.isEmpty == false { ctx.requestSaves?[record.recordID.zoneID.zoneName]?.remove(record.recordID.recordName) }
         }
         for id in deleting {
             guard !duplicates.contains(id) else {

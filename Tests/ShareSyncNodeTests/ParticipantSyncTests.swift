@@ -136,24 +136,14 @@ struct ParticipantSyncTests {
         defer { b.remove() }
         try owner.saveNotes("n", count: 80)
         let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let first = try b.makeSync()
-        try first.start()
-        try await first.accept(url: url)
-        await first.stop()
+        try await b.acceptAndStop(url: url)
 
         // While the participant is away: deletions, then the tombstones are forgotten.
         _ = try owner.db.modifyRecords(deleting: (0..<30).map { owner.id("n\($0)") }).get()
         try owner.saveNote("new", title: "after compaction")
         try owner.db.compactHistory()
 
-        let second = try b.makeSync()
-        let log = EventLog(second)
-        try second.start()
-        do {
-            try await second.waitUntilSynced(owner: owner.identity.userRecordName, timeout: .seconds(15))
-        } catch {
-            Issue.record("\(error); events: \(log.all)")
-        }
+        let (second, log) = try await b.restartAndCatchUp(with: owner)
         #expect(try replicaView(second.replica, owner: owner.identity.userRecordName) == owner.sharedView(for: b.identity))
         #expect(try second.replica.recordCount(owner: owner.identity.userRecordName, zoneName: "Topics") == 53)
         try await eventually { log.count { if case .zoneReplaced(_, "Topics", _) = $0 { true } else { false } } == 1 }

@@ -32,6 +32,31 @@ struct TestParticipant {
                 connectTimeout: .seconds(60), mergeConflict: merge))
     }
 
+    /// Accepts `url` with an engine of its own, then stops it: the replica holds the share and its
+    /// tokens, as a node that went away.
+    func acceptAndStop(url: String) async throws {
+        let first = try makeSync()
+        try first.start()
+        try await first.accept(url: url)
+        await first.stop()
+    }
+
+    /// Starts an engine on the replica again and waits (15 s at most) until it has caught up with
+    /// `owner`, recording the events in the issue if it does not.
+    func restartAndCatchUp(with owner: TestOwner, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> (ParticipantSync, EventLog)
+    {
+        let sync = try makeSync()
+        let log = EventLog(sync)
+        try sync.start()
+        do {
+            try await sync.waitUntilSynced(owner: owner.identity.userRecordName, timeout: .seconds(15))
+        } catch {
+            Issue.record("\(error); events: \(log.all)", sourceLocation: sourceLocation)
+        }
+        return (sync, log)
+    }
+
     func remove() { try? FileManager.default.removeItem(at: folder) }
 }
 

@@ -16,10 +16,7 @@ struct TokenVersionTests {
         defer { b.remove() }
         try owner.saveNotes("n", count: 40)
         let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let first = try b.makeSync()
-        try first.start()
-        try await first.accept(url: url)
-        await first.stop()
+        try await b.acceptAndStop(url: url)
 
         // The tokens as a version before this one stored them: the position in clear.
         let queue = try DatabaseQueue(path: b.replicaPath)
@@ -34,14 +31,7 @@ struct TokenVersionTests {
         _ = try owner.db.modifyRecords(deleting: [owner.id("n0")]).get()
         try owner.saveNote("new", title: "after the upgrade")
 
-        let second = try b.makeSync()
-        let log = EventLog(second)
-        try second.start()
-        do {
-            try await second.waitUntilSynced(owner: owner.identity.userRecordName, timeout: .seconds(15))
-        } catch {
-            Issue.record("\(error); events: \(log.all)")
-        }
+        let (second, log) = try await b.restartAndCatchUp(with: owner)
         #expect(try replicaView(second.replica, owner: owner.identity.userRecordName) == owner.sharedView(for: b.identity))
         try await eventually { log.count { if case .zoneReplaced(_, "Topics", _) = $0 { true } else { false } } == 1 }
         let zoneToken = try #require(try second.replica.zoneChangeToken(owner: owner.identity.userRecordName, zoneName: "Topics"))
