@@ -137,15 +137,33 @@ struct FieldValueCoding {
                 return try c.decode(T.self, forKey: .value)
             } catch {
                 throw DecodingError.dataCorruptedError(
-                    forKey: .value, in: c, debugDescription: "field \(key.stringValue): \(type) value must be whole numbers in range")
+                    forKey: .value, in: c,
+                    debugDescription: "field \(key.stringValue): \(type == Int64.self ? "an INT64 value must be a whole number" : "an INT64_LIST value's elements must be whole numbers") from -2^63 to 2^63 - 1")
             }
+        }
+        // Milliseconds since 1970. A whole number past 64 bits is a date far outside the range
+        // validation allows (rule `validDate`), and is reported as such rather than as a number.
+        func milliseconds(_ value: Double) throws -> Date {
+            guard value.isFinite, value.rounded() == value else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .value, in: c, debugDescription: "field \(key.stringValue): a TIMESTAMP is whole milliseconds since 1970")
+            }
+            return Date(timeIntervalSince1970: value / 1000)
+        }
+        func date() throws -> Date {
+            if let millis = try? c.decode(Int64.self, forKey: .value) { return Millis.date(millis) }
+            return try milliseconds(try c.decode(Double.self, forKey: .value))
+        }
+        func dates() throws -> [Date] {
+            if let millis = try? c.decode([Int64].self, forKey: .value) { return millis.map(Millis.date) }
+            return try c.decode([Double].self, forKey: .value).map(milliseconds)
         }
         switch type {
         case "STRING": return .string(try c.decode(String.self, forKey: .value))
         case "INT64": return .int64(try integers(Int64.self))
         case "DOUBLE": return .double(try c.decode(Double.self, forKey: .value))
         case "BOOLEAN": return .bool(try c.decode(Bool.self, forKey: .value))
-        case "TIMESTAMP": return .date(Millis.date(try integers(Int64.self)))
+        case "TIMESTAMP": return .date(try date())
         case "BYTES": return .bytes(try bytes(try c.decode(String.self, forKey: .value)))
         case "REFERENCE": return .reference(try c.decode(JSONReference.self, forKey: .value).reference(defaultZone: zone))
         case "LOCATION": return .location(location(try c.decode(JSONLocation.self, forKey: .value)))
@@ -153,7 +171,7 @@ struct FieldValueCoding {
         case "INT64_LIST": return .list(.int64(try integers([Int64].self)))
         case "DOUBLE_LIST": return .list(.double(try c.decode([Double].self, forKey: .value)))
         case "BOOLEAN_LIST": return .list(.bool(try c.decode([Bool].self, forKey: .value)))
-        case "TIMESTAMP_LIST": return .list(.date(try integers([Int64].self).map(Millis.date)))
+        case "TIMESTAMP_LIST": return .list(.date(try dates()))
         case "BYTES_LIST": return .list(.bytes(try c.decode([String].self, forKey: .value).map(bytes)))
         case "REFERENCE_LIST":
             return .list(.reference(try c.decode([JSONReference].self, forKey: .value).map { $0.reference(defaultZone: zone) }))

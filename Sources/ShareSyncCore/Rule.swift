@@ -99,6 +99,9 @@ extension Rule {
     public static let changeTokenFormat = Rule(rawValue: "changeTokenFormat")
     /// A change token is of an unsupported version.
     public static let changeTokenVersion = Rule(rawValue: "changeTokenVersion")
+    /// A `subscribe` token is from the middle of a fetch (a page answered with `moreComing`): a
+    /// subscription starts from a completed fetch.
+    public static let subscribeTokenMidFetch = Rule(rawValue: "subscribeTokenMidFetch")
     /// A change token belongs to another database or feed.
     public static let changeTokenDatabase = Rule(rawValue: "changeTokenDatabase")
     /// A change token is older than the retained history, or ahead of it.

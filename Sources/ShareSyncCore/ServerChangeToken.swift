@@ -40,6 +40,12 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
 
     /// The token's position, or an error naming what is wrong with it.
     package func position(expectedDatabaseID: String, sealing: some ChangeTokenSealing) throws(ShareSyncError) -> Position {
+        if let odd = stringValue.unicodeScalars.first(where: { !Self.isTokenCharacter($0) }) {
+            // Said before the version: " 2.…" is a token with a space, not a token of version " 2".
+            throw .invalid(
+                "malformed change token: it holds \(Self.describe(odd)), which no token has; send it exactly as it was given",
+                rule: .changeTokenFormat)
+        }
         let parts = stringValue.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count >= 3, let version = parts.first, !version.isEmpty else {
             throw .invalid("malformed change token", rule: .changeTokenFormat)
@@ -65,6 +71,23 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
             throw .invalid("malformed change token (not as the database issued it)", rule: .changeTokenFormat)
         }
         return position
+    }
+
+    /// The characters of every version's tokens: ASCII letters, digits, `.`, `-` and `_`.
+    static func isTokenCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar {
+        case "a"..."z", "A"..."Z", "0"..."9", ".", "-", "_": true
+        default: false
+        }
+    }
+
+    /// A character of a malformed token, as an error names it.
+    static func describe(_ scalar: Unicode.Scalar) -> String {
+        switch scalar {
+        case " ": "a space"
+        case "\t", "\n", "\r": "a tab or line break"
+        default: "the character U+\(String(scalar.value, radix: 16, uppercase: true))"
+        }
     }
 
     /// The token's string form.

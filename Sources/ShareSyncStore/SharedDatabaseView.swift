@@ -39,6 +39,20 @@ public struct SharedDatabaseView: Sendable {
         }
     }
 
+    /// Checks the token a subscription starts from: one this database can serve (as
+    /// ``fetchDatabaseChanges(since:resultsLimit:)`` checks it), and not from the middle of a fetch
+    /// (a page answered with `moreComing`, `invalidArguments` rule `subscribeTokenMidFetch`): a client
+    /// subscribes once its fetches are complete, with the token of the last page.
+    public func checkSubscriptionToken(_ token: ServerChangeToken) throws(ShareSyncError) {
+        let position = try database.read { db in try database.position(of: token, db) }
+        guard position.scanSnapshot == nil else {
+            throw ShareSyncError(
+                .invalidArguments,
+                "the change token is from the middle of a fetch (a page answered with moreComing): fetch until moreComing is false, then subscribe with that page's token",
+                rule: .subscribeTokenMidFetch)
+        }
+    }
+
     /// The zones shared with the caller.
     public func fetchAllZones() throws(ShareSyncError) -> [RecordZone] {
         try database.read { db in

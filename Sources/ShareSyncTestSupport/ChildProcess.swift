@@ -71,21 +71,19 @@ public final class ChildProcess: Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        // Every child, and every daemon it starts in turn, learns who started it: a `sharesync run`
+        // stops once this process is gone (``exitWithParentVariable``).
+        var childEnvironment = environment ?? ProcessInfo.processInfo.environment
+        childEnvironment[Self.exitWithParentVariable] = childEnvironment[Self.exitWithParentVariable] ?? String(getpid())
+        let envp = childEnvironment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }
-            for pointer in envp ?? [] { free(pointer) }
+            for pointer in envp { free(pointer) }
         }
         var pid: pid_t = 0
         // One spawn at a time: no other child of this process can be started between a pipe's
         // creation and its close-on-exec flag.
-        let status = Self.spawning.withLock { _ in
-            if let envp {
-                posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-            } else {
-                posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
-            }
-        }
+        let status = Self.spawning.withLock { _ in posix_spawn(&pid, executable, &actions, &attributes, argv, envp) }
         close(out.write)
         close(err.write)
         guard status == 0 else {
@@ -107,6 +105,12 @@ public final class ChildProcess: Sendable {
         ChildRegistry.shared.add(child)
         return child
     }
+
+    /// The environment variable through which a `sharesync run` started by a test (directly, or by a
+    /// script the test started) stops once the test process is gone: its value is that process's ID,
+    /// which the daemon watches. A test run that died (a crash, or SIGPIPE from `swift test | head`)
+    /// left dozens of daemons running for good before.
+    public static let exitWithParentVariable = "SHARESYNC_EXIT_WITH_PARENT"
 
     /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc
     /// module does not declare; nil where the C library lacks it (the pipes close on exec anyway).

@@ -34,12 +34,12 @@ public struct Request: Codable, Sendable {
         case "fetchDatabaseChanges":
             body = .fetchDatabaseChanges(
                 token: try c.decodeIfPresent(ServerChangeToken.self, forKey: .token),
-                resultsLimit: try c.decodeIfPresent(Int.self, forKey: .resultsLimit))
+                resultsLimit: try Self.resultsLimit(in: c))
         case "fetchZoneChanges":
             body = .fetchZoneChanges(
                 zoneName: try c.decode(String.self, forKey: .zoneName),
                 token: try c.decodeIfPresent(ServerChangeToken.self, forKey: .token),
-                resultsLimit: try c.decodeIfPresent(Int.self, forKey: .resultsLimit))
+                resultsLimit: try Self.resultsLimit(in: c))
         case "fetchRecords":
             body = .fetchRecords(
                 zoneName: try c.decode(String.self, forKey: .zoneName),
@@ -63,6 +63,18 @@ public struct Request: Codable, Sendable {
         default:
             throw DecodingError.dataCorruptedError(forKey: .op, in: c, debugDescription: "unknown op \(op.prefix(64))")
         }
+    }
+
+    /// `resultsLimit`: a whole number. One past 64 bits is lowered to the owner's maximum, as every
+    /// value above it is (`protocol.md`, "resultsLimit"), and one below is the maximum as well.
+    private static func resultsLimit(in c: KeyedDecodingContainer<Keys>) throws -> Int? {
+        guard c.contains(.resultsLimit), (try? c.decodeNil(forKey: .resultsLimit)) != true else { return nil }
+        if let limit = try? c.decode(Int.self, forKey: .resultsLimit) { return limit }
+        guard let number = try? c.decode(Double.self, forKey: .resultsLimit), number.isFinite, number.rounded() == number else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .resultsLimit, in: c, debugDescription: "resultsLimit must be a whole number")
+        }
+        return number > 0 ? Int.max : 0
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -72,7 +72,8 @@ public enum MessageCoding {
     static func numberMisfit(in data: Data) -> String? {
         guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else { return nil }
         guard let id = (object as? [String: Any])?["id"] as? NSNumber, Int64(exactly: id.doubleValue) == nil else { return nil }
-        return "id must be a whole number (it is \(id))"
+        guard id.doubleValue.rounded() == id.doubleValue else { return "id must be a whole number (it is \(id))" }
+        return "id must be a whole number from -2^63 to 2^63 - 1 (it is \(id))"
     }
 
     static func describe(_ error: any Error) -> String { JSONErrors.describe(error) }

@@ -214,6 +214,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             services: [node], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
+        ParentWatch.start(environment: ProcessInfo.processInfo.environment)
         do {
             try await group.run()
         } catch {

@@ -76,6 +76,32 @@ struct DaemonTests {
         }
     }
 
+    @Test("a daemon a test started stops cleanly once the process named by SHARESYNC_EXIT_WITH_PARENT is gone")
+    func daemonEndsWithItsStarter() async throws {
+        try await blocking {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let home = folder.path + "/home"
+            #expect(try cli(["init", "--home", home, "--name", "Alice", "--listen", "127.0.0.1:0"]).status == 0)
+            // The daemon watches a stand-in for the test run (a test cannot end itself).
+            let starter = try ChildProcess.start("/bin/sleep", ["60"])
+            defer { starter.kill() }
+            var environment = ProcessInfo.processInfo.environment
+            environment[ChildProcess.exitWithParentVariable] = String(starter.pid)
+            let daemon = try ChildProcess.start(sharesync, ["run", "--home", home], environment: environment)
+            defer { daemon.kill() }
+            _ = try daemon.waitForLine(containing: "listening on", timeout: 30)
+            // While its starter lives, it runs on.
+            Thread.sleep(forTimeInterval: 0.5)
+            #expect(try cli(["status", "--home", home]).status == 0)
+
+            starter.kill()
+            let outcome = try daemon.waitForExit(timeout: 10)
+            #expect(outcome.exited && outcome.status == 0, "\(outcome.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: home + "/control.sock"))
+        }
+    }
+
     @Test func oneControlClientSendsManyRequestsAndFailsCleanlyWhenTheDaemonStops() async throws {
         let node = try await blocking { try RunningNode() }
         defer { node.stop() }

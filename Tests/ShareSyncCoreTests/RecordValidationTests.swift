@@ -119,6 +119,30 @@ struct RecordValidationTests {
         let error = try #require(validationError(record))
         #expect(error.rule == .validDate)
     }
+
+    @Test(
+        "a TIMESTAMP of whole milliseconds past 64 bits is read and fails as a date (validDate), not as a malformed number",
+        arguments: [#"{"type":"TIMESTAMP","value":1e20}"#, #"{"type":"TIMESTAMP_LIST","value":[1,-1e20]}"#])
+    func timestampPast64Bits(field: String) throws {
+        let json = #"{"recordName":"n","recordType":"Note","zoneID":{"zoneName":"Topics"},"fields":{"at":\#(field)}}"#
+        let record = try Record(jsonData: Data(json.utf8))
+        let error = try #require(validationError(record))
+        #expect(error.rule == .validDate)
+        #expect(error.message.contains("field at: a date must be within about 3 million years of 1970"), "\(error.message)")
+    }
+
+    @Test("a TIMESTAMP that is not whole milliseconds, and an INT64 past 64 bits, are malformed, and say why")
+    func malformedNumbers() {
+        for (field, words) in [
+            (#"{"type":"TIMESTAMP","value":1.5}"#, "field at: a TIMESTAMP is whole milliseconds since 1970"),
+            (#"{"type":"INT64","value":1e20}"#, "field at: an INT64 value must be a whole number from -2^63 to 2^63 - 1"),
+            (#"{"type":"INT64_LIST","value":[1,1e20]}"#, "field at: an INT64_LIST value's elements must be whole numbers"),
+        ] {
+            let json = #"{"recordName":"n","recordType":"Note","zoneID":{"zoneName":"Topics"},"fields":{"at":\#(field)}}"#
+            let error = #expect(throws: ShareSyncError.self) { try Record(jsonData: Data(json.utf8)) }
+            #expect(error?.message.contains(words) == true, "\(error?.message ?? "")")
+        }
+    }
 }
 
 @Suite("Modify results")

@@ -186,6 +186,38 @@ struct MessageTests {
         }
     }
 
+    @Test("an id past 64 bits is refused saying the range, not that it is not whole")
+    func idPast64Bits() {
+        let error = #expect(throws: ShareSyncError.self) {
+            try MessageCoding.decode(Request.self, from: Data(#"{"id":18446744073709551616,"op":"ping"}"#.utf8))
+        }
+        #expect(error?.rule == .malformedRequest)
+        #expect(error?.message.contains("id must be a whole number from -2^63 to 2^63 - 1 (it is 18446744073709551616)") == true, "\(error?.message ?? "")")
+    }
+
+    @Test("resultsLimit past 64 bits is lowered like any larger value; one that is not a whole number is refused naming it")
+    func resultsLimitRange() throws {
+        func limit(_ value: String) throws(ShareSyncError) -> Int? {
+            let request = try MessageCoding.decode(Request.self, from: Data(#"{"id":3,"op":"fetchZoneChanges","zoneName":"Z"\#(value)}"#.utf8))
+            guard case .fetchZoneChanges(_, _, let limit) = request.body else { return -42 }
+            return limit
+        }
+        #expect(try limit(#","resultsLimit":1180591620717411303424"#) == Int.max)
+        #expect(try limit(#","resultsLimit":-1180591620717411303424"#) == 0)
+        #expect(try limit(#","resultsLimit":7"#) == 7)
+        #expect(try limit(#","resultsLimit":null"#) == nil)
+        #expect(try limit("") == nil)
+        for bad in [#","resultsLimit":1.5"#, #","resultsLimit":"7""#, #","resultsLimit":true"#] {
+            let error = #expect(throws: ShareSyncError.self) { _ = try limit(bad) }
+            #expect(error?.rule == .malformedRequest)
+            #expect(error?.message.contains("resultsLimit must be a whole number") == true, "\(error?.message ?? "")")
+        }
+        let database = try MessageCoding.decode(
+            Request.self, from: Data(#"{"id":3,"op":"fetchDatabaseChanges","resultsLimit":1e30}"#.utf8))
+        guard case .fetchDatabaseChanges(_, let limit) = database.body else { Issue.record("\(database.body)"); return }
+        #expect(limit == Int.max)
+    }
+
     @Test("the head of a malformed request still yields its id when there is one")
     func headOfMalformed() throws {
         #expect(try MessageCoding.decode(MessageHead.self, from: Data(#"{"id":9,"op":"noSuchOp"}"#.utf8)).id == 9)

@@ -166,7 +166,7 @@ struct RequestExecutor: Sendable {
     /// The token a subscription starts from: the one given (checked), or the current position.
     func subscriptionStart(_ token: ServerChangeToken?) throws(ShareSyncError) -> ServerChangeToken {
         guard let token else { return try database.currentChangeToken() }
-        _ = try view.fetchDatabaseChanges(since: token, resultsLimit: 1)
+        try view.checkSubscriptionToken(token)
         return token
     }
 

@@ -1,0 +1,78 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncStore
+import ShareSyncTestSupport
+import ShareSyncWire
+import Testing
+
+/// What a `subscribe` and a fetch answer for a token a client should not send: one from the middle of
+/// a fetch, and one with a character no token has.
+@Suite("Subscription tokens")
+struct SubscribeTokenTests {
+    @Test("a subscribe with a token from the middle of a fetch is refused; the completed fetch's token subscribes")
+    func midFetchToken() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        for i in 0..<3 { try owner.saveNote("n\(i)", title: "t\(i)") }
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        try await connection.acceptShare(url: url)
+
+        // The database feed from nil, one zone a page, and the zone feed from nil, one record a page.
+        let first = try await connection.fetchZoneChanges(zoneName: "Topics", since: nil, resultsLimit: 1)
+        #expect(first.moreComing)
+        for token in [first.changeToken] {
+            let refused = await expectShareSyncError { _ = try await connection.subscribe(since: token) }
+            #expect(refused?.code == .invalidArguments)
+            #expect(refused?.rule == .subscribeTokenMidFetch)
+            #expect(refused?.message.contains("moreComing") == true, "\(refused?.message ?? "")")
+        }
+        var page = first
+        var rounds = 0
+        while page.moreComing, rounds < 20 {
+            page = try await connection.fetchZoneChanges(zoneName: "Topics", since: page.changeToken, resultsLimit: 1)
+            rounds += 1
+        }
+        #expect(!page.moreComing)
+
+        // The refusal left the connection able to subscribe, from the completed fetch's token.
+        let stream = try await connection.subscribe(since: page.changeToken)
+        try owner.saveNote("after", title: "pushed")
+        let push = try await withTimeout(10) {
+            for await push in stream where push.zoneChanges.contains(where: { $0.changedRecords.contains { $0.recordID.recordName == "after" } }) {
+                return push
+            }
+            throw TimeoutError()
+        }
+        #expect(push.zoneChanges.count == 1)
+        await connection.close()
+        try await owner.stop()
+    }
+
+    @Test("a token with a space before it is refused as malformed, naming the space, not as an unknown version")
+    func tokenWithSpace() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        try await connection.acceptShare(url: url)
+        let token = try await connection.fetchDatabaseChanges(since: nil).changeToken
+        for odd in [" " + token.stringValue, token.stringValue + "\n", token.stringValue + "é"] {
+            let refused = await expectShareSyncError {
+                _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: odd))
+            }
+            #expect(refused?.code == .invalidArguments)
+            #expect(refused?.rule == .changeTokenFormat, "\(refused?.message ?? "")")
+            #expect(refused?.message.contains("which no token has") == true, "\(refused?.message ?? "")")
+        }
+        let spaced = await expectShareSyncError {
+            _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: " " + token.stringValue))
+        }
+        #expect(spaced?.message.contains("a space") == true)
+        // The token as given still works.
+        #expect(try await connection.fetchDatabaseChanges(since: token).changedZoneIDs.isEmpty)
+        await connection.close()
+        try await owner.stop()
+    }
+}
