@@ -75,4 +75,58 @@ struct RulesInvitationTests {
             #expect(failure { try w.db.acceptShare(url: link, as: Caller(userRecordName: "_y")) }?.code == .participantMayNeedVerification)
         }
     }
+
+    @Test("someone who takes part already is their own participant whatever link they use: another's link is ignored and stays unspent")
+    func aParticipantUsingAnotherOnesLinkStaysThemselves() throws {
+        let w = try topicWorld()
+        let b = Participant(lookupInfo: .init(userRecordName: "_b"), permission: .readOnly)
+        let c = Participant(lookupInfo: .init(emailAddress: "cee@example.com"), permission: .readWrite)
+        var share = Share(rootRecord: try w.db.fetchRecord(w.id("topic")))
+        try share.addParticipant(b)
+        try share.addParticipant(c)
+        let saved = try w.saveShare(share)
+        let bLink = try #require(try w.currentShare(saved.recordID).oneTimeURL(for: b.participantID))
+        let cLink = try #require(try w.currentShare(saved.recordID).oneTimeURL(for: c.participantID))
+        #expect(try w.db.acceptShare(url: bLink, as: Caller(userRecordName: "_b")).participantPermission == .readOnly)
+        let before = try w.currentShare(saved.recordID)
+
+        // B with C's unspent link: B, read-only as invited, and C's invitation as it was.
+        let meta = try w.db.acceptShare(url: cLink, as: Caller(userRecordName: "_b"))
+        #expect(meta.participantStatus == .accepted && meta.participantPermission == .readOnly)
+        let after = try w.currentShare(saved.recordID)
+        #expect(after == before)
+        #expect(after.participants.count { $0.userIdentity.userRecordName == "_b" } == 1)
+        let stillPending = try #require(after.participants.first { $0.participantID == c.participantID })
+        #expect(stillPending.acceptanceStatus == .pending && stillPending.userIdentity.userRecordName == nil)
+
+        // C's link still binds C; once spent, B using it is still just B (no invitationSpent for them).
+        #expect(try w.db.acceptShare(url: cLink, as: Caller(userRecordName: "_c")).participantPermission == .readWrite)
+        let spent = try w.db.acceptShare(url: cLink, as: Caller(userRecordName: "_b"))
+        #expect(spent.participantPermission == .readOnly)
+        #expect(failure { try w.db.acceptShare(url: cLink, as: Caller(userRecordName: "_x")) }?.rule == .invitationSpent)
+    }
+
+    /// `url` with an `invite=` secret nobody was given.
+    static func withMadeUpInvite(_ url: String) -> String { url + (url.contains("?") ? "&" : "?") + "invite=madeUpSecret123" }
+
+    @Test("an invite= that admits nobody is ignored on a public share (the holder joins as publicUser) and refused on a private one")
+    func anInviteThatAdmitsNobody() throws {
+        let w = try topicWorld()
+        var share = Share(rootRecord: try w.db.fetchRecord(w.id("topic")))
+        share.publicPermission = .readOnly
+        let saved = try w.saveShare(share)
+        let made = Self.withMadeUpInvite(try #require(saved.url))
+
+        let meta = try w.db.acceptShare(url: made, as: Caller(userRecordName: "_p"))
+        #expect(meta.participantRole == .publicUser && meta.participantPermission == .readOnly)
+        #expect(try w.visible("_p", ["topic", "note"]) == ["topic", "note"])
+
+        // On a private share: the answer of the uninvited, and the invitation stays pending.
+        let p = try topicWorld()
+        let (privateShare, _) = try shareTopic(p, with: Participant(lookupInfo: .init(emailAddress: "bee@example.com")))
+        let refused = failure { try p.db.acceptShare(url: Self.withMadeUpInvite(try #require(privateShare.url)), as: Caller(userRecordName: "_p")) }
+        #expect(refused?.rule == .notInvited)
+        #expect(try p.visible("_p", ["topic", "note"]).isEmpty)
+        #expect(try p.currentShare(privateShare.recordID).participants.allSatisfy { $0.role == .owner || $0.acceptanceStatus == .pending })
+    }
 }
