@@ -561,6 +561,7 @@ struct Session {
                 // The subscription's push of this write waits for its answer (see `commitObserved`).
                 shared.beginWrite()
                 defer { shared.endWrite() }
+                connection.server.registry.onWriteRequest.withLock { $0 }?()
                 let dropping = connection.server.registry.takeDroppedAnswer()
                 if !dropping, let injected = try await connection.answerInjectedRefusal(request, executor: executor, to: outbound) {
                     refusal = injected

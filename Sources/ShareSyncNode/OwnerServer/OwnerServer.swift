@@ -318,6 +318,10 @@ final class ConnectionRegistry: Sendable {
     /// closes (tests set it: the owner changes something while the participant has no answer).
     let onDroppedAnswer = Mutex<(@Sendable () -> Void)?>(nil)
 
+    /// Called as each `modifyRecords` begins to be handled, before it is applied (tests set it: a
+    /// write known to have reached the owner).
+    let onWriteRequest = Mutex<(@Sendable () -> Void)?>(nil)
+
     /// Whether this `modifyRecords` is one whose answer a test asked to lose.
     func takeDroppedAnswer() -> Bool {
         guard droppedAnswers.load(ordering: .relaxed) > 0, !answersBeforeDrop.takeOne() else { return false }

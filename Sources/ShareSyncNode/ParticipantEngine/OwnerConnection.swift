@@ -345,11 +345,13 @@ public final class OwnerConnection: Sendable {
             } else {
                 let page: ModifyRecordsWireResult
                 do {
-                    page = try await send(
+                    let pending = try await self.start(
                         .modifyRecords(
                             zoneName: zoneName, saving: saves, deleting: deletes, savePolicy: savePolicy, atomically: atomically,
                             writeID: chunkID),
                         expecting: ModifyRecordsWireResult.self)
+                    progress?.sent(chunkID)
+                    page = try await pending.value
                 } catch where error.code == .limitExceeded && Self.refusesSize(error) && chunk.count > 1 {
                     // The owner counted more bytes than this side did, or a request cut as it was first
                     // sent is over limits the owner lowered since: ask in two halves. Refused whole, so it

@@ -76,17 +76,22 @@ public struct WriteProgress: Sendable {
     /// Told each request's answer, with the request's write ID, before the next request goes (only for
     /// a write in several requests, with a write ID).
     public var answered: @Sendable (String, ModifyRecordsWireResult) throws(ShareSyncError) -> Void
+    /// Told as each request of the write has gone to the owner, with its write ID (nil for a write
+    /// without one): from then on the owner may apply it, whether or not its answer ever comes.
+    public var sent: @Sendable (String?) -> Void
 
     /// A write's progress: its cut and the answers of its requests so far, and what to tell as it goes.
     public init(
         parts: [Int]?, answers: [String: ModifyRecordsWireResult] = [:],
         recut: @escaping @Sendable ([Int]) throws(ShareSyncError) -> Void = { _ in },
-        answered: @escaping @Sendable (String, ModifyRecordsWireResult) throws(ShareSyncError) -> Void = { _, _ in }
+        answered: @escaping @Sendable (String, ModifyRecordsWireResult) throws(ShareSyncError) -> Void = { _, _ in },
+        sent: @escaping @Sendable (String?) -> Void = { _ in }
     ) {
         self.parts = parts
         self.answers = answers
         self.recut = recut
         self.answered = answered
+        self.sent = sent
     }
 }
 

@@ -390,9 +390,10 @@ public final class ParticipantSync: Sendable {
 
     /// Saves and deletes records in an owner's shared zone, as `OwnerConnection.modifyRecords` does,
     /// when the owner is connected; otherwise queues the write in the replica's outbox. See "Writes" above.
-    /// A write sent at once in several requests that fails part-way (the network, the owner's store
-    /// failing or full, or its caller's task cancelled) after some of its requests were applied is
-    /// queued too, with their answers, and finished from the outbox: it is not left half applied. (A
+    /// A write sent at once in several requests that fails part-way is queued too, with the answers
+    /// it got, and finished from the outbox: it is not left half applied. That is, after some of its
+    /// requests were applied, the network or the owner's store failing (or full); and after one of its
+    /// requests was sent, answered or not, its caller's task cancelled. (A
     /// cancelled caller does not see the `.queued` outcome; `sharesync outbox` and the events do.)
     ///
     /// With `queueWhenUnreachable` false nothing is queued: a write the owner cannot take now (not
@@ -425,22 +426,28 @@ public final class ParticipantSync: Sendable {
             // twice, and the requests answered are not sent again.
             let sentCut = Mutex<[Int]?>(nil)
             let sentAnswers = Mutex<[String: ModifyRecordsWireResult]>([:])
+            // Whether a request of a write in several went (its ID is not the write's): the owner may
+            // apply it even if its caller gives up before the answer, and the rest must follow.
+            let sentPart = Atomic<Bool>(false)
             do {
                 let result = try await connection.modifyRecords(
                     zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
                     writeID: writeID,
                     progress: WriteProgress(
                         parts: nil, recut: { cut in sentCut.withLock { $0 = cut } },
-                        answered: { request, answer in sentAnswers.withLock { $0[request] = answer } }))
+                        answered: { request, answer in sentAnswers.withLock { $0[request] = answer } },
+                        sent: { request in if request != writeID { sentPart.store(true, ordering: .relaxed) } }))
                 // Answered at once, so not kept in the outbox and not an event: counted here.
                 ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
                 return .sent(result)
             } catch where ParticipantOwnerLink.isTransient(error)
-                || (!sentAnswers.withLock(\.isEmpty) && (ParticipantOwnerLink.holdsBackWrite(error) || error.code == .operationCancelled))
+                || (!sentAnswers.withLock(\.isEmpty) && ParticipantOwnerLink.holdsBackWrite(error))
+                || (sentPart.load(ordering: .relaxed) && error.code == .operationCancelled)
             {
-                // A network failure; or, with some requests of the write applied, the owner's store
-                // failing or the caller giving up: queued, the write is finished later (its applied
-                // requests not sent again), instead of being left half applied.
+                // A network failure; with some requests of the write applied, the owner's store
+                // failing; or, with a request of a write in several sent (answered or not: the owner
+                // may apply it), the caller giving up: queued, the write is finished later (its
+                // answered requests not sent again), instead of being left half applied.
                 if !queueWhenUnreachable { throw error }
                 // The same cut as the send's: the same records, and the connection's limits (or the
                 // halves it went as).
