@@ -447,6 +447,28 @@ extension ModifyRecordsWireResult {
     }
 }
 
+extension ModifyRecordsResult {
+    /// The result of a write in several requests of which a later one was refused as a whole with
+    /// `refusal`, after `answers` came for earlier ones (the owner applied those): each item an answer
+    /// names has the outcome it gives, and every other item (of the refused request, and of the
+    /// requests after it, never sent) fails with `refusal`. So the items the owner applied are not
+    /// reported refused with the rest.
+    static func partlyRefused(
+        saving: [Record], deleting: [String], zoneID: RecordZone.ID, answers: [ModifyRecordsWireResult], refusal: ShareSyncError
+    ) -> ModifyRecordsResult {
+        var result = ModifyRecordsResult()
+        for answer in answers { answer.merge(saving: saving, deleting: deleting, zoneID: zoneID, into: &result) }
+        for record in saving where result.saveResults[record.recordID] == nil {
+            result.saveResults[record.recordID] = .failure(refusal)
+        }
+        for name in deleting {
+            let id = Record.ID(recordName: name, zoneID: zoneID)
+            if result.deleteResults[id] == nil { result.deleteResults[id] = .failure(refusal) }
+        }
+        return result
+    }
+}
+
 /// One item of a `modifyRecords`, with the bytes it adds to a request.
 enum ModifyItem {
     case save(Record, bytes: Int)

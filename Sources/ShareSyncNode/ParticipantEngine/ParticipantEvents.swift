@@ -25,7 +25,9 @@ extension ParticipantSync {
         /// A write from the outbox got its answer from the owner (after conflict resolution) and left the outbox.
         case operationSent(owner: String, operationID: Int64, result: ModifyRecordsResult)
         /// A queued save met a newer record on the owner (`serverRecordChanged`); `resolved` says
-        /// whether the merge hook gave a record to save instead (`false` without a hook).
+        /// whether the merge hook gave a record to save instead (`false` without a hook). That merged
+        /// save is then sent: how it ends comes later, as ``operationSent(owner:operationID:result:)``
+        /// or, if the owner refuses it or it meets a newer record again, ``operationKept(owner:operation:)``.
         case conflict(owner: String, recordID: Record.ID, resolved: Bool)
         /// A write from the outbox was answered with a conflict or a refusal and stays in the outbox,
         /// no longer sent, until it is resolved: `operation.state` is ``OutboxOperation/State/conflict``

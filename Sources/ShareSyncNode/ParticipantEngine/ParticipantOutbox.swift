@@ -87,6 +87,16 @@ extension ParticipantOwnerLink {
             } catch where Self.holdsBackWrite(error) {
                 holdBack(error, what: "queued writes")
                 return .heldBack
+            } catch let refusal where !answers.answers.withLock(\.isEmpty) {
+                // A later request of a write in several refused as a whole, after earlier ones were
+                // applied: only the rest is kept refused, and later edits of what was saved build on it.
+                // Before, the whole write was kept refused, the applied items with it.
+                let result = ModifyRecordsResult.partlyRefused(
+                    saving: operation.saving, deleting: operation.deleting,
+                    zoneID: RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName),
+                    answers: answers.answers.withLock { $0 }, refusal: refusal)
+                try settle(operation, Self.landedAlready(operation, result), dropped: [])
+                continue
             } catch {
                 var refused = operation
                 refused.state = .refused
@@ -256,7 +266,9 @@ extension ParticipantOwnerLink {
             return true
         } else if let refusal = refusals.first {
             kept.state = .refused
-            kept.error = refusals.count == 1 ? refusal : ShareSyncError(
+            // One refusal, or one request's refusal failing each of its items (``ModifyRecordsResult/partlyRefused``): said once.
+            let single = refusals.allSatisfy { $0.code == refusal.code && $0.message == refusal.message && $0.recordID == refusal.recordID }
+            kept.error = single ? refusal : ShareSyncError(
                 .partialFailure, "\(refusals.count) items refused (first: \(refusal.message))",
                 recordID: refusal.recordID, rule: refusal.rule, partialErrors: result.errors)
             kept.serverRecords = conflicts.compactMap(\.serverRecord)

@@ -393,7 +393,9 @@ public final class ParticipantSync: Sendable {
     /// A write sent at once in several requests that fails part-way is queued too, with the answers
     /// it got, and finished from the outbox: it is not left half applied. That is, after some of its
     /// requests were applied, the network or the owner's store failing (or full); and after one of its
-    /// requests was sent, answered or not, its caller's task cancelled. (A
+    /// requests was sent, answered or not, its caller's task cancelled. One whose later request the
+    /// owner refuses as a whole, after earlier ones were applied, is answered (`.sent`): the items the
+    /// owner applied with their outcomes, every other item failed with that refusal. (A
     /// cancelled caller does not see the `.queued` outcome; `sharesync outbox` and the events do.)
     ///
     /// With `queueWhenUnreachable` false nothing is queued: a write the owner cannot take now (not
@@ -456,6 +458,14 @@ public final class ParticipantSync: Sendable {
                     answers[request] = try ParticipantOwnerLink.encodedAnswer(answer)
                 }
                 logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
+            } catch where !sentAnswers.withLock(\.isEmpty) && !ParticipantOwnerLink.keepsPending(error) {
+                // A later request refused as a whole, after earlier ones were applied: what the owner
+                // applied is reported so, and the rest refused (not the whole write, as before).
+                let result = ModifyRecordsResult.partlyRefused(
+                    saving: saving, deleting: deleting, zoneID: RecordZone.ID(zoneName: zoneName, ownerName: owner),
+                    answers: Array(sentAnswers.withLock(\.values)), refusal: error)
+                ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
+                return .sent(result)
             }
         }
         if !queueWhenUnreachable {
