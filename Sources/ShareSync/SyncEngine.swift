@@ -966,7 +966,8 @@ public final class SyncEngine: Sendable {
                     // before, the app was told its own save conflicted.
                     sent.savedRecords.append(error.serverRecord!)
                     if let pending = sentBy[record.recordID] { finished.insert(pending) }
-                case .failure(let error)? where Self.mayPass(error):
+                case .failure(let error)? where Self.mayPass(error) || error.code == .batchRequestFailed:
+                    // batchRequestFailed: not sent, an earlier request of the write having been refused.
                     retry = true
                 case .failure(let error)? where Self.waits(record, refusedWith: error, on: waitOn):
                     if let pending = sentBy[record.recordID] { waiting.append(pending) }
@@ -988,7 +989,7 @@ public final class SyncEngine: Sendable {
                     // Already gone, as the change asked (``SentRecordZoneChanges/deletedRecordIDs``).
                     sent.deletedRecordIDs.append(id)
                     if let pending = sentBy[id] { finished.insert(pending) }
-                case .failure(let error)? where Self.mayPass(error):
+                case .failure(let error)? where Self.mayPass(error) || error.code == .batchRequestFailed:
                     retry = true
                 case .failure(let error)?:
                     sent.failedRecordDeletes[id] = error

@@ -69,11 +69,11 @@ struct PartlySentWriteTests {
     /// The refusal injected for the third request of a write (requests of 4 items).
     static let refusal = ShareSyncError(.permissionFailure, "refused as a whole (injected)", rule: .readOnlyParticipant)
 
-    @Test("a direct write whose third request is refused as a whole reports the first two as done and only the rest as refused")
+    @Test("a direct write whose third request is refused as a whole reports the first two as done, the third refused, the fourth not sent")
     func aDirectWriteRefusedPartWay() async throws {
         let b = try TestParticipant()
         defer { b.remove() }
-        let (owner, sync, notes) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 12, b)
+        let (owner, sync, notes) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 16, b)
         owner.server.registry.injectedRefusalsHeldFor.store(2, ordering: .relaxed)
         owner.server.registry.injectedRefusals.withLock { $0["modifyRecords"] = Self.refusal }
         let outcome = try await sync.modifyRecords(
@@ -86,9 +86,32 @@ struct PartlySentWriteTests {
             let failure = result.errors["d\(i)"]
             #expect(failure?.code == .permissionFailure && failure?.message == Self.refusal.message, "d\(i): \(String(describing: failure))")
         }
+        // The fourth request was never sent: its items may go again.
+        for i in 12..<16 {
+            let failure = result.errors["d\(i)"]
+            #expect(failure?.code == .batchRequestFailed && failure?.message.hasPrefix("not sent") == true, "d\(i): \(String(describing: failure))")
+        }
         #expect(throws: ShareSyncError.self) { try owner.db.fetchRecord(owner.id("d7")) }
         #expect(try owner.db.fetchRecord(owner.id("d8")).recordID.recordName == "d8")
+        #expect(try owner.db.fetchRecord(owner.id("d15")).recordID.recordName == "d15")
         #expect(try sync.replica.outboxOperations().isEmpty)
+        await sync.stop()
+        try await owner.stop()
+    }
+
+    @Test("a direct write whose later request meets a failure of the owner's store still throws it (the request may pass later)")
+    func aDirectWriteMeetingAStoreFailurePartWayThrows() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (owner, sync, notes) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 12, b)
+        owner.server.registry.injectedRefusalsHeldFor.store(1, ordering: .relaxed)
+        owner.server.registry.injectedRefusals.withLock { $0["modifyRecords"] = ShareSyncError(.internalError, "the store failed (injected)") }
+        let error = await expectShareSyncError {
+            _ = try await sync.modifyRecords(
+                owner: owner.identity.userRecordName, zoneName: "Topics", deleting: notes.map(\.recordID.recordName), atomically: false,
+                queueWhenUnreachable: false)
+        }
+        #expect(error?.code == .internalError, "\(String(describing: error))")
         await sync.stop()
         try await owner.stop()
     }
@@ -97,11 +120,11 @@ struct PartlySentWriteTests {
     func aQueuedWriteRefusedPartWay() async throws {
         let b = try TestParticipant()
         defer { b.remove() }
-        let (owner, sync, _) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 12, b)
+        let (owner, sync, _) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 16, b)
         let ownerName = owner.identity.userRecordName
         let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
         var copies: [Record] = []
-        for i in 0..<12 {
+        for i in 0..<16 {
             var copy = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "d\(i)", zoneID: zone)))
             copy["title"] = .string("edited \(i)")
             copies.append(copy)
@@ -127,11 +150,13 @@ struct PartlySentWriteTests {
         let kept = try #require(try sync.replica.outboxOperation(id: first.id)?.operation)
         // Before, the whole write was kept refused, its 8 saved records with it, and the later edit of
         // d0 met the first edit's save as a conflict.
-        #expect(kept.saving.map(\.recordID.recordName) == (8..<12).map { "d\($0)" })
+        // The refused request's saves and those of the fourth request, never sent.
+        #expect(kept.saving.map(\.recordID.recordName) == (8..<16).map { "d\($0)" })
         #expect(kept.error?.code == .permissionFailure && kept.error?.message == Self.refusal.message, "\(String(describing: kept.error))")
         #expect(try owner.db.fetchRecord(owner.id("d0"))["title"] == "edited again")
         #expect(try owner.db.fetchRecord(owner.id("d7"))["title"] == "edited 7")
         #expect(try owner.db.fetchRecord(owner.id("d8"))["title"] == "note 8")
+        #expect(try owner.db.fetchRecord(owner.id("d15"))["title"] == "note 15")
         registry.onWriteRequest.withLock { $0 = nil }
         await sync.stop()
         try await owner.stop()

@@ -448,22 +448,51 @@ extension ModifyRecordsWireResult {
 }
 
 extension ModifyRecordsResult {
-    /// The result of a write in several requests of which a later one was refused as a whole with
-    /// `refusal`, after `answers` came for earlier ones (the owner applied those): each item an answer
-    /// names has the outcome it gives, and every other item (of the refused request, and of the
-    /// requests after it, never sent) fails with `refusal`. So the items the owner applied are not
-    /// reported refused with the rest.
-    static func partlyRefused(
-        saving: [Record], deleting: [String], zoneID: RecordZone.ID, answers: [ModifyRecordsWireResult], refusal: ShareSyncError
+    /// The outcomes `answers` (of some requests of a write) give the items of `saving` and `deleting`.
+    static func answered(
+        _ answers: [ModifyRecordsWireResult], saving: [Record], deleting: [String], zoneID: RecordZone.ID
     ) -> ModifyRecordsResult {
         var result = ModifyRecordsResult()
         for answer in answers { answer.merge(saving: saving, deleting: deleting, zoneID: zoneID, into: &result) }
-        for record in saving where result.saveResults[record.recordID] == nil {
-            result.saveResults[record.recordID] = .failure(refusal)
-        }
-        for name in deleting {
-            let id = Record.ID(recordName: name, zoneID: zoneID)
-            if result.deleteResults[id] == nil { result.deleteResults[id] = .failure(refusal) }
+        return result
+    }
+
+    /// `answered` (the outcomes of the requests the owner answered) completed for a write in several
+    /// requests, cut as `parts`, of which a later request was refused as a whole with `refusal`: the
+    /// items of that request (the first one no answer names) fail with `refusal`, and the items of
+    /// the requests after it, never sent, with `batchRequestFailed` (they may go again). So the items
+    /// the owner applied are not reported refused with the rest. Without a cut that fits the items,
+    /// every item no answer names fails with `refusal`.
+    func completed(
+        refusedWith refusal: ShareSyncError, saving: [Record], deleting: [String], zoneID: RecordZone.ID, parts: [Int]?
+    ) -> ModifyRecordsResult {
+        var result = self
+        let items = ModifyItem.items(saving: saving, deleting: deleting)
+        let cut = parts.flatMap { $0.reduce(0, +) == items.count ? $0 : nil } ?? [items.count]
+        let notSent = ShareSyncError(
+            .batchRequestFailed, "not sent: an earlier request of this write was refused as a whole (\(refusal.message))")
+        var start = 0
+        var refusedFound = false
+        for count in cut {
+            let chunk = items[start..<(start + count)]
+            start += count
+            var unnamed = false
+            for item in chunk {
+                let error = refusedFound ? notSent : refusal
+                switch item {
+                case .save(let record, _) where result.saveResults[record.recordID] == nil:
+                    result.saveResults[record.recordID] = .failure(error)
+                    unnamed = true
+                case .delete(let name):
+                    let id = Record.ID(recordName: name, zoneID: zoneID)
+                    guard result.deleteResults[id] == nil else { continue }
+                    result.deleteResults[id] = .failure(error)
+                    unnamed = true
+                default:
+                    break
+                }
+            }
+            if unnamed { refusedFound = true }
         }
         return result
     }

@@ -89,13 +89,26 @@ extension ParticipantOwnerLink {
                 return .heldBack
             } catch let refusal where !answers.answers.withLock(\.isEmpty) {
                 // A later request of a write in several refused as a whole, after earlier ones were
-                // applied: only the rest is kept refused, and later edits of what was saved build on it.
-                // Before, the whole write was kept refused, the applied items with it.
-                let result = ModifyRecordsResult.partlyRefused(
-                    saving: operation.saving, deleting: operation.deleting,
-                    zoneID: RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName),
-                    answers: answers.answers.withLock { $0 }, refusal: refusal)
-                try settle(operation, Self.landedAlready(operation, result), dropped: [])
+                // applied: that request's items are kept refused with those never sent after it, the
+                // applied items are done (later edits of what was saved build on it), and conflicts in
+                // what was answered go through the merge hook as usual. Before, the whole write was
+                // kept refused, the applied items with it.
+                let zoneID = RecordZone.ID(zoneName: operation.zoneName, ownerName: ownerName)
+                let answered = Self.landedAlready(
+                    operation,
+                    ModifyRecordsResult.answered(
+                        answers.answers.withLock { $0 }, saving: operation.saving, deleting: operation.deleting, zoneID: zoneID))
+                let cut = (try? replica.outboxOperation(id: operation.id))??.operation.parts ?? operation.parts
+                let result = answered.completed(
+                    refusedWith: refusal, saving: operation.saving, deleting: operation.deleting, zoneID: zoneID, parts: cut)
+                let resolved: (ModifyRecordsResult, dropped: Set<Record.ID>)
+                do {
+                    resolved = try await resolveConflicts(operation, result, connection, log: answers)
+                } catch where Self.holdsBackWrite(error) {
+                    holdBack(error, what: "queued writes")
+                    return .heldBack
+                }
+                if try settle(operation, resolved.0, dropped: resolved.dropped) { again = true }
                 continue
             } catch {
                 var refused = operation
@@ -266,7 +279,8 @@ extension ParticipantOwnerLink {
             return true
         } else if let refusal = refusals.first {
             kept.state = .refused
-            // One refusal, or one request's refusal failing each of its items (``ModifyRecordsResult/partlyRefused``): said once.
+            // One refusal, or one request's refusal failing each of its items
+            // (``ModifyRecordsResult/completed(refusedWith:saving:deleting:zoneID:parts:)``): said once.
             let single = refusals.allSatisfy { $0.code == refusal.code && $0.message == refusal.message && $0.recordID == refusal.recordID }
             kept.error = single ? refusal : ShareSyncError(
                 .partialFailure, "\(refusals.count) items refused (first: \(refusal.message))",
