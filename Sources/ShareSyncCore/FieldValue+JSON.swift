@@ -144,19 +144,22 @@ struct FieldValueCoding {
         // Milliseconds since 1970. A whole number past 64 bits is a date far outside the range
         // validation allows (rule `validDate`), and is reported as such rather than as a number.
         func milliseconds(_ value: Double) throws -> Date {
-            guard value.isFinite, value.rounded() == value else {
-                throw DecodingError.dataCorruptedError(
-                    forKey: .value, in: c, debugDescription: "field \(key.stringValue): a TIMESTAMP is whole milliseconds since 1970")
-            }
+            guard value.isFinite, value.rounded() == value else { throw notMilliseconds() }
             return Date(timeIntervalSince1970: value / 1000)
+        }
+        func notMilliseconds() -> DecodingError {
+            DecodingError.dataCorruptedError(
+                forKey: .value, in: c, debugDescription: "field \(key.stringValue): a TIMESTAMP is whole milliseconds since 1970")
         }
         func date() throws -> Date {
             if let millis = try? c.decode(Int64.self, forKey: .value) { return Millis.date(millis) }
-            return try milliseconds(try c.decode(Double.self, forKey: .value))
+            guard let number = try? c.decode(Double.self, forKey: .value) else { throw notMilliseconds() }
+            return try milliseconds(number)
         }
         func dates() throws -> [Date] {
             if let millis = try? c.decode([Int64].self, forKey: .value) { return millis.map(Millis.date) }
-            return try c.decode([Double].self, forKey: .value).map(milliseconds)
+            guard let numbers = try? c.decode([Double].self, forKey: .value) else { throw notMilliseconds() }
+            return try numbers.map(milliseconds)
         }
         switch type {
         case "STRING": return .string(try c.decode(String.self, forKey: .value))

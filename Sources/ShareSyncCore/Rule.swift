@@ -99,8 +99,8 @@ extension Rule {
     public static let changeTokenFormat = Rule(rawValue: "changeTokenFormat")
     /// A change token is of an unsupported version.
     public static let changeTokenVersion = Rule(rawValue: "changeTokenVersion")
-    /// A `subscribe` token is from the middle of a fetch (a page answered with `moreComing`): a
-    /// subscription starts from a completed fetch.
+    /// A `subscribe` token is from the middle of a fetch from no token (a page of it answered with
+    /// `moreComing`): a subscription starts from a completed fetch.
     public static let subscribeTokenMidFetch = Rule(rawValue: "subscribeTokenMidFetch")
     /// A change token belongs to another database or feed.
     public static let changeTokenDatabase = Rule(rawValue: "changeTokenDatabase")

@@ -41,8 +41,9 @@ public struct SharedDatabaseView: Sendable {
 
     /// Checks the token a subscription starts from: one this database can serve (as
     /// ``fetchDatabaseChanges(since:resultsLimit:)`` checks it), and not from the middle of a fetch
-    /// (a page answered with `moreComing`, `invalidArguments` rule `subscribeTokenMidFetch`): a client
-    /// subscribes once its fetches are complete, with the token of the last page.
+    /// from no token (a page of it answered with `moreComing`, `invalidArguments` rule
+    /// `subscribeTokenMidFetch`): a client subscribes once its fetches are complete, with the token of
+    /// the last page. (Pages of a fetch from a token are positions like any other.)
     public func checkSubscriptionToken(_ token: ServerChangeToken) throws(ShareSyncError) {
         let position = try database.read { db in try database.position(of: token, db) }
         guard position.scanSnapshot == nil else {

@@ -70,10 +70,38 @@ public enum MessageCoding {
     /// is not a whole number, or out of range (`{"id":1.5}`); `nil` otherwise (the decoder's own words
     /// are given then).
     static func numberMisfit(in data: Data) -> String? {
+        if let huge = numberPastDouble(in: data) { return "the number \(huge) is out of range (past what a double holds)" }
         guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else { return nil }
         guard let id = (object as? [String: Any])?["id"] as? NSNumber, Int64(exactly: id.doubleValue) == nil else { return nil }
         guard id.doubleValue.rounded() == id.doubleValue else { return "id must be a whole number (it is \(id))" }
         return "id must be a whole number from -2^63 to 2^63 - 1 (it is \(id))"
+    }
+
+    /// The first number outside the JSON strings of `data` that a double cannot hold (`1e400`), at most
+    /// 40 characters of it; nil if there is none. Foundation calls such JSON "not valid JSON".
+    static func numberPastDouble(in data: Data) -> String? {
+        var inString = false
+        var escaped = false
+        var token: [UInt8] = []
+        func check() -> String? {
+            defer { token.removeAll(keepingCapacity: true) }
+            guard !token.isEmpty, let text = String(bytes: token, encoding: .utf8), let number = Double(text) else { return nil }
+            return number.isFinite ? nil : String(text.prefix(40))
+        }
+        for byte in data {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "+"), UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"):
+                token.append(byte)
+            default:
+                if let huge = check() { return huge }
+                if byte == UInt8(ascii: "\"") { inString = true }
+            }
+        }
+        return check()
     }
 
     static func describe(_ error: any Error) -> String { JSONErrors.describe(error) }

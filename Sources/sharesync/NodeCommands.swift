@@ -120,7 +120,9 @@ struct RunCommand: AsyncParsableCommand {
             Prints `listening on HOST:PORT` once it serves, then logs to standard error. Stops cleanly \
             on SIGTERM or SIGINT (exit 0), removing its control socket. One daemon per home: while one \
             runs, another `run` on the same home exits 65 (rule oneDaemonPerHome) before it listens or \
-            contacts an owner.
+            contacts an owner. With SHARESYNC_EXIT_WITH_PARENT=PID in its environment it also stops \
+            cleanly once process PID is gone (test harnesses set it, so that a daemon does not outlive \
+            the run that started it).
 
             Example:
               sharesync run --home ~/.sharesync --log-level debug
@@ -214,7 +216,8 @@ struct RunCommand: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             services: [node], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
-        ParentWatch.start(environment: ProcessInfo.processInfo.environment)
+        let watch = ParentWatch.start(environment: ProcessInfo.processInfo.environment) { await group.triggerGracefulShutdown() }
+        defer { watch?.cancel() }
         do {
             try await group.run()
         } catch {

@@ -99,6 +99,14 @@ struct DaemonTests {
             let outcome = try daemon.waitForExit(timeout: 10)
             #expect(outcome.exited && outcome.status == 0, "\(outcome.stderr)")
             #expect(!FileManager.default.fileExists(atPath: home + "/control.sock"))
+
+            // A starter gone before the daemon started: it still stops cleanly (exit 0), not of a signal.
+            environment[ChildProcess.exitWithParentVariable] = String(starter.pid)
+            let late = try ChildProcess.start(sharesync, ["run", "--home", home], environment: environment)
+            defer { late.kill() }
+            let lateOutcome = try late.waitForExit(timeout: 30)
+            #expect(lateOutcome.exited && lateOutcome.status == 0, "\(lateOutcome.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: home + "/control.sock"))
         }
     }
 

@@ -135,6 +135,8 @@ struct RecordValidationTests {
     func malformedNumbers() {
         for (field, words) in [
             (#"{"type":"TIMESTAMP","value":1.5}"#, "field at: a TIMESTAMP is whole milliseconds since 1970"),
+            (#"{"type":"TIMESTAMP","value":"soon"}"#, "field at: a TIMESTAMP is whole milliseconds since 1970"),
+            (#"{"type":"TIMESTAMP_LIST","value":[1,"later"]}"#, "field at: a TIMESTAMP is whole milliseconds since 1970"),
             (#"{"type":"INT64","value":1e20}"#, "field at: an INT64 value must be a whole number from -2^63 to 2^63 - 1"),
             (#"{"type":"INT64_LIST","value":[1,1e20]}"#, "field at: an INT64_LIST value's elements must be whole numbers"),
         ] {

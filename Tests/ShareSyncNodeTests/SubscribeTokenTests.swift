@@ -19,10 +19,20 @@ struct SubscribeTokenTests {
         let connection = try await OwnerConnection.connect(url: url, identity: b)
         try await connection.acceptShare(url: url)
 
+        // A second zone shared with B, so that the database feed from nil has two pages of one zone.
+        let library = RecordZone.ID(zoneName: "Library")
+        _ = try owner.db.saveZone(RecordZone(zoneID: library))
+        var share = Share(recordZoneID: library)
+        try share.addParticipant(Participant(lookupInfo: .init(userRecordName: b.userRecordName), permission: .readOnly))
+        let saved = try #require(Share(try owner.db.modifyRecords(saving: [share.record]).get()[0]))
+        try await connection.acceptShare(url: try #require(saved.url))
+
         // The database feed from nil, one zone a page, and the zone feed from nil, one record a page.
+        let zones = try await connection.fetchDatabaseChanges(since: nil, resultsLimit: 1)
+        #expect(zones.moreComing)
         let first = try await connection.fetchZoneChanges(zoneName: "Topics", since: nil, resultsLimit: 1)
         #expect(first.moreComing)
-        for token in [first.changeToken] {
+        for token in [zones.changeToken, first.changeToken] {
             let refused = await expectShareSyncError { _ = try await connection.subscribe(since: token) }
             #expect(refused?.code == .invalidArguments)
             #expect(refused?.rule == .subscribeTokenMidFetch)

@@ -195,6 +195,15 @@ struct MessageTests {
         #expect(error?.message.contains("id must be a whole number from -2^63 to 2^63 - 1 (it is 18446744073709551616)") == true, "\(error?.message ?? "")")
     }
 
+    @Test("a number past what a double holds is named, not called invalid JSON; one inside a string is not a number")
+    func numberPastDouble() {
+        let line = #"{"id":4,"op":"modifyRecords","zoneName":"Z","saving":[{"recordName":"a","recordType":"T","zoneID":{"zoneName":"Z","ownerRecordName":"o"},"fields":{"d":{"type":"DOUBLE","value":1e400},"s":{"type":"STRING","value":"9e999"}}}]}"#
+        let error = #expect(throws: ShareSyncError.self) { try MessageCoding.decode(Request.self, from: Data(line.utf8)) }
+        #expect(error?.rule == .malformedRequest)
+        #expect(error?.message.contains("the number 1e400 is out of range") == true, "\(error?.message ?? "")")
+        #expect(MessageCoding.numberPastDouble(in: Data(#"{"s":"1e999","t":true,"n":-2.5e3}"#.utf8)) == nil)
+    }
+
     @Test("resultsLimit past 64 bits is lowered like any larger value; one that is not a whole number is refused naming it")
     func resultsLimitRange() throws {
         func limit(_ value: String) throws(ShareSyncError) -> Int? {
