@@ -60,6 +60,14 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
             throw .invalid("unsupported change token version \(version)", rule: .changeTokenVersion)
         }
         guard parts.count == 3, !parts[2].isEmpty else { throw .invalid("malformed change token", rule: .changeTokenFormat) }
+        // Its shape before its database: a made-up or mangled token is malformed, not another database's
+        // (which would send its holder to fetch everything again).
+        guard !parts[1].isEmpty, parts[1].utf8.allSatisfy({ Self.isLowercaseHex($0) }) else {
+            throw .invalid("malformed change token: its database id is not lowercase hex", rule: .changeTokenFormat)
+        }
+        guard sealing.isWellFormed(parts[2]) else {
+            throw .invalid("malformed change token: its position is not as a database writes one", rule: .changeTokenFormat)
+        }
         guard parts[1] == expectedDatabaseID else {
             throw ShareSyncError(
                 .changeTokenExpired, "the change token belongs to another database; fetch again from nil",
@@ -73,6 +81,10 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
         return position
     }
 
+    static func isLowercaseHex(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+    }
+
     /// The characters of every version's tokens: ASCII letters, digits, `.`, `-` and `_`.
     static func isTokenCharacter(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar {
@@ -83,10 +95,17 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
 
     /// A character of a malformed token, as an error names it.
     static func describe(_ scalar: Unicode.Scalar) -> String {
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
         switch scalar {
-        case " ": "a space"
-        case "\t", "\n", "\r": "a tab or line break"
-        default: "the character U+\(String(scalar.value, radix: 16, uppercase: true))"
+        case " ": return "a space (U+0020)"
+        case "\t": return "a tab (U+0009)"
+        case "\n": return "a line feed (U+000A)"
+        case "\r": return "a carriage return (U+000D)"
+        default:
+            // Printable characters are shown as well; others by their code only.
+            let shown = scalar.properties.isWhitespace || scalar.value < 0x20 || scalar.value == 0x7F ? "" : " '\(Character(scalar))'"
+            return "the character \(code)\(shown)"
         }
     }
 
@@ -111,4 +130,7 @@ package protocol ChangeTokenSealing: Sendable {
     /// The position `sealed` holds; `invalidArguments`, rule `changeTokenFormat`, if it holds none
     /// (not made by ``seal(_:)`` with this key).
     func open(_ sealed: Substring) throws(ShareSyncError) -> ServerChangeToken.Position
+    /// Whether `sealed` has the shape of what ``seal(_:)`` writes, with whatever key (checked before a
+    /// token's database: a token of another database is well formed; a made-up one may not be).
+    func isWellFormed(_ sealed: Substring) -> Bool
 }

@@ -65,6 +65,19 @@ struct PositionCipher: ChangeTokenSealing {
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
+    /// 22 characters of base64url (16 bytes), the last one holding the final 2 bits only.
+    func isWellFormed(_ sealed: Substring) -> Bool {
+        sealed.utf8.count == 22
+            && sealed.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "-"), UInt8(ascii: "_"):
+                    true
+                default: false
+                }
+            }
+    }
+
     func open(_ sealed: Substring) throws(ShareSyncError) -> ServerChangeToken.Position {
         let malformed = ShareSyncError(.invalidArguments, "malformed change token", rule: .changeTokenFormat)
         // 16 bytes are 22 base64url characters without padding.

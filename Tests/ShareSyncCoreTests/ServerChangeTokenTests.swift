@@ -21,6 +21,8 @@ struct VisibleSealing: ChangeTokenSealing {
         }
         return .init(sequence: sequence)
     }
+
+    func isWellFormed(_ sealed: Substring) -> Bool { sealed.first == "p" }
 }
 
 @Suite("Server change tokens")
@@ -43,10 +45,10 @@ struct ServerChangeTokenTests {
 
     @Test("a token survives being stored as its string")
     func storedAsString() throws {
-        let token = try Self.token(7, database: "9F2C11AB")
+        let token = try Self.token(7, database: "9f2c11ab")
         let restored = ServerChangeToken(stringValue: token.stringValue)
         #expect(restored == token)
-        #expect(try restored.position(expectedDatabaseID: "9F2C11AB", sealing: Self.sealing).sequence == 7)
+        #expect(try restored.position(expectedDatabaseID: "9f2c11ab", sealing: Self.sealing).sequence == 7)
     }
 
     @Test("a token is Codable as a bare JSON string")
@@ -61,7 +63,9 @@ struct ServerChangeTokenTests {
         "a malformed token fails with invalidArguments and rule changeTokenFormat",
         arguments: ["", "garbage", "2.db1", "2.db1.x", "2.db1.p42.7", "2..", "2.db1.", "2.db1.p99999999999999999999",
                     // Another spelling of a valid position: a token is only ever sent back as issued.
-                    "2.db1.p042", "2.db1.p+42", "2.db1.p42s07"])
+                    "2.db1.p042", "2.db1.p+42", "2.db1.p42s07",
+                    // Made up or mangled: malformed, not another database's (whose holder would fetch all again).
+                    "2.x.y", "2.db2.y", "2.DB1.p42", "2.db1x.p42"])
     func malformed(text: String) throws {
         let error = try #require(#expect(throws: ShareSyncError.self) {
             try ServerChangeToken(stringValue: text).position(expectedDatabaseID: "db1", sealing: Self.sealing)

@@ -79,7 +79,24 @@ struct SubscribeTokenTests {
         let spaced = await expectShareSyncError {
             _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: " " + token.stringValue))
         }
-        #expect(spaced?.message.contains("a space") == true)
+        #expect(spaced?.message.contains("a space (U+0020)") == true)
+        let fed = await expectShareSyncError {
+            _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: token.stringValue + "\n"))
+        }
+        #expect(fed?.message.contains("a line feed (U+000A)") == true, "\(fed?.message ?? "")")
+        // Made up or mangled: malformed (not "another database", which would make the holder fetch everything).
+        let parts = token.stringValue.split(separator: ".").map(String.init)
+        for made in ["2.x.y", "2.0123456789abcdef.y", "2.\(parts[1].uppercased()).\(parts[2])", "2.\(parts[1]).\(parts[2].dropLast())"] {
+            let refused = await expectShareSyncError {
+                _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: made))
+            }
+            #expect(refused?.code == .invalidArguments && refused?.rule == .changeTokenFormat, "\(made): \(String(describing: refused))")
+        }
+        // A well-formed token of another database: expired, fetch again from nil.
+        let other = await expectShareSyncError {
+            _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: "2.0123456789abcdef.\(parts[2])"))
+        }
+        #expect(other?.code == .changeTokenExpired && other?.rule == .changeTokenDatabase, "\(String(describing: other))")
         // The token as given still works.
         #expect(try await connection.fetchDatabaseChanges(since: token).changedZoneIDs.isEmpty)
         await connection.close()
