@@ -60,11 +60,13 @@ struct DirectZoneFeedsTests {
                 f = Follower(expired: f.expired + 1)
                 continue
             }
-            for zone in changes.changedZoneIDs { f.pending.insert(zone.zoneName) }
+            // Deletions first, as protocol.md says: a zone in both lists (it entered the view again)
+            // is dropped, then fetched afresh.
             for zone in changes.deletedZoneIDs {
                 f.zones[zone.zoneName] = nil
                 f.pending.remove(zone.zoneName)
             }
+            for zone in changes.changedZoneIDs { f.pending.insert(zone.zoneName) }
             f.token = changes.changeToken
             if !changes.moreComing { break }
         }

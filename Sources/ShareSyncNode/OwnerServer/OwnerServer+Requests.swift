@@ -90,6 +90,7 @@ struct RequestExecutor: Sendable {
                     "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone) named by the request",
                     recordID: record.recordID, rule: .zoneMismatch)
             }
+            try Self.checkReferenceZones(saving)
             if let writeID {
                 guard Self.isValidWriteID(writeID) else {
                     throw ShareSyncError(
@@ -160,6 +161,25 @@ struct RequestExecutor: Sendable {
             throw ShareSyncError(
                 .limitExceeded, "\(n) items in one request; at most \(limit) are allowed (split the request)",
                 rule: .maximumItemsPerRequest)
+        }
+    }
+
+    /// Refuses a participant's save whose reference names a zone in the owner's own form
+    /// (`__defaultOwner__`, or a zoneID without ownerRecordName): for a participant that is another
+    /// zone, as for a record's zoneID (`invalidArguments`, rule `zoneMismatch`; protocol.md, "Records
+    /// in JSON"). Before, it was taken as the record's zone and rewritten without a word.
+    static func checkReferenceZones(_ saving: [Record]) throws(ShareSyncError) {
+        for record in saving {
+            for (key, value) in record.fields {
+                guard let reference = value.references.first(where: { $0.recordID.zoneID.ownerName == RecordZone.ID.currentUserDefaultName })
+                else { continue }
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "record \(record.recordID.recordName): field \(key) refers to \(reference.recordID.recordName) in zone "
+                        + "\(reference.recordID.zoneID), the owner's own form; name the owner's user record name, or leave zoneID out "
+                        + "for the record's zone",
+                    recordID: record.recordID, rule: .zoneMismatch)
+            }
         }
     }
 

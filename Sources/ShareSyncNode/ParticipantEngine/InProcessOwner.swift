@@ -234,6 +234,7 @@ final class InProcessConnection: OwnerDatabase {
                 .invalidArguments, "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone)",
                 recordID: record.recordID, rule: .zoneMismatch)
         }
+        try RequestExecutor.checkReferenceZones(saving)
         let ids = deleting.map { Record.ID(recordName: $0, zoneID: zone) }
         guard let writeID else {
             return try executor.view.modifyRecords(saving: saving, deleting: ids, savePolicy: savePolicy, atomically: atomically)

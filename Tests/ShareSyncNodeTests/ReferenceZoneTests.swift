@@ -1,0 +1,55 @@
+import Foundation
+import ShareSyncCore
+import ShareSyncNode
+import ShareSyncTestSupport
+import ShareSyncWire
+import Testing
+
+/// A participant's references name the owner's zones as its records do: with the owner's user record
+/// name, or without a zoneID for the record's own zone.
+@Suite("References in a participant's write")
+struct ReferenceZoneTests {
+    @Test("a reference whose zoneID is the owner's own form (__defaultOwner__, or no ownerRecordName) is zoneMismatch and saves nothing")
+    func ownersOwnFormIsRefused() async throws {
+        let owner = try await TestOwner.start()
+        let b = NodeIdentity.generate()
+        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
+        try owner.saveNote("note-1", title: "one")
+        let client = try await RawClient.plain(port: owner.server.port, .tls(b))
+        try await client.authenticate(b)
+        try await client.sendJSON(["id": 1, "op": "acceptShare", "url": url])
+        #expect(try await client.json()?["ok"] != nil)
+        let ownerName = owner.identity.userRecordName
+        func save(_ id: Int, _ name: String, field: [String: Any]) async throws -> [String: Any]? {
+            let record: [String: Any] = [
+                "recordName": name, "recordType": "Note", "zoneID": ["zoneName": "Topics", "ownerRecordName": ownerName],
+                "parent": ["recordName": "topic"], "fields": ["r": field],
+            ]
+            try await client.sendJSON(["id": id, "op": "modifyRecords", "zoneName": "Topics", "saving": [record], "atomically": false])
+            return try await client.json()
+        }
+        let ownForms: [[String: Any]] = [
+            ["type": "REFERENCE", "value": ["recordName": "note-1", "zoneID": ["zoneName": "Topics", "ownerRecordName": "__defaultOwner__"]]],
+            ["type": "REFERENCE", "value": ["recordName": "note-1", "zoneID": ["zoneName": "Topics"]]],
+            ["type": "REFERENCE_LIST", "value": [["recordName": "note-1"], ["recordName": "note-1", "zoneID": ["zoneName": "Topics"]]]],
+        ]
+        for (i, field) in ownForms.enumerated() {
+            let answer = try await save(10 + i, "r\(i)", field: field)
+            #expect(errorCode(answer) == "invalidArguments" && errorRule(answer) == "zoneMismatch", "\(answer ?? [:])")
+            let message = ((answer?["error"] as? [String: Any])?["message"] as? String) ?? ""
+            #expect(message.contains("field r refers to note-1"), "\(message)")
+            #expect(throws: ShareSyncError.self) { try owner.db.fetchRecord(owner.id("r\(i)")) }
+        }
+        // The owner's user record name, or no zoneID: the record's zone, saved.
+        for (i, field) in [
+            ["type": "REFERENCE", "value": ["recordName": "note-1", "zoneID": ["zoneName": "Topics", "ownerRecordName": ownerName]]],
+            ["type": "REFERENCE", "value": ["recordName": "note-1"]],
+        ].enumerated() {
+            let answer = try await save(20 + i, "ok\(i)", field: field)
+            #expect(answer?["ok"] != nil, "\(answer ?? [:])")
+            #expect(try owner.db.fetchRecord(owner.id("ok\(i)"))["r"]?.references.first?.recordID.recordName == "note-1")
+        }
+        await client.close()
+        try await owner.stop()
+    }
+}
