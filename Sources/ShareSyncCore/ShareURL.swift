@@ -53,6 +53,11 @@ public struct ShareURL: Sendable, Hashable, CustomStringConvertible {
             return .failure(Problem("it does not start with \(Self.scheme)://"))
         }
         guard let host = components.host, !host.isEmpty else { return .failure(Problem("it names no host")) }
+        // `sharesync://trusted.example@other.example/…` reaches other.example: refused, not shown to a
+        // reader as a URL of trusted.example.
+        guard components.user == nil, components.password == nil else {
+            return .failure(Problem("it has a user part before its host (user@host), which share URLs never have"))
+        }
         let parts = components.path.split(separator: "/")
         guard parts.count == 2, parts[0] == "share" else { return .failure(Problem("its path is not /share/TOKEN")) }
         guard Self.isToken(parts[1]) else {

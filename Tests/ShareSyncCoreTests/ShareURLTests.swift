@@ -73,10 +73,20 @@ struct ShareURLTests {
         ("sharesync://h:1/share/t?invite=a&invite=b", "invite= twice"),
         ("sharesync://h:1/share/t?owner=xyz", "owner= is not a hexadecimal"),
         ("sharesync://h:1/share/t?invite=a%20b", "invite= is not"),
+        ("sharesync://trusted.example@other.example:1/share/t", "user part before its host"),
+        ("sharesync://u:p@h:1/share/t", "user part before its host"),
     ])
     func problemsAreNamed(url: String, problem: String) {
         #expect(ShareURL(string: url) == nil, "\(url)")
         #expect(ShareURL.problem(with: url)?.contains(problem) == true, "\(url): \(String(describing: ShareURL.problem(with: url)))")
+    }
+
+    @Test("unknown query parameters, a slash after the token and a fragment are ignored")
+    func ignoredParts() throws {
+        for text in ["sharesync://h:1/share/t?owner=f00d&utm=x", "sharesync://h:1/share/t/?owner=f00d", "sharesync://h:1/share/t?owner=f00d#top"] {
+            let url = try #require(ShareURL(string: text), "\(text)")
+            #expect(url.absoluteString == "sharesync://h:1/share/t?owner=f00d", "\(text)")
+        }
     }
 
     @Test("a share URL has no problem")
