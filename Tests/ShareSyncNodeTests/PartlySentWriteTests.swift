@@ -66,6 +66,26 @@ struct PartlySentWriteTests {
         try await owner.stop()
     }
 
+    @Test("a write in several requests whose caller gave up before the first request went is not sent and not queued")
+    func cancelledBeforeTheFirstRequest() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (owner, sync, notes) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 12, b)
+        let ownerName = owner.identity.userRecordName
+        let write = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await sync.modifyRecords(
+                owner: ownerName, zoneName: "Topics", deleting: notes.map(\.recordID.recordName), atomically: false)
+        }
+        let outcome = await write.result
+        guard case .failure(let error) = outcome else { Issue.record("expected the cancel, got \(outcome)"); return }
+        #expect((error as? ShareSyncError)?.code == .operationCancelled, "\(error)")
+        #expect(try sync.replica.outboxOperations().isEmpty)
+        for note in notes { #expect(try owner.db.fetchRecord(note.recordID).recordID == note.recordID) }
+        await sync.stop()
+        try await owner.stop()
+    }
+
     /// The refusal injected for the third request of a write (requests of 4 items).
     static let refusal = ShareSyncError(.permissionFailure, "refused as a whole (injected)", rule: .readOnlyParticipant)
 

@@ -49,6 +49,21 @@ struct ReferenceZoneTests {
             #expect(answer?["ok"] != nil, "\(answer ?? [:])")
             #expect(try owner.db.fetchRecord(owner.id("ok\(i)"))["r"]?.references.first?.recordID.recordName == "note-1")
         }
+        // A TIMESTAMP past 64-bit milliseconds fails its own item (validDate); the other item is saved.
+        let at: [String: Any] = [
+            "recordName": "late", "recordType": "Note", "zoneID": ["zoneName": "Topics", "ownerRecordName": ownerName],
+            "parent": ["recordName": "topic"], "fields": ["at": ["type": "TIMESTAMP", "value": 1e20]],
+        ]
+        let fine: [String: Any] = [
+            "recordName": "fine", "recordType": "Note", "zoneID": ["zoneName": "Topics", "ownerRecordName": ownerName],
+            "parent": ["recordName": "topic"], "fields": ["at": ["type": "TIMESTAMP", "value": 1_700_000_000_000]],
+        ]
+        try await client.sendJSON(["id": 30, "op": "modifyRecords", "zoneName": "Topics", "saving": [at, fine], "atomically": false])
+        let answer = try await client.json()
+        let itemError = ((answer?["ok"] as? [String: Any])?["errors"] as? [String: Any])?["late"] as? [String: Any]
+        #expect(itemError?["rule"] as? String == "validDate", "\(answer ?? [:])")
+        #expect(try owner.db.fetchRecord(owner.id("fine")).recordID.recordName == "fine")
+        #expect(throws: ShareSyncError.self) { try owner.db.fetchRecord(owner.id("late")) }
         await client.close()
         try await owner.stop()
     }
