@@ -61,10 +61,7 @@ struct OwnerServerTests {
     @Test("a read-write participant's saves land in the owner's database, in batches over 400 too")
     func readWriteModify() async throws {
         let owner = try await TestOwner.start()
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        try await connection.acceptShare(url: url)
+        let (b, _, connection) = try await owner.acceptedParticipant()
         let zone = RecordZone.ID(zoneName: "Topics", ownerName: connection.ownerName)
         let topicID = Record.ID(recordName: "topic", zoneID: zone)
 
@@ -152,10 +149,7 @@ struct OwnerServerTests {
     @Test("a push arrives after an owner write")
     func pushAfterOwnerWrite() async throws {
         let owner = try await TestOwner.start()
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        try await connection.acceptShare(url: url)
+        let (_, _, connection) = try await owner.acceptedParticipant()
         let stream = try await connection.subscribe()
         var latencies: [Duration] = []
         for i in 0..<5 {
@@ -184,10 +178,7 @@ struct OwnerServerTests {
     @Test("subscribing with an old token pushes what happened since at once")
     func subscribeWithToken() async throws {
         let owner = try await TestOwner.start()
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        try await connection.acceptShare(url: url)
+        let (_, _, connection) = try await owner.acceptedParticipant()
         let token = try await connection.fetchDatabaseChanges(since: nil).changeToken
         try owner.saveNote("while-away", title: "x")
         let stream = try await connection.subscribe(since: token)

@@ -15,10 +15,7 @@ struct PushReadFailureTests {
         stream: AsyncStream<OwnerConnection.Push>
     ) {
         let owner = try await TestOwner.start()
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        try await connection.acceptShare(url: url)
+        let (b, url, connection) = try await owner.acceptedParticipant()
         let token = try await connection.fetchDatabaseChanges(since: nil).changeToken
         return (owner, b, url, connection, token, try await connection.subscribe(since: token))
     }

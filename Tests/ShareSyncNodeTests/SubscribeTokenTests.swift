@@ -13,11 +13,8 @@ struct SubscribeTokenTests {
     @Test("a subscribe with a token from the middle of a fetch is refused; the completed fetch's token subscribes")
     func midFetchToken() async throws {
         let owner = try await TestOwner.start()
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
         for i in 0..<3 { try owner.saveNote("n\(i)", title: "t\(i)") }
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        try await connection.acceptShare(url: url)
+        let (b, _, connection) = try await owner.acceptedParticipant()
 
         // A second zone shared with B, so that the database feed from nil has two pages of one zone.
         let library = RecordZone.ID(zoneName: "Library")
@@ -63,10 +60,7 @@ struct SubscribeTokenTests {
     @Test("a token with a space before it is refused as malformed, naming the space, not as an unknown version")
     func tokenWithSpace() async throws {
         let owner = try await TestOwner.start()
-        let b = NodeIdentity.generate()
-        let (url, _) = try owner.shareTopic(invite: [(b, .readWrite)])
-        let connection = try await OwnerConnection.connect(url: url, identity: b)
-        try await connection.acceptShare(url: url)
+        let (_, _, connection) = try await owner.acceptedParticipant()
         let token = try await connection.fetchDatabaseChanges(since: nil).changeToken
         for odd in [" " + token.stringValue, token.stringValue + "\n", token.stringValue + "é"] {
             let refused = await expectShareSyncError {

@@ -63,6 +63,16 @@ struct TestOwner {
         return try save(share)
     }
 
+    /// Shares the topic with a new identity (read-write), which connects and accepts: the identity,
+    /// the share's URL and the accepted connection.
+    func acceptedParticipant() async throws -> (b: NodeIdentity, url: String, connection: OwnerConnection) {
+        let b = NodeIdentity.generate()
+        let (url, _) = try shareTopic(invite: [(b, .readWrite)])
+        let connection = try await OwnerConnection.connect(url: url, identity: b)
+        try await connection.acceptShare(url: url)
+        return (b, url, connection)
+    }
+
     /// Shares the whole zone with the given identities (its participants read the zone's own feed);
     /// returns the share's URL and record name.
     func shareZone(invite: [(NodeIdentity, Participant.Permission)]) throws -> (url: String, shareName: String) {
