@@ -103,8 +103,8 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
         case "\n": return "a line feed (U+000A)"
         case "\r": return "a carriage return (U+000D)"
         default:
-            // Printable characters are shown as well; others by their code only.
-            let shown = scalar.properties.isWhitespace || scalar.value < 0x20 || scalar.value == 0x7F ? "" : " '\(Character(scalar))'"
+            // Printable ASCII is shown as well; anything else (controls, bidi and format marks) by its code only.
+            let shown = (0x21...0x7E).contains(scalar.value) ? " '\(Character(scalar))'" : ""
             return "the character \(code)\(shown)"
         }
     }

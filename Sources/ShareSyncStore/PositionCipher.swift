@@ -65,7 +65,8 @@ struct PositionCipher: ChangeTokenSealing {
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
-    /// 22 characters of base64url (16 bytes), the last one holding the final 2 bits only.
+    /// 22 characters of base64url (16 bytes). (Whether its last character's spare bits are zero is
+    /// left to ``open(_:)``, which refuses what does not decode to a position of this key.)
     func isWellFormed(_ sealed: Substring) -> Bool {
         sealed.utf8.count == 22
             && sealed.utf8.allSatisfy { byte in

@@ -26,20 +26,15 @@ public struct SharedDatabaseView: Sendable {
             let since = try database.position(of: token, db)
             let rows = try Row.fetchAll(
                 db.cachedStatement(sql: """
-                    SELECT zone, seq, present, enteredSeq FROM viewZone
+                    SELECT zone, seq, present FROM viewZone
                     WHERE viewer = ?1 AND seq > ?2 AND (present = 1 OR seq > ?3) ORDER BY seq LIMIT ?4
                     """),
                 arguments: [viewer, since.sequence, since.deletionsAfter, limit + 1])
             let page = rows.prefix(limit)
             let moreComing = rows.count > limit
-            // A zone that entered the view after the token (deleted and created again, or shared again
-            // after the caller lost it) is listed as deleted too, as a push lists it: the caller's copy
-            // of it may hold records and deletions it missed meanwhile, and its zone token has expired.
-            // A client applies the deletion first (protocol.md, "Catching up and subscribing").
-            let entered: (Row) -> Bool = { row in token != nil && (row["present"] as Bool) && (row["enteredSeq"] as Int64) > since.oldestNeeded }
             return DatabaseChanges(
                 changedZoneIDs: page.filter { $0["present"] as Bool }.map { database.sharedZoneID($0["zone"]) },
-                deletedZoneIDs: page.filter { !($0["present"] as Bool) || entered($0) }.map { database.sharedZoneID($0["zone"]) },
+                deletedZoneIDs: page.filter { !($0["present"] as Bool) }.map { database.sharedZoneID($0["zone"]) },
                 changeToken: try database.token(after: page, moreComing: moreComing, from: since, db), moreComing: moreComing)
         }
     }

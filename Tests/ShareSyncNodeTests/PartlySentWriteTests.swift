@@ -119,6 +119,69 @@ struct PartlySentWriteTests {
         try await owner.stop()
     }
 
+    @Test("a direct write whose later request meets a plain internalError is answered with what was applied, when it may be queued")
+    func aDirectWriteMeetingAnInternalErrorPartWayIsAnswered() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (owner, sync, notes) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 12, b)
+        owner.server.registry.injectedRefusalsHeldFor.store(1, ordering: .relaxed)
+        owner.server.registry.injectedRefusals.withLock { $0["modifyRecords"] = ShareSyncError(.internalError, "something failed (injected)") }
+        let outcome = try await sync.modifyRecords(
+            owner: owner.identity.userRecordName, zoneName: "Topics", deleting: notes.map(\.recordID.recordName), atomically: false)
+        // Thrown, the caller would not learn that d0-d3 were deleted.
+        guard case .sent(let result) = outcome else { Issue.record("expected an answer, got \(outcome)"); return }
+        #expect(result.errors["d0"] == nil && result.errors["d4"]?.code == .internalError && result.errors["d8"]?.code == .batchRequestFailed)
+        await sync.stop()
+        try await owner.stop()
+    }
+
+    @Test("with a merge hook, a queued write refused part-way merges the answered conflicts; the items never sent are kept, not sent")
+    func aQueuedWriteRefusedPartWayMergesOnlyWhatWasAnswered() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (owner, sync, _) = try await WriteOnceTests.ownerWithNotesInRequestsOf4(count: 12, b, merge: { mine, theirs in
+            var merged = theirs
+            merged["title"] = mine["title"]
+            return merged
+        })
+        let ownerName = owner.identity.userRecordName
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        var copies: [Record] = []
+        for i in 0..<12 {
+            var copy = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "d\(i)", zoneID: zone)))
+            copy["title"] = .string("mine \(i)")
+            copies.append(copy)
+        }
+        // The owner changes d0 meanwhile: the first request answers it with a conflict.
+        var theirs = try owner.db.fetchRecord(owner.id("d0"))
+        theirs["label"] = "the owner's"
+        _ = try owner.db.modifyRecords(saving: [theirs]).get()
+        // The second request is refused as a whole; from the third request on (the merge retry) nothing is.
+        let registry = owner.server.registry
+        let requests = Counter()
+        registry.injectedRefusalsHeldFor.store(1, ordering: .relaxed)
+        registry.injectedRefusals.withLock { $0["modifyRecords"] = Self.refusal }
+        registry.onWriteRequest.withLock {
+            $0 = { if requests.count.wrappingAdd(1, ordering: .relaxed).newValue == 3 { registry.injectedRefusals.withLock { $0 = [:] } } }
+        }
+        let queued = try sync.replica.enqueue(owner: ownerName, operation: OutboxOperation(zoneName: "Topics", saving: copies, atomically: false))
+        try #require(sync.existingLink(ownerName)).pokeOutbox()
+        try await expectEventually(sync, "the write kept refused", timeout: 30) {
+            try sync.replica.outboxOperation(id: queued.id)?.operation.state == .refused
+        }
+        let kept = try #require(try sync.replica.outboxOperation(id: queued.id)?.operation)
+        #expect(kept.saving.map(\.recordID.recordName) == (4..<12).map { "d\($0)" })
+        // d0 merged (mine over the owner's, its label kept); d8-d11 never sent: the retry did not carry them.
+        #expect(try owner.db.fetchRecord(owner.id("d0"))["title"] == "mine 0")
+        #expect(try owner.db.fetchRecord(owner.id("d0"))["label"] == "the owner's")
+        #expect(try owner.db.fetchRecord(owner.id("d1"))["title"] == "mine 1")
+        #expect(try owner.db.fetchRecord(owner.id("d8"))["title"] == "note 8")
+        #expect(requests.count.load(ordering: .relaxed) == 3)
+        registry.onWriteRequest.withLock { $0 = nil }
+        await sync.stop()
+        try await owner.stop()
+    }
+
     @Test("a direct write whose later request meets a failure of the owner's store still throws it (the request may pass later)")
     func aDirectWriteMeetingAStoreFailurePartWayThrows() async throws {
         let b = try TestParticipant()

@@ -49,6 +49,29 @@ struct ReferenceZoneTests {
             #expect(answer?["ok"] != nil, "\(answer ?? [:])")
             #expect(try owner.db.fetchRecord(owner.id("ok\(i)"))["r"]?.references.first?.recordID.recordName == "note-1")
         }
+        // A parent in the owner's own form: the same.
+        try await client.sendJSON(["id": 25, "op": "modifyRecords", "zoneName": "Topics", "saving": [[
+            "recordName": "p0", "recordType": "Note", "zoneID": ["zoneName": "Topics", "ownerRecordName": ownerName],
+            "parent": ["recordName": "topic", "zoneID": ["zoneName": "Topics"]], "fields": [:] as [String: Any],
+        ] as [String: Any]]])
+        let parentAnswer = try await client.json()
+        #expect(errorRule(parentAnswer) == "zoneMismatch", "\(parentAnswer ?? [:])")
+        #expect(throws: ShareSyncError.self) { try owner.db.fetchRecord(owner.id("p0")) }
+        // A write applied under its writeID and sent again (by an owner of an earlier version it was
+        // taken) gets its kept answer, not the refusal.
+        let record: [String: Any] = [
+            "recordName": "w0", "recordType": "Note", "zoneID": ["zoneName": "Topics", "ownerRecordName": ownerName],
+            "parent": ["recordName": "topic"], "fields": ["r": ["type": "REFERENCE", "value": ["recordName": "note-1"]]],
+        ]
+        try await client.sendJSON(["id": 26, "op": "modifyRecords", "zoneName": "Topics", "saving": [record], "writeID": "w-ref-1"])
+        let first = try await client.json()
+        #expect(first?["ok"] != nil, "\(first ?? [:])")
+        var ownForm = record
+        ownForm["fields"] = ["r": ["type": "REFERENCE", "value": ["recordName": "note-1", "zoneID": ["zoneName": "Topics"]]]]
+        try await client.sendJSON(["id": 27, "op": "modifyRecords", "zoneName": "Topics", "saving": [ownForm], "writeID": "w-ref-1"])
+        let repeated = try await client.json()
+        #expect(repeated?["ok"] != nil, "\(repeated ?? [:])")
+
         // A TIMESTAMP past 64-bit milliseconds fails its own item (validDate); the other item is saved.
         let at: [String: Any] = [
             "recordName": "late", "recordType": "Note", "zoneID": ["zoneName": "Topics", "ownerRecordName": ownerName],

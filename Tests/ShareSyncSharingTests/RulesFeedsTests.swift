@@ -61,31 +61,22 @@ struct RulesFeedsTests {
         #expect(fresh.changedRecords.count == 14)
     }
 
-    @Test("a zone shared again, or deleted and created again, since a database token comes in deletedZones and changedZones, as a push has it")
-    func zoneEnteredAgainIsListedDeletedToo() throws {
+    @Test("a zone shared again since a database token comes as changed, and the zone token held from before has expired")
+    func zoneEnteredAgainSinceADatabaseToken() throws {
         let w = try world()
         let first = try w.share(root: "topic", invite: [("_b", .readOnly)])
         try w.accept(first, "_b")
         let view = w.view("_b")
         let before = try view.fetchDatabaseChanges(since: nil).changeToken
-        // Nothing new: neither list names the zone.
-        let quiet = try view.fetchDatabaseChanges(since: before)
-        #expect(quiet.changedZoneIDs.isEmpty && quiet.deletedZoneIDs.isEmpty)
+        let zoneToken = try view.fetchZoneChanges(w.sharedZone, since: nil).changeToken
         _ = try w.db.modifyRecords(deleting: [first.recordID]).get()
         try w.accept(try w.share(root: "topic", invite: [("_b", .readOnly)]), "_b")
-        // Before, only changedZones named it: a client kept its old copy, and learnt of the gap only
-        // from its zone token's expiry.
+        // As protocol.md says ("How access ends"): changed only, and the zone token tells the rest.
         let changes = try view.fetchDatabaseChanges(since: before)
         #expect(changes.changedZoneIDs.map(\.zoneName) == [w.sharedZone.zoneName])
-        #expect(changes.deletedZoneIDs.map(\.zoneName) == [w.sharedZone.zoneName])
-        // From nil, or from a token after it entered again, it is only changed (or not listed).
-        #expect(try view.fetchDatabaseChanges(since: nil).deletedZoneIDs.isEmpty)
-        let after = try view.fetchDatabaseChanges(since: changes.changeToken)
-        #expect(after.deletedZoneIDs.isEmpty && after.changedZoneIDs.isEmpty)
-        // A change inside the zone after that is a change only.
-        try w.save(w.record("Note", "late", parent: "topic"))
-        let edit = try view.fetchDatabaseChanges(since: changes.changeToken)
-        #expect(edit.changedZoneIDs.map(\.zoneName) == [w.sharedZone.zoneName] && edit.deletedZoneIDs.isEmpty)
+        #expect(changes.deletedZoneIDs.isEmpty)
+        let expired = failure { _ = try view.fetchZoneChanges(w.sharedZone, since: zoneToken) }
+        #expect(expired?.code == .changeTokenExpired, "\(String(describing: expired))")
     }
 
     @Test("pendingChangeCount counts what a fetch of the zone's changes from the same token returns")

@@ -90,7 +90,6 @@ struct RequestExecutor: Sendable {
                     "record \(record.recordID.recordName) is in zone \(record.recordID.zoneID), not in \(zone) named by the request",
                     recordID: record.recordID, rule: .zoneMismatch)
             }
-            try Self.checkReferenceZones(saving)
             if let writeID {
                 guard Self.isValidWriteID(writeID) else {
                     throw ShareSyncError(
@@ -105,6 +104,8 @@ struct RequestExecutor: Sendable {
                     try checkCount(saving.count + deleting.count)
                     let limit = database.limits.maximumResponseSize
                     if requestBytes > limit { throw OwnerServer.oversizedWrite(bytes: requestBytes, limit: limit) }
+                    // After the repeat lookup too: a write an earlier owner applied gets its kept answer.
+                    try Self.checkReferenceZones(saving)
                 } catch {
                     if let kept = try view.keptAnswer(writeID: writeID) { return answerFrame(id, kept) }
                     throw error
@@ -119,6 +120,7 @@ struct RequestExecutor: Sendable {
                 return answerFrame(id, answer)
             }
             try checkCount(saving.count + deleting.count)
+            try Self.checkReferenceZones(saving)
             let result = try view.modifyRecords(
                 saving: saving, deleting: deleting.map { Record.ID(recordName: $0, zoneID: zone) }, savePolicy: policy,
                 atomically: atomically)
@@ -170,6 +172,13 @@ struct RequestExecutor: Sendable {
     /// in JSON"). Before, it was taken as the record's zone and rewritten without a word.
     static func checkReferenceZones(_ saving: [Record]) throws(ShareSyncError) {
         for record in saving {
+            if let parent = record.parent, parent.recordID.zoneID.ownerName == RecordZone.ID.currentUserDefaultName {
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "record \(record.recordID.recordName): its parent \(parent.recordID.recordName) is in zone \(parent.recordID.zoneID), "
+                        + "the owner's own form; leave zoneID out (a parent is in the record's zone)",
+                    recordID: record.recordID, rule: .zoneMismatch)
+            }
             for (key, value) in record.fields {
                 guard let reference = value.references.first(where: { $0.recordID.zoneID.ownerName == RecordZone.ID.currentUserDefaultName })
                 else { continue }

@@ -98,17 +98,22 @@ extension ParticipantOwnerLink {
                     operation,
                     ModifyRecordsResult.answered(
                         answers.answers.withLock { $0 }, saving: operation.saving, deleting: operation.deleting, zoneID: zoneID))
-                let cut = (try? replica.outboxOperation(id: operation.id))??.operation.parts ?? operation.parts
-                let result = answered.completed(
-                    refusedWith: refusal, saving: operation.saving, deleting: operation.deleting, zoneID: zoneID, parts: cut)
-                let resolved: (ModifyRecordsResult, dropped: Set<Record.ID>)
-                do {
-                    resolved = try await resolveConflicts(operation, result, connection, log: answers)
-                } catch where Self.holdsBackWrite(error) {
-                    holdBack(error, what: "queued writes")
-                    return .heldBack
+                // The merge hook's retry is built from what was answered only, so that it never carries
+                // items of the requests never sent; and only for a non-atomic write (an atomic one that
+                // could not be applied whole keeps its conflicts with the refusal, as ever).
+                var resolved: (ModifyRecordsResult, dropped: Set<Record.ID>) = (answered, [])
+                if !operation.atomically {
+                    do {
+                        resolved = try await resolveConflicts(operation, answered, connection, log: answers)
+                    } catch where Self.holdsBackWrite(error) {
+                        holdBack(error, what: "queued writes")
+                        return .heldBack
+                    }
                 }
-                if try settle(operation, resolved.0, dropped: resolved.dropped) { again = true }
+                let cut = (try? replica.outboxOperation(id: operation.id))??.operation.parts ?? operation.parts
+                let result = resolved.0.completed(
+                    refusedWith: refusal, saving: operation.saving, deleting: operation.deleting, zoneID: zoneID, parts: cut)
+                if try settle(operation, result, dropped: resolved.dropped) { again = true }
                 continue
             } catch {
                 var refused = operation

@@ -394,10 +394,10 @@ public final class ParticipantSync: Sendable {
     /// it got, and finished from the outbox: it is not left half applied. That is, after some of its
     /// requests were applied, the network or the owner's store failing (or full); and after one of its
     /// requests was sent, answered or not, its caller's task cancelled. One whose later request the
-    /// owner refuses as a whole (other than for a failure of its store), after earlier ones were
-    /// applied, is answered (`.sent`): the items the owner applied with their outcomes, the refused
-    /// request's items failed with that refusal, and the items of the requests after it, never sent,
-    /// with `batchRequestFailed`. (A caller that gave up, such as an interrupted CLI command, may not
+    /// owner refuses as a whole, after earlier ones were applied, is answered (`.sent`): the items the
+    /// owner applied with their outcomes, the refused request's items failed with that refusal, and the
+    /// items of the requests after it, never sent, with `batchRequestFailed` (with `queueWhenUnreachable`
+    /// false, a failure of the owner's store is thrown instead, as for a write in one request). (A caller that gave up, such as an interrupted CLI command, may not
     /// see the `.queued` outcome; `sharesync outbox` and the events do.)
     ///
     /// With `queueWhenUnreachable` false nothing is queued: a write the owner cannot take now (not
@@ -461,14 +461,14 @@ public final class ParticipantSync: Sendable {
                 }
                 logger.debug("write queued after a network failure", metadata: ["owner": "\(owner)", "error": "\(error)"])
             } catch where !sentAnswers.withLock(\.isEmpty) && !ParticipantOwnerLink.keepsPending(error)
-                && !ParticipantOwnerLink.holdsBackLeave(error)
+                && (queueWhenUnreachable || !ParticipantOwnerLink.holdsBackLeave(error))
             {
                 // A later request refused as a whole, after earlier ones were applied: what the owner
                 // applied is reported so, that request's items refused, and the items of the requests
                 // after it, never sent, `batchRequestFailed` (not the whole write refused, as before).
-                // A failure of the owner's store (`internalError`, a full disk) is still thrown: the
-                // request may go through later, and a caller keeping its changes (the sync engine)
-                // sends them all again.
+                // For a caller that keeps its own changes (`queueWhenUnreachable` false: the sync
+                // engine), a failure of the owner's store (`internalError`, a full disk) is still
+                // thrown: the request may go through later, and it sends them all again.
                 let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: owner)
                 let result = ModifyRecordsResult.answered(
                     Array(sentAnswers.withLock(\.values)), saving: saving, deleting: deleting, zoneID: zoneID
