@@ -40,6 +40,31 @@ struct TokenVersionTests {
         try await owner.stop()
     }
 
+    @Test("a participant whose stored tokens the owner calls malformed (a damaged replica) fetches again from nil and is caught up")
+    func aReplicaWithMalformedTokensFetchesAgain() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        try owner.saveNotes("n", count: 40)
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        try await b.acceptAndStop(url: url)
+        let queue = try DatabaseQueue(path: b.replicaPath)
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE replicaOwner SET databaseToken = '2.x.y'")
+            try db.execute(sql: "UPDATE replicaZone SET token = '2.' || ? || '.damaged'", arguments: [owner.db.databaseID])
+        }
+        try await queue.close()
+        _ = try owner.db.modifyRecords(deleting: [owner.id("n0")]).get()
+        try owner.saveNote("new", title: "while away")
+
+        // Before, each catch-up failed with changeTokenFormat, for good.
+        let (second, log) = try await b.restartAndCatchUp(with: owner)
+        #expect(try replicaView(second.replica, owner: owner.identity.userRecordName) == owner.sharedView(for: b.identity))
+        try await eventually { log.count { if case .zoneReplaced(_, "Topics", _) = $0 { true } else { false } } == 1 }
+        await second.stop()
+        try await owner.stop()
+    }
+
     @Test("tokens and change tags say nothing of the owner's changes elsewhere, and differ from one database to the next")
     func tokensAndTagsHideTheChangeCounter() throws {
         let zone = RecordZone.ID(zoneName: "Topics")

@@ -175,6 +175,15 @@ final class ParticipantOwnerLink: Sendable {
     /// When the link last was caught up with the owner.
     var lastSynced: Date? { state.withLock { $0.status == .following ? Date() : $0.lastSynced } }
 
+    /// Whether a stored change token cannot be used any more: expired, or one the owner does not read
+    /// as a token at all (`changeTokenFormat`, `changeTokenVersion`: a replica file damaged, or
+    /// written by something else). Either way the zones are listed, or the zone fetched, again from no
+    /// token. Before, a malformed stored token failed every catch-up until someone intervened.
+    static func storedTokenUnusable(_ error: ShareSyncError) -> Bool {
+        error.code == .changeTokenExpired
+            || (error.code == .invalidArguments && (error.rule == .changeTokenFormat || error.rule == .changeTokenVersion))
+    }
+
     static func isTransient(_ error: ShareSyncError) -> Bool {
         [.networkFailure, .networkUnavailable, .serviceUnavailable, .requestRateLimited].contains(error.code)
     }
@@ -524,8 +533,8 @@ final class ParticipantOwnerLink: Sendable {
         if let token = try replica.databaseChangeToken(owner: ownerName) {
             do {
                 changedZones = try await fetchDatabaseChanges(connection, since: token)
-            } catch where error.code == .changeTokenExpired {
-                logger.info("database change token expired; listing the zones again")
+            } catch where Self.storedTokenUnusable(error) {
+                logger.info("database change token expired; listing the zones again", metadata: ["error": "\(error)"])
                 changedZones = try await refetchZoneList(connection)
             }
         } else {
@@ -630,8 +639,8 @@ final class ParticipantOwnerLink: Sendable {
                 report(page)
                 token = page.changeToken
             }
-        } catch where error.code == .changeTokenExpired && token != nil {
-            logger.info("zone change token expired; fetching the zone again", metadata: ["zone": "\(zone)"])
+        } catch where Self.storedTokenUnusable(error) && token != nil {
+            logger.info("zone change token expired; fetching the zone again", metadata: ["zone": "\(zone)", "error": "\(error)"])
             try await replaceZone(connection, zone)
         } catch where error.code == .zoneNotFound {
             // The zone left the view between the database fetch and now.
