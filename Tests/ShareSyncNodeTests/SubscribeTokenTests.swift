@@ -80,7 +80,9 @@ struct SubscribeTokenTests {
         #expect(fed?.message.contains("a line feed (U+000A)") == true, "\(fed?.message ?? "")")
         // Made up or mangled: malformed (not "another database", which would make the holder fetch everything).
         let parts = token.stringValue.split(separator: ".").map(String.init)
-        for made in ["2.x.y", "2.0123456789abcdef.y", "2.\(parts[1].uppercased()).\(parts[2])", "2.\(parts[1]).\(parts[2].dropLast())"] {
+        // (A database id of digits only has no upper case: a letter past f then.)
+        let upper = parts[1].uppercased() == parts[1] ? "g" + parts[1].dropFirst() : parts[1].uppercased()
+        for made in ["2.x.y", "2.0123456789abcdef.y", "2.\(upper).\(parts[2])", "2.\(parts[1]).\(parts[2].dropLast())"] {
             let refused = await expectShareSyncError {
                 _ = try await connection.fetchDatabaseChanges(since: ServerChangeToken(stringValue: made))
             }
