@@ -27,14 +27,18 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
     package struct Position: Sendable, Hashable {
         package var sequence: Int64
         package var scanSnapshot: Int64?
+        /// The stretch of the database's history the token was issued in (``ChangeTokenSealing``): nil
+        /// for a position made now, which is sealed with the current one.
+        package var epoch: UInt16?
         /// Deletions after this sequence number concern the holder.
         package var deletionsAfter: Int64 { max(sequence, scanSnapshot ?? sequence) }
         /// The oldest history the holder still needs.
         package var oldestNeeded: Int64 { scanSnapshot ?? sequence }
 
-        package init(sequence: Int64, scanSnapshot: Int64? = nil) {
+        package init(sequence: Int64, scanSnapshot: Int64? = nil, epoch: UInt16? = nil) {
             self.sequence = sequence
             self.scanSnapshot = scanSnapshot
+            self.epoch = epoch
         }
     }
 

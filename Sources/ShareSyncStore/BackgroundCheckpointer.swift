@@ -93,11 +93,25 @@ final class BackgroundCheckpointer: Sendable {
         try connection.withLock { _ in try body() }
     }
 
+    /// Whether ``close()`` was called: no checkpoint runs any more.
+    private let closed = Atomic<Bool>(false)
+
+    /// Closes the checkpointing connection; checkpoints scheduled already do nothing (the database's
+    /// files may be moved once it returns).
+    func close() {
+        closed.store(true, ordering: .releasing)
+        connection.withLock { connection in
+            try? connection?.close()
+            connection = nil
+        }
+    }
+
     /// Runs one passive checkpoint now; returns the WAL's frames and how many are in the database
     /// file, or nil if it could not run (the next commit tries again).
     @discardableResult
     func checkpoint() -> (walFrames: Int, checkpointed: Int)? {
         connection.withLock { connection in
+            guard !closed.load(ordering: .acquiring) else { return nil }
             do {
                 if connection == nil {
                     var configuration = Configuration()

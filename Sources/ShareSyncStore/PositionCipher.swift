@@ -11,19 +11,26 @@ import _CryptoExtras
 /// when the database is first opened), enciphered with the AES permutation itself: the same input
 /// always gives the same text, which tokens need (the owner keys pushes by their token), and
 /// different inputs give unrelated texts.
-/// - A token's position is `sequence` (6 bytes), `scanSnapshot + 1` (6 bytes, 0 for none) and 4 zero
+/// - A token's position is `sequence` (6 bytes), `scanSnapshot + 1` (6 bytes, 0 for none), the epoch
+///   it was issued in (2 bytes, ``PositionEpochs``; 0 in tokens issued before epochs) and 2 zero
 ///   bytes, which ``open(_:)`` checks: a token made up or altered opens to a block whose last bytes
-///   are not zero but once in 2^32 tries, each one a request to the owner.
-/// - A change tag is the first 8 bytes of the block holding `seq` (8 bytes) and 8 bytes of 0xFF (never
-///   a token's block), in base 36. Tags are only ever compared for equality; two versions of one
-///   record would share a tag once in 2^64.
+///   are not zero but once in 2^16 tries, each one a request to the owner (and even then its epoch is
+///   almost surely not one of the database's).
+/// - A change tag is the first 8 bytes of the block holding `seq` (8 bytes), the epoch of the write
+///   (2 bytes) and 6 bytes of 0xFF (never a token's block), in base 36; before epochs, and in epoch
+///   0, 8 bytes of 0xFF. Tags are only ever compared for equality; two versions of one record would
+///   share a tag once in 2^64, and the same `seq` written in two stretches of history (a database
+///   restored from a copy, then written again) gives two unrelated tags.
 struct PositionCipher: ChangeTokenSealing {
     /// Never changed after `init`; swift-crypto 3 does not mark `SymmetricKey` `Sendable`, though
     /// reading one from several threads is safe (its bytes are immutable storage).
     nonisolated(unsafe) private let key: SymmetricKey
+    /// The epoch this opening of the database seals new positions and tags with.
+    let epoch: UInt16
 
-    /// The cipher of the key `hex` (32 hex digits), as `meta` keeps it.
-    init(hex: String) throws(ShareSyncError) {
+    /// The cipher of the key `hex` (32 hex digits), as `meta` keeps it, sealing in `epoch`.
+    init(hex: String, epoch: UInt16 = 0) throws(ShareSyncError) {
+        self.epoch = epoch
         var bytes: [UInt8] = []
         var digits = hex.utf8.makeIterator()
         while let high = digits.next() {
@@ -60,6 +67,7 @@ struct PositionCipher: ChangeTokenSealing {
         var block = [UInt8](repeating: 0, count: 16)
         Self.put(UInt64(position.sequence), bytes: 6, into: &block, at: 0)
         Self.put(position.scanSnapshot.map { UInt64($0) + 1 } ?? 0, bytes: 6, into: &block, at: 6)
+        Self.put(UInt64(position.epoch ?? epoch), bytes: 2, into: &block, at: 12)
         try permute(&block, inverse: false)
         return Data(block).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
@@ -87,16 +95,18 @@ struct PositionCipher: ChangeTokenSealing {
         else { throw malformed }
         var block = [UInt8](data)
         try permute(&block, inverse: true)
-        guard block[12..<16].allSatisfy({ $0 == 0 }) else { throw malformed }
+        guard block[14..<16].allSatisfy({ $0 == 0 }) else { throw malformed }
         let sequence = Int64(Self.get(block, bytes: 6, at: 0))
         let snapshot = Int64(Self.get(block, bytes: 6, at: 6))
-        return ServerChangeToken.Position(sequence: sequence, scanSnapshot: snapshot == 0 ? nil : snapshot - 1)
+        return ServerChangeToken.Position(
+            sequence: sequence, scanSnapshot: snapshot == 0 ? nil : snapshot - 1, epoch: UInt16(Self.get(block, bytes: 2, at: 12)))
     }
 
     /// The change tag of the record version stored with sequence number `seq`.
     func changeTag(_ seq: Int64) throws(ShareSyncError) -> String {
         var block = [UInt8](repeating: 0xFF, count: 16)
         Self.put(UInt64(bitPattern: seq), bytes: 8, into: &block, at: 0)
+        if epoch != 0 { Self.put(UInt64(epoch), bytes: 2, into: &block, at: 8) }
         try permute(&block, inverse: false)
         return String(Self.get(block, bytes: 8, at: 0), radix: 36)
     }
@@ -115,5 +125,52 @@ struct PositionCipher: ChangeTokenSealing {
 
     private static func get(_ block: [UInt8], bytes: Int, at offset: Int) -> UInt64 {
         (0..<bytes).reduce(0) { $0 << 8 | UInt64(block[offset + $1]) }
+    }
+}
+
+/// The stretches of a database's history, one per opening: a token says which one it was issued in,
+/// so that a token from a history the database no longer has (it was restored from an older copy,
+/// and the copy has since been written again) is known as such, even where its sequence number was
+/// reached again. Kept in `meta.positionEpochs` as `epoch:firstSequence` pairs in order; epoch 0,
+/// from sequence 0, is the history before epochs (its tokens carry 0).
+///
+/// Before, a restored database that made as many changes again as the lost copy handed out the same
+/// tokens and tags for other contents: a participant holding a token of the lost history took it up
+/// again and missed changes without a word, and a save with a tag of the lost history overwrote a
+/// different version.
+struct PositionEpochs: Sendable {
+    /// (epoch, the database's sequence number when it began), in the order they began.
+    private(set) var entries: [(epoch: UInt16, start: Int64)]
+
+    init(text: String) {
+        entries = [(0, 0)]
+        for pair in text.split(separator: ",") {
+            let parts = pair.split(separator: ":")
+            guard parts.count == 2, let epoch = UInt16(parts[0]), let start = Int64(parts[1]) else { continue }
+            entries.append((epoch, start))
+        }
+    }
+
+    /// The text `meta` keeps (epoch 0 is implied).
+    var text: String { entries.dropFirst().map { "\($0.epoch):\($0.start)" }.joined(separator: ",") }
+
+    /// Begins a new epoch at `sequence`: a random one other than 0 and, while there are any left, other
+    /// than those already used.
+    mutating func begin(at sequence: Int64) -> UInt16 {
+        let used = Set(entries.map(\.epoch))
+        var epoch = UInt16.random(in: 1...UInt16.max)
+        for _ in 0..<1_000 where used.contains(epoch) { epoch = UInt16.random(in: 1...UInt16.max) }
+        entries.append((epoch, sequence))
+        return epoch
+    }
+
+    /// Whether `position` can have been issued by this history: its epoch is one of these, and it does
+    /// not point past where the next epoch began (a copy restored within that epoch ends it there).
+    func holds(_ position: ServerChangeToken.Position) -> Bool {
+        let epoch = position.epoch ?? entries[entries.count - 1].epoch
+        guard let index = entries.lastIndex(where: { $0.epoch == epoch }) else { return false }
+        guard index + 1 < entries.count else { return true }
+        let end = entries[index + 1].start
+        return position.sequence <= end && (position.scanSnapshot ?? 0) <= end
     }
 }

@@ -147,6 +147,14 @@ extension PrivateDatabase {
                 .changeTokenExpired, "the change token is ahead of this database's history; fetch again from nil",
                 rule: .changeTokenExpired)
         }
+        guard epochs.holds(position) else {
+            // Issued by a history this database does not have: it was restored from an older copy
+            // and written again since. Its position may have been reached again, by other changes.
+            throw ShareSyncError(
+                .changeTokenExpired,
+                "the change token is from a history this database no longer has (it was restored from a copy); fetch again from nil",
+                rule: .changeTokenExpired)
+        }
         guard position.oldestNeeded >= horizon else {
             throw ShareSyncError(
                 .changeTokenExpired,

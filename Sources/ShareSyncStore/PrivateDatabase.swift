@@ -25,6 +25,8 @@ public final class PrivateDatabase: Sendable {
     public let databaseID: String
     /// Seals the positions of the change tokens this database hands out, and makes its change tags.
     let positions: PositionCipher
+    /// The stretches of this database's history, this opening's last (``PositionEpochs``).
+    let epochs: PositionEpochs
 
     let writer: any DatabaseWriter
     /// Whether writes read and write rows in sets where they can: a batch's records read ahead in one
@@ -121,7 +123,7 @@ public final class PrivateDatabase: Sendable {
         self.limits = limits
         self.clock = clock
         try Schema.migrator.migrateRefusingNewer(writer, what: "the private database")
-        (databaseID, positions) = try writer.write { db in
+        (databaseID, positions, epochs) = try writer.write { db in
             var id = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'databaseID'")
             if id == nil {
                 id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16).description
@@ -135,8 +137,21 @@ public final class PrivateDatabase: Sendable {
                 key = PositionCipher.newKeyHex()
                 try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('positionKey', ?)", arguments: [key])
             }
-            return (id!, try PositionCipher(hex: key!))
+            // Each opening is an epoch of its own (PositionEpochs): a copy restored and written again
+            // cannot hand out the tokens and tags of the history it replaced.
+            var epochs = PositionEpochs(text: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? "")
+            let sequence = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0
+            let epoch = epochs.begin(at: sequence)
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
+            return (id!, try PositionCipher(hex: key!, epoch: epoch), epochs)
         }
+    }
+
+    /// Closes the database's connections (its background checkpoints stop too): its files may be
+    /// copied or moved once this returns. Nothing may use the database afterwards.
+    package func close() throws {
+        checkpointer?.close()
+        if let pool = writer as? DatabasePool { try pool.close() }
     }
 
     /// The zone ID as this database reports it.
