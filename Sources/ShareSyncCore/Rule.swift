@@ -200,7 +200,8 @@ extension Rule {
     public static let shareRootExists = Rule(rawValue: "shareRootExists")
     /// A share's root record must be in the share's zone.
     public static let shareRootZone = Rule(rawValue: "shareRootZone")
-    /// A zone-wide share's record name must be `cloudkit.zoneshare`.
+    /// A zone-wide share's record name must be `cloudkit.zoneshare`, and that name is kept for it: no
+    /// record of another type may have it.
     public static let zoneShareName = Rule(rawValue: "zoneShareName")
     /// Only the owner creates shares.
     public static let shareCreateOwnerOnly = Rule(rawValue: "shareCreateOwnerOnly")

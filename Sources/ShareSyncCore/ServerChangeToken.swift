@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Pass the token a fetch returned to the next fetch to get only what changed since. Tokens are
 /// versioned and bound to the database that issued them; store them as ``stringValue``. A token from
-/// another database, older than the history the database keeps, or ahead of it, fails with
-/// ``ShareSyncError/Code/changeTokenExpired``: fetch again from `nil`.
+/// another database, older than the history the database keeps, ahead of it, or from a history the
+/// database no longer has (restored from a copy), fails with ``ShareSyncError/Code/changeTokenExpired``:
+/// fetch again from `nil`. The same position may be spelt differently by two openings of the database.
 public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The token's string form, safe to store and send.
     public let stringValue: String
@@ -129,7 +130,8 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
 /// Seals a token's ``ServerChangeToken/Position`` into the opaque last part of its string and opens it
 /// again: the owner's database does it with a key only it holds.
 package protocol ChangeTokenSealing: Sendable {
-    /// The position as text without dots, the same text for the same position.
+    /// The position as text without dots, the same text for the same position and epoch (a position
+    /// without an epoch is sealed in the sealer's current one).
     func seal(_ position: ServerChangeToken.Position) throws(ShareSyncError) -> String
     /// The position `sealed` holds; `invalidArguments`, rule `changeTokenFormat`, if it holds none
     /// (not made by ``seal(_:)`` with this key).

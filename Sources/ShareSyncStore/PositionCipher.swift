@@ -13,9 +13,9 @@ import _CryptoExtras
 /// different inputs give unrelated texts.
 /// - A token's position is `sequence` (6 bytes), `scanSnapshot + 1` (6 bytes, 0 for none), the epoch
 ///   it was issued in (2 bytes, ``PositionEpochs``; 0 in tokens issued before epochs) and 2 zero
-///   bytes, which ``open(_:)`` checks: a token made up or altered opens to a block whose last bytes
-///   are not zero but once in 2^16 tries, each one a request to the owner (and even then its epoch is
-///   almost surely not one of the database's).
+///   bytes, which ``open(_:)`` checks with the top byte of each 6-byte field (positions stay below
+///   2^40, ``maximumSequence``): a token made up or altered opens to a block that passes once in 2^32
+///   tries, each one a request to the owner.
 /// - A change tag is the first 8 bytes of the block holding `seq` (8 bytes), the epoch of the write
 ///   (2 bytes) and 6 bytes of 0xFF (never a token's block), in base 36; before epochs, and in epoch
 ///   0, 8 bytes of 0xFF. Tags are only ever compared for equality; two versions of one record would
@@ -56,8 +56,10 @@ struct PositionCipher: ChangeTokenSealing {
         }
     }
 
-    /// The largest sequence number a block holds (6 bytes): at a million changes a second, 8.9 years.
-    static let maximumSequence: Int64 = 1 << 48 - 2
+    /// The largest sequence number a token holds: 2^40 - 2 (at a thousand changes a second, 34 years).
+    /// Its 6 bytes keep their top byte zero, which ``open(_:)`` checks with the 2 zero bytes after the
+    /// epoch: a made-up or altered token passes once in 2^32 tries.
+    static let maximumSequence: Int64 = 1 << 40 - 2
 
     func seal(_ position: ServerChangeToken.Position) throws(ShareSyncError) -> String {
         let range = 0...Self.maximumSequence
@@ -95,7 +97,7 @@ struct PositionCipher: ChangeTokenSealing {
         else { throw malformed }
         var block = [UInt8](data)
         try permute(&block, inverse: true)
-        guard block[14..<16].allSatisfy({ $0 == 0 }) else { throw malformed }
+        guard block[14..<16].allSatisfy({ $0 == 0 }), block[0] == 0, block[6] == 0 else { throw malformed }
         let sequence = Int64(Self.get(block, bytes: 6, at: 0))
         let snapshot = Int64(Self.get(block, bytes: 6, at: 6))
         return ServerChangeToken.Position(
@@ -158,8 +160,9 @@ struct PositionEpochs: Sendable {
     /// than those already used.
     mutating func begin(at sequence: Int64) -> UInt16 {
         let used = Set(entries.map(\.epoch))
-        var epoch = UInt16.random(in: 1...UInt16.max)
-        for _ in 0..<1_000 where used.contains(epoch) { epoch = UInt16.random(in: 1...UInt16.max) }
+        // Not 0 (before epochs) and not 0xFFFF (whose tag block would be epoch 0's).
+        var epoch = UInt16.random(in: 1...0xFFFE)
+        for _ in 0..<1_000 where used.contains(epoch) { epoch = UInt16.random(in: 1...0xFFFE) }
         entries.append((epoch, sequence))
         return epoch
     }

@@ -221,6 +221,13 @@ extension WriteContext {
         try requireVisibleZone(id)
         if isOwner { try requireVisibleRecord(id) } else { try gateParticipantSave(record, policy: policy) }
         if record.recordType == Record.shareRecordType { return try saveShare(record, policy: policy) }
+        // The zone-wide share's name: a record of another type under it would stand in the way of
+        // sharing the zone (before, the owner's `share create --zone` then failed, as recordTypeImmutable).
+        guard id.recordName != Share.zoneShareRecordName else {
+            throw ShareSyncError(
+                .invalidArguments, "the record name \(Share.zoneShareRecordName) is kept for the zone's zone-wide share",
+                recordID: id, rule: .zoneShareName)
+        }
         try record.checkContent(limits: database.limits)
         let zone = id.zoneID.zoneName
         // References and the parent must point into this database's own zone.

@@ -124,9 +124,7 @@ public final class PrivateDatabase: Sendable {
         self.clock = clock
         try Schema.migrator.migrateRefusingNewer(writer, what: "the private database")
         let key: String
-        let epochsText: String
-        let sequence: Int64
-        (databaseID, key, epochsText, sequence) = try writer.write { db in
+        (databaseID, key) = try writer.write { db in
             var id = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'databaseID'")
             if id == nil {
                 id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16).description
@@ -140,22 +138,30 @@ public final class PrivateDatabase: Sendable {
                 key = PositionCipher.newKeyHex()
                 try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('positionKey', ?)", arguments: [key])
             }
-            let epochs = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? ""
-            let sequence = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0
-            return (id!, key!, epochs, sequence)
+            return (id!, key!)
         }
         // Each opening is an epoch of its own (PositionEpochs): a copy restored and written again
-        // cannot hand out the tokens and tags of the history it replaced. Recorded in a transaction of
-        // its own: if it cannot be (a full disk), this opening goes on in the last epoch, as before
-        // epochs, rather than not opening at all.
-        let recorded = PositionEpochs(text: epochsText)
-        var next = recorded
-        let fresh = next.begin(at: sequence)
-        let stored = (try? writer.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [next.text])
-        }) != nil
-        epochs = stored ? next : recorded
-        positions = try PositionCipher(hex: key, epoch: stored ? fresh : recorded.entries[recorded.entries.count - 1].epoch)
+        // cannot hand out the tokens and tags of the history it replaced. Read and recorded in one
+        // transaction of its own (two openings at once each add theirs); if it cannot be written (a
+        // full disk), this opening goes on in the last epoch, as before epochs, rather than not
+        // opening at all.
+        func read(_ db: Database) throws -> (PositionEpochs, Int64) {
+            (PositionEpochs(text: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? ""),
+             try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0)
+        }
+        if let (next, fresh) = try? writer.write({ db -> (PositionEpochs, UInt16) in
+            var (epochs, sequence) = try read(db)
+            let fresh = epochs.begin(at: sequence)
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
+            return (epochs, fresh)
+        }) {
+            epochs = next
+            positions = try PositionCipher(hex: key, epoch: fresh)
+        } else {
+            let (recorded, _) = try writer.read(read)
+            epochs = recorded
+            positions = try PositionCipher(hex: key, epoch: recorded.entries[recorded.entries.count - 1].epoch)
+        }
     }
 
     /// Closes the database's connections (its background checkpoints stop too): its files may be

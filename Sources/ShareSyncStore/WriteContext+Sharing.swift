@@ -202,6 +202,13 @@ extension WriteContext {
         }
         let existingRecord = try loadRecord(zone: zone, name: id.recordName)
         if let existingRecord, existingRecord.recordType != Record.shareRecordType {
+            if id.recordName == Share.zoneShareRecordName {
+                // Saved before the name was kept for zone-wide shares.
+                throw ShareSyncError(
+                    .invalidArguments,
+                    "record \(id.recordName) is a \(existingRecord.recordType), not a share, and the zone-wide share needs its name: "
+                        + "delete that record, then share the zone", recordID: id, rule: .zoneShareName)
+            }
             throw ShareSyncError(.invalidArguments, "record \(id.recordName) is not a share", recordID: id, rule: .recordTypeImmutable)
         }
         let existing = existingRecord.flatMap(Share.init)

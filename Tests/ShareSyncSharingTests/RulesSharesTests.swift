@@ -58,6 +58,22 @@ struct RulesSharesTests {
         #expect(result.error("not-the-zone-share")?.code == .invalidArguments)
     }
 
+    @Test("no record but the zone-wide share may be named cloudkit.zoneshare, the owner's or a participant's")
+    func zoneShareNameIsKept() throws {
+        let w = try World()
+        try w.save(w.record("Topic", "topic"))
+        let taken = try w.db.modifyRecords(saving: [w.record("Note", "cloudkit.zoneshare", parent: "topic")]).errors["cloudkit.zoneshare"]
+        #expect(taken?.code == .invalidArguments && taken?.rule == .zoneShareName, "\(String(describing: taken))")
+        // A participant of a read-write hierarchy share, in a record they could otherwise add.
+        let share = try w.share(root: "topic", invite: [("_b", .readWrite)])
+        try w.accept(share, "_b")
+        let squat = try w.view("_b").modifyRecords(saving: [w.sharedRecord("Note", "cloudkit.zoneshare", parent: "topic")])
+        #expect(squat.errors["cloudkit.zoneshare"]?.rule == .zoneShareName, "\(squat.errors)")
+        // So the zone can still be shared whole once that share stops.
+        _ = try w.db.modifyRecords(deleting: [share.recordID]).get()
+        #expect(try w.shareZone().recordID.recordName == Share.zoneShareRecordName)
+    }
+
     @Test("title, thumbnail and shareType round-trip through save and fetch")
     func systemFieldsRoundTrip() throws {
         let w = try World()

@@ -35,7 +35,7 @@ struct RequestExecutor: Sendable {
     /// The response frame `{"id", "error"}`.
     func errorResponse(id: Int, _ error: ShareSyncError) -> ByteBuffer {
         ShareSyncMetrics.countError(channel: "owner", error.code)
-        return (try? MessageCoding.encode(ErrorResponse(id: id, error)))
+        return (try? MessageCoding.encode(ErrorResponse(id: id, Self.forParticipant(error))))
             ?? ByteBuffer(string: #"{"id":null,"error":{"code":"internalError","message":"cannot encode an error"}}"#)
     }
 
@@ -163,6 +163,20 @@ struct RequestExecutor: Sendable {
             throw ShareSyncError(
                 .limitExceeded, "\(n) items in one request; at most \(limit) are allowed (split the request)",
                 rule: .maximumItemsPerRequest)
+        }
+    }
+
+    /// A failure of the owner's own store as a participant is told it: what happened and what to do.
+    /// The store's words are written for the owner (its CLI, its log): they name the database file, or
+    /// quote SQLite and the statement that failed, and a full disk's ask to free space there.
+    static func forParticipant(_ error: ShareSyncError) -> ShareSyncError {
+        switch error.rule {
+        case .diskFull?:
+            ShareSyncError(.quotaExceeded, "the owner's disk is full: nothing of the request was saved; send it again later", rule: .diskFull)
+        case .storeFailure?:
+            ShareSyncError(.internalError, "the owner's database failed: nothing of the request was saved; send it again later", rule: .storeFailure)
+        default:
+            error
         }
     }
 
