@@ -171,8 +171,19 @@ package enum JSONErrors {
         }
     }
 
+    /// The path as a JSON reader writes it: `saving[0].fields.d.value` (Foundation's keys of array
+    /// elements read "Index 0", which said nothing to a client).
     private static func at(_ path: [any CodingKey]) -> String {
-        path.isEmpty ? "" : " at " + path.map(\.stringValue).joined(separator: ".")
+        guard !path.isEmpty else { return "" }
+        var text = ""
+        for key in path {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += (text.isEmpty ? "" : ".") + key.stringValue
+            }
+        }
+        return " at " + text
     }
 }
 

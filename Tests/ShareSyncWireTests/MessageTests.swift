@@ -195,6 +195,13 @@ struct MessageTests {
         #expect(error?.message.contains("id must be a whole number from -2^63 to 2^63 - 1 (it is 18446744073709551616)") == true, "\(error?.message ?? "")")
     }
 
+    @Test("a malformed field value's place is given as a JSON path, saving[0].fields.d.value")
+    func jsonPathOfAMalformedValue() {
+        let line = #"{"id":4,"op":"modifyRecords","zoneName":"Z","saving":[{"recordName":"a","recordType":"T","zoneID":{"zoneName":"Z","ownerRecordName":"o"},"fields":{"d":{"type":"BYTES","value":"not base64!"}}}]}"#
+        let error = #expect(throws: ShareSyncError.self) { try MessageCoding.decode(Request.self, from: Data(line.utf8)) }
+        #expect(error?.message.hasSuffix("field d: BYTES value is not base64 at saving[0].fields.d.value") == true, "\(error?.message ?? "")")
+    }
+
     @Test("a number past what a double holds is named, not called invalid JSON; one inside a string is not a number")
     func numberPastDouble() {
         let line = #"{"id":4,"op":"modifyRecords","zoneName":"Z","saving":[{"recordName":"a","recordType":"T","zoneID":{"zoneName":"Z","ownerRecordName":"o"},"fields":{"d":{"type":"DOUBLE","value":1e400},"s":{"type":"STRING","value":"9e999"}}}]}"#
