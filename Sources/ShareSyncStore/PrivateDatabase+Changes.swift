@@ -128,7 +128,10 @@ extension PrivateDatabase {
         return (rows, false, bytes)
     }
 
-    func currentSeq(_ db: Database) throws -> Int64 {
+    func currentSeq(_ db: Database) throws -> Int64 { try Self.currentSeq(db) }
+
+    /// The sequence number of the last change (`meta.seq`).
+    static func currentSeq(_ db: Database) throws -> Int64 {
         try Int64.fetchOne(db.cachedStatement(sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'")) ?? 0
     }
 

@@ -145,20 +145,19 @@ public final class PrivateDatabase: Sendable {
         // transaction of its own (two openings at once each add theirs); if it cannot be written (a
         // full disk), this opening goes on in the last epoch, as before epochs, rather than not
         // opening at all.
-        func read(_ db: Database) throws -> (PositionEpochs, Int64) {
-            (PositionEpochs(text: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? ""),
-             try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'seq'") ?? 0)
+        func read(_ db: Database) throws -> PositionEpochs {
+            PositionEpochs(text: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? "")
         }
         if let (next, fresh) = try? writer.write({ db -> (PositionEpochs, UInt16) in
-            var (epochs, sequence) = try read(db)
-            let fresh = epochs.begin(at: sequence)
+            var epochs = try read(db)
+            let fresh = epochs.begin(at: try Self.currentSeq(db))
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
             return (epochs, fresh)
         }) {
             epochs = next
             positions = try PositionCipher(hex: key, epoch: fresh)
         } else {
-            let (recorded, _) = try writer.read(read)
+            let recorded = try writer.read(read)
             epochs = recorded
             positions = try PositionCipher(hex: key, epoch: recorded.entries[recorded.entries.count - 1].epoch)
         }

@@ -9,14 +9,20 @@ import Testing
 /// participant that holds tokens of version 1, where the counter was in clear, fetches again once.
 @Suite("Change tokens of version 2")
 struct TokenVersionTests {
-    @Test("a participant whose replica holds version-1 tokens (from before an upgrade) fetches again from nil and is caught up")
-    func aReplicaWithVersionOneTokensFetchesAgain() async throws {
+    /// An owner with 40 notes under its topic, shared with `b`, who accepted and stopped.
+    static func ownerSharingTopic(with b: TestParticipant) async throws -> TestOwner {
         let owner = try await TestOwner.start()
-        let b = try TestParticipant()
-        defer { b.remove() }
         try owner.saveNotes("n", count: 40)
         let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
         try await b.acceptAndStop(url: url)
+        return owner
+    }
+
+    @Test("a participant whose replica holds version-1 tokens (from before an upgrade) fetches again from nil and is caught up")
+    func aReplicaWithVersionOneTokensFetchesAgain() async throws {
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let owner = try await Self.ownerSharingTopic(with: b)
 
         // The tokens as a version before this one stored them: the position in clear.
         let queue = try DatabaseQueue(path: b.replicaPath)
@@ -42,12 +48,9 @@ struct TokenVersionTests {
 
     @Test("a participant whose stored tokens the owner calls malformed (a damaged replica) fetches again from nil and is caught up")
     func aReplicaWithMalformedTokensFetchesAgain() async throws {
-        let owner = try await TestOwner.start()
         let b = try TestParticipant()
         defer { b.remove() }
-        try owner.saveNotes("n", count: 40)
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        try await b.acceptAndStop(url: url)
+        let owner = try await Self.ownerSharingTopic(with: b)
         let queue = try DatabaseQueue(path: b.replicaPath)
         try await queue.write { db in
             try db.execute(sql: "UPDATE replicaOwner SET databaseToken = '2.x.y'")

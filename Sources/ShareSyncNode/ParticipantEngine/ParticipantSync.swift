@@ -397,8 +397,9 @@ public final class ParticipantSync: Sendable {
     /// owner refuses as a whole, after earlier ones were applied, is answered (`.sent`): the items the
     /// owner applied with their outcomes, the refused request's items failed with that refusal, and the
     /// items of the requests after it, never sent, with `batchRequestFailed` (with `queueWhenUnreachable`
-    /// false, a failure of the owner's store is thrown instead, as for a write in one request). (A caller that gave up, such as an interrupted CLI command, may not
-    /// see the `.queued` outcome; `sharesync outbox` and the events do.)
+    /// false, a failure of the owner's store is thrown instead, as for a write in one request). (A
+    /// caller that gave up, such as an interrupted CLI command, may not see the `.queued` outcome;
+    /// `sharesync outbox` and the events do.)
     ///
     /// With `queueWhenUnreachable` false nothing is queued: a write the owner cannot take now (not
     /// connected, a network failure, or earlier writes still waiting in the outbox) throws
@@ -441,9 +442,7 @@ public final class ParticipantSync: Sendable {
                         parts: nil, recut: { cut in sentCut.withLock { $0 = cut } },
                         answered: { request, answer in sentAnswers.withLock { $0[request] = answer } },
                         sent: { request in if request != writeID { sentPart.store(true, ordering: .relaxed) } }))
-                // Answered at once, so not kept in the outbox and not an event: counted here.
-                ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
-                return .sent(result)
+                return Self.answeredAtOnce(result)
             } catch where ParticipantOwnerLink.isTransient(error)
                 || (!sentAnswers.withLock(\.isEmpty) && ParticipantOwnerLink.holdsBackWrite(error))
                 || (sentPart.load(ordering: .relaxed) && error.code == .operationCancelled)
@@ -475,8 +474,7 @@ public final class ParticipantSync: Sendable {
                 ).completed(
                     refusedWith: error, saving: saving, deleting: deleting, zoneID: zoneID,
                     parts: sentCut.withLock { $0 } ?? connection.parts(saving: saving, deleting: deleting))
-                ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
-                return .sent(result)
+                return Self.answeredAtOnce(result)
             }
         }
         if !queueWhenUnreachable {
@@ -498,6 +496,12 @@ public final class ParticipantSync: Sendable {
         hub.emit(.queued(owner: owner, operationID: queued.id))
         link?.pokeOutbox()
         return .queued(queued)
+    }
+
+    /// A write answered at once: not kept in the outbox and not an event, so its conflicts are counted here.
+    private static func answeredAtOnce(_ result: ModifyRecordsResult) -> WriteOutcome {
+        ShareSyncMetrics.conflicts(side: "participant", result.errors.values.count { $0.code == .serverRecordChanged })
+        return .sent(result)
     }
 
     /// Refuses a write to be queued that the owner is known to refuse: one that changes only records
