@@ -12,7 +12,7 @@ import _CryptoExtras
 /// always gives the same text, which tokens need (the owner keys pushes by their token), and
 /// different inputs give unrelated texts.
 /// - A token's position is `sequence` (6 bytes), `scanSnapshot + 1` (6 bytes, 0 for none), the epoch
-///   it was issued in (2 bytes, ``PositionEpochs``; 0 in tokens issued before epochs) and 2 zero
+///   that holds it (2 bytes, ``PositionEpochs``; 0 in tokens issued before epochs) and 2 zero
 ///   bytes, which ``open(_:)`` checks with the top byte of each 6-byte field (positions stay below
 ///   2^40, ``maximumSequence``): a token made up or altered opens to a block that passes once in 2^32
 ///   tries, each one a request to the owner.
@@ -26,7 +26,7 @@ struct PositionCipher: ChangeTokenSealing {
     /// reading one from several threads is safe (its bytes are immutable storage).
     nonisolated(unsafe) private let key: SymmetricKey
     /// The epoch this opening of the database seals new positions and tags with.
-    let epoch: UInt16
+    private(set) var epoch: UInt16
 
     /// The cipher of the key `hex` (32 hex digits), as `meta` keeps it, sealing in `epoch`.
     init(hex: String, epoch: UInt16 = 0) throws(ShareSyncError) {
@@ -41,6 +41,13 @@ struct PositionCipher: ChangeTokenSealing {
             throw ShareSyncError(.internalError, "the database's position key (meta.positionKey) is not 32 hex digits")
         }
         key = SymmetricKey(data: bytes)
+    }
+
+    /// The same key, sealing in `epoch`.
+    func sealing(in epoch: UInt16) -> PositionCipher {
+        var cipher = self
+        cipher.epoch = epoch
+        return cipher
     }
 
     /// A new random key as 32 hex digits.
@@ -130,11 +137,12 @@ struct PositionCipher: ChangeTokenSealing {
     }
 }
 
-/// The stretches of a database's history, one per opening: a token says which one it was issued in,
-/// so that a token from a history the database no longer has (it was restored from an older copy,
-/// and the copy has since been written again) is known as such, even where its sequence number was
-/// reached again. Kept in `meta.positionEpochs` as `epoch:firstSequence` pairs in order; epoch 0,
-/// from sequence 0, is the history before epochs (its tokens carry 0).
+/// The stretches of a database's history, one per opening that wrote (begun before its first write):
+/// a token says which one it was issued in, so that a token from a history the database no longer has
+/// (it was restored from an older copy, and the copy has since been written again) is known as such,
+/// even where its sequence number was reached again. Kept in `meta.positionEpochs` as
+/// `epoch:firstSequence` pairs in order; epoch 0, from sequence 0, is the history before epochs (its
+/// tokens carry 0).
 ///
 /// Before, a restored database that made as many changes again as the lost copy handed out the same
 /// tokens and tags for other contents: a participant holding a token of the lost history took it up
@@ -156,8 +164,12 @@ struct PositionEpochs: Sendable {
     /// The text `meta` keeps (epoch 0 is implied).
     var text: String { entries.dropFirst().map { "\($0.epoch):\($0.start)" }.joined(separator: ",") }
 
+    /// The epoch begun last (0 if none was).
+    var current: UInt16 { entries[entries.count - 1].epoch }
+
     /// Begins a new epoch at `sequence`: a random one other than 0 and, while there are any left, other
     /// than those already used.
+    @discardableResult
     mutating func begin(at sequence: Int64) -> UInt16 {
         let used = Set(entries.map(\.epoch))
         // Not 0 (before epochs) and not 0xFFFF (whose tag block would be epoch 0's).
@@ -167,13 +179,43 @@ struct PositionEpochs: Sendable {
         return epoch
     }
 
+    /// The epoch a position without one is sealed in: the last one begun before it (the first, epoch
+    /// 0, for position 0). An epoch begins at the position it was begun at, and no token points past
+    /// the position it was issued at, so the epoch a position is sealed in never changes: the same
+    /// position is always the same token (before, each opening spelt the current position anew, and
+    /// a write refused as a whole changed the current token).
+    func epoch(sealing position: ServerChangeToken.Position) -> UInt16 {
+        let at = max(position.sequence, position.scanSnapshot ?? 0)
+        return entries.last(where: { $0.start < at })?.epoch ?? entries[0].epoch
+    }
+
     /// Whether `position` can have been issued by this history: its epoch is one of these, and it does
     /// not point past where the next epoch began (a copy restored within that epoch ends it there).
     func holds(_ position: ServerChangeToken.Position) -> Bool {
-        let epoch = position.epoch ?? entries[entries.count - 1].epoch
+        let epoch = position.epoch ?? current
         guard let index = entries.lastIndex(where: { $0.epoch == epoch }) else { return false }
         guard index + 1 < entries.count else { return true }
         let end = entries[index + 1].start
         return position.sequence <= end && (position.scanSnapshot ?? 0) <= end
     }
+}
+
+/// Seals each position in the epoch that holds it (``PositionEpochs/epoch(sealing:)``), and makes
+/// change tags in the current epoch, with the database's key.
+struct EpochSealing: ChangeTokenSealing {
+    let cipher: PositionCipher
+    let epochs: PositionEpochs
+
+    func seal(_ position: ServerChangeToken.Position) throws(ShareSyncError) -> String {
+        var position = position
+        if position.epoch == nil { position.epoch = epochs.epoch(sealing: position) }
+        return try cipher.seal(position)
+    }
+
+    func open(_ sealed: Substring) throws(ShareSyncError) -> ServerChangeToken.Position { try cipher.open(sealed) }
+
+    func isWellFormed(_ sealed: Substring) -> Bool { cipher.isWellFormed(sealed) }
+
+    /// The change tag of the record version stored with sequence number `seq`, written now.
+    func changeTag(_ seq: Int64) throws(ShareSyncError) -> String { try cipher.sealing(in: epochs.current).changeTag(seq) }
 }

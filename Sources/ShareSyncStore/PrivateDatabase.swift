@@ -23,10 +23,20 @@ public final class PrivateDatabase: Sendable {
     public let limits: Limits
     /// The database's identity; change tokens carry it.
     public let databaseID: String
+    /// The database's position key; ``positions`` seals with it in the current epoch.
+    private let cipher: PositionCipher
+    /// The stretches of this database's history as recorded (``PositionEpochs``), and whether this
+    /// opening has begun its own, the last. Until its first write, an opening goes on in the last
+    /// recorded epoch: an opening that writes nothing records nothing, and the write that would have
+    /// recorded an epoch cannot fail unseen (see ``beginEpochIfNeeded()``).
+    private let epochState: Mutex<(epochs: PositionEpochs, begun: Bool)>
+    /// Serializes the beginning of this opening's epoch.
+    private let epochBeginning = Mutex<Void>(())
+
     /// Seals the positions of the change tokens this database hands out, and makes its change tags.
-    let positions: PositionCipher
-    /// The stretches of this database's history, this opening's last (``PositionEpochs``).
-    let epochs: PositionEpochs
+    var positions: EpochSealing { EpochSealing(cipher: cipher, epochs: epochs) }
+    /// The stretches of this database's history, the current one last.
+    var epochs: PositionEpochs { epochState.withLock { $0.epochs } }
 
     let writer: any DatabaseWriter
     /// Whether writes read and write rows in sets where they can: a batch's records read ahead in one
@@ -140,26 +150,39 @@ public final class PrivateDatabase: Sendable {
             }
             return (id!, key!)
         }
-        // Each opening is an epoch of its own (PositionEpochs): a copy restored and written again
-        // cannot hand out the tokens and tags of the history it replaced. Read and recorded in one
-        // transaction of its own (two openings at once each add theirs); if it cannot be written (a
-        // full disk), this opening goes on in the last epoch, as before epochs, rather than not
-        // opening at all.
-        func read(_ db: Database) throws -> PositionEpochs {
-            PositionEpochs(text: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? "")
-        }
-        if let (next, fresh) = try? writer.write({ db -> (PositionEpochs, UInt16) in
-            var epochs = try read(db)
-            let fresh = epochs.begin(at: try Self.currentSeq(db))
-            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
-            return (epochs, fresh)
-        }) {
-            epochs = next
-            positions = try PositionCipher(hex: key, epoch: fresh)
-        } else {
-            let recorded = try writer.read(read)
-            epochs = recorded
-            positions = try PositionCipher(hex: key, epoch: recorded.entries[recorded.entries.count - 1].epoch)
+        let recorded = try writer.read { db in try Self.recordedEpochs(db) }
+        cipher = try PositionCipher(hex: key)
+        epochState = Mutex((recorded, false))
+    }
+
+    private static func recordedEpochs(_ db: Database) throws -> PositionEpochs {
+        PositionEpochs(text: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? "")
+    }
+
+    /// Begins this opening's epoch (``PositionEpochs``), once, before its first write: a copy restored
+    /// and written again cannot hand out the tokens and tags of the history it replaced. Read and
+    /// recorded in a transaction of its own, committed before the write's (two openings at once each
+    /// add theirs). If it cannot be recorded (a full disk), the write fails with that error: nothing is
+    /// written outside an epoch of its own. Tokens handed out until then point at or before the
+    /// position the new epoch begins at, and are sealed in an older one (``PositionEpochs/epoch(sealing:)``).
+    ///
+    /// Before, every opening recorded an epoch, even one that wrote nothing (a node in a restart loop
+    /// grew the list without bound), and an opening whose epoch could not be recorded went on in the
+    /// last one without a word.
+    func beginEpochIfNeeded() throws(ShareSyncError) {
+        if epochState.withLock({ $0.begun }) { return }
+        try epochBeginning.withLock { _ throws(ShareSyncError) in
+            if epochState.withLock({ $0.begun }) { return }
+            let next = try withStoreErrors("write", path: writer.path) {
+                try writer.write { db in
+                    var epochs = try Self.recordedEpochs(db)
+                    epochs.begin(at: try Self.currentSeq(db))
+                    try db.execute(
+                        sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
+                    return epochs
+                }
+            }
+            epochState.withLock { $0 = (next, true) }
         }
     }
 
@@ -207,6 +230,7 @@ public final class PrivateDatabase: Sendable {
         // The generation moves past the write before observers are told: whatever reads after
         // being woken by this commit sees a generation no read made before the commit had (the
         // owner server's PushCache relies on it).
+        try beginEpochIfNeeded()
         var changed = false
         func transaction() throws(ShareSyncError) -> T {
             generation.add(1, ordering: .releasing)

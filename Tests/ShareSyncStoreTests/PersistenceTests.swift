@@ -58,6 +58,57 @@ struct PersistenceTests {
         #expect(try db.fetchZoneChanges(topics, since: try db.currentChangeToken()).changes.isEmpty)
     }
 
+    @Test("an opening records an epoch of its own at its first write only, and a write whose epoch cannot be recorded fails")
+    func epochAtFirstWrite() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite")
+        func recorded(_ db: PrivateDatabase) throws -> String? {
+            try db.writer.read { try String.fetchOne($0, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") }
+        }
+        let (first, token) = try {
+            let db = try PrivateDatabase(path: path, ownerName: ownerName)
+            try db.saveZones([RecordZone(zoneID: topics)])
+            try db.close()
+            let first = try PrivateDatabase(path: path, ownerName: ownerName)
+            defer { try? first.close() }
+            return (try recorded(first), try first.currentChangeToken())
+        }()
+        #expect(first?.split(separator: ",").count == 1, "\(first ?? "nil")")
+        // Openings that write nothing (a node in a restart loop) record nothing, and keep the token.
+        for _ in 0..<3 {
+            let db = try PrivateDatabase(path: path, ownerName: ownerName)
+            #expect(try recorded(db) == first)
+            #expect(try db.currentChangeToken() == token)
+            try db.close()
+        }
+        let db = try PrivateDatabase(path: path, ownerName: ownerName)
+        // The epoch cannot be recorded (as on a full disk; here a trigger refuses that row only): the
+        // write fails and nothing is written.
+        try db.writer.writeWithoutTransaction {
+            try $0.execute(sql: """
+                CREATE TEMP TRIGGER noEpoch BEFORE INSERT ON main.meta WHEN NEW.key = 'positionEpochs'
+                BEGIN SELECT RAISE(ABORT, 'no room for the epoch'); END
+                """)
+        }
+        let refused = #expect(throws: ShareSyncError.self) { try db.save(makeRecord("a", ["title": "A"])) }
+        #expect(refused?.message.contains("no room for the epoch") == true, "\(String(describing: refused))")
+        #expect(try recorded(db) == first)
+        #expect((try? db.fetchRecord(recordID("a"))) == nil)
+        // Once it can: the epoch is recorded first, at the position the write builds on, then the write.
+        try db.writer.writeWithoutTransaction { try $0.execute(sql: "DROP TRIGGER temp.noEpoch") }
+        let seq = try db.writer.read { try PrivateDatabase.currentSeq($0) }
+        try db.save(makeRecord("a", ["title": "A"]))
+        try db.save(makeRecord("b", ["title": "B"]))
+        let now = try #require(try recorded(db)).split(separator: ",")
+        #expect(now.count == 2 && now.first.map(String.init) == first, "\(now)")
+        #expect(now.last?.hasSuffix(":\(seq)") == true, "\(now) from \(seq)")
+        // The token from before the epoch still holds, and sees both records.
+        let changes = try db.fetchZoneChanges(topics, since: token)
+        #expect(Set(changes.changedRecords.map(\.recordID.recordName)) == ["a", "b"])
+        try db.close()
+    }
+
     @Test("zones, records and change tokens survive closing and reopening the database")
     func survivesReopen() throws {
         let dir = try TemporaryDirectory()
@@ -78,12 +129,9 @@ struct PersistenceTests {
 
         let db = try PrivateDatabase(path: path, ownerName: ownerName)
         #expect(db.databaseID == databaseID)
-        // The same history; its current token is spelt anew (each opening is an epoch of its own), and
-        // the token from before still works (below).
-        var reopened = try snapshot(db)
-        #expect(reopened.token != snapshotBefore.token)
-        reopened.token = snapshotBefore.token
-        #expect(reopened == snapshotBefore)
+        // The same history, and the same current token: an opening begins an epoch of its own at its
+        // first write only. The token from before still works after writes (below).
+        #expect(try snapshot(db) == snapshotBefore)
         let ids = records.values.map(\.recordID)
         let fetched = try db.fetchRecords(ids)
         for id in ids { #expect(try fetched[id]?.get() == records[id.recordName]) }
