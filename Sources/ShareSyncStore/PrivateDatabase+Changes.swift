@@ -181,8 +181,12 @@ extension PrivateDatabase {
         guard moreComing, let lastSeq else {
             return try ServerChangeToken(databaseID: databaseID, position: .init(sequence: try currentSeq(db)), sealing: positions)
         }
+        // In the epoch it is handed out in, not the one of its position (PositionEpochs.epoch(sealing:)):
+        // a page read now holds rows as they are now, which a copy taken earlier may not have.
+        let sealing = positions
         return try ServerChangeToken(
-            databaseID: databaseID, position: .init(sequence: lastSeq, scanSnapshot: position.scanSnapshot), sealing: positions)
+            databaseID: databaseID,
+            position: .init(sequence: lastSeq, scanSnapshot: position.scanSnapshot, epoch: sealing.epochs.current), sealing: sealing)
     }
 
     /// A stored record as the owner sees it in their private database.

@@ -186,6 +186,49 @@ public final class PrivateDatabase: Sendable {
         }
     }
 
+    /// Writes a copy of the database, as it is now, to a new file at `path` (mode 0600), while it stays
+    /// in use: reads go on meanwhile, writes wait until the copy is made. The copy is one SQLite file
+    /// (no `-wal`), synced. Returns its size in bytes.
+    ///
+    /// The database then begins an epoch of its own (``PositionEpochs``), which the copy does not
+    /// have: if the copy is ever restored, every token and change tag of what happened after it was
+    /// taken is of a history the copy does not know (`changeTokenExpired`, "restored";
+    /// `serverRecordChanged`), including the tokens handed out since in the middle of a paged fetch,
+    /// which a file copy taken while the node runs cannot catch (they point at positions the copy has).
+    ///
+    /// A file at `path` is not replaced: `invalidArguments`.
+    public func backup(to path: String) throws(ShareSyncError) -> Int {
+        try createNewPrivateFile(path, what: "the copy")
+        do {
+            try withStoreErrors("copy", path: path) {
+                let copy = try DatabaseQueue(path: path)
+                try writer.writeWithoutTransaction { db in
+                    try copy.writeWithoutTransaction { destination in
+                        try db.backup(to: destination)
+                        // One file, whole once synced: no WAL to lose beside it.
+                        try destination.execute(sql: "PRAGMA journal_mode = DELETE")
+                    }
+                    try copy.close()
+                    // The live database leaves the copy's last epoch, before any write after the copy.
+                    var epochs = PositionEpochs(text: "")
+                    try db.inTransaction {
+                        epochs = try Self.recordedEpochs(db)
+                        epochs.begin(at: try Self.currentSeq(db))
+                        try db.execute(
+                            sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
+                        return .commit
+                    }
+                    epochState.withLock { $0 = (epochs, true) }
+                }
+            }
+        } catch {
+            unlink(path)
+            throw error
+        }
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : 0
+    }
+
     /// Closes the database's connections (its background checkpoints stop too): its files may be
     /// copied or moved once this returns. Nothing may use the database afterwards.
     package func close() throws {

@@ -88,6 +88,16 @@ func createPrivateFile(_ path: String, what: String) throws(ShareSyncError) {
     chmod(path, 0o600)
 }
 
+/// Creates `path`, which must not exist, with mode 0600: `invalidArguments` naming it otherwise.
+func createNewPrivateFile(_ path: String, what: String) throws(ShareSyncError) {
+    let fd = open(path, O_CREAT | O_EXCL | O_RDWR, 0o600)
+    guard fd >= 0 else {
+        let reason = errno == EEXIST ? "the file exists; name a new one" : String(cString: strerror(errno))
+        throw ShareSyncError(.invalidArguments, "cannot write \(what) to \(path): \(reason)")
+    }
+    close(fd)
+}
+
 extension Database {
     /// Runs one statement through GRDB's per-connection statement cache: parsed once per connection,
     /// not once per call. `execute(sql:)` parses (and runs GRDB's authorizer) every time, which was

@@ -37,6 +37,7 @@ struct Sharesync: AsyncParsableCommand {
             InitCommand.self, RunCommand.self, StatusCommand.self, ZoneCommand.self, RecordCommand.self,
             ShareCommand.self, AcceptCommand.self, RequestAccessCommand.self, LeaveCommand.self,
             OutboxCommand.self, ChangesCommand.self, WatchCommand.self, AdvertiseCommand.self, OwnerCommand.self,
+            BackupCommand.self,
         ]
     )
 

@@ -154,7 +154,7 @@ struct CLIDetailsTests {
         try await blocking {
             let root = try cli(["--help"])
             #expect(root.stdout.contains("Example"))
-            let commands = ["init", "run", "status", "zone", "record", "share", "accept", "request-access", "leave", "outbox", "changes", "watch"]
+            let commands = ["init", "run", "status", "zone", "record", "share", "accept", "request-access", "leave", "outbox", "changes", "watch", "backup"]
             var paths: [[String]] = []
             for command in commands {
                 paths.append([command])

@@ -19,6 +19,19 @@ struct ControlHandlerTests {
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
+    @Test("backup needs an absolute path, and names a path it cannot write")
+    func backupPaths() async throws {
+        let handler = try makeHandler()
+        let relative = try await respond(handler, #"{"backup":{"path":"copy.sqlite"}}"#)
+        let error = relative["error"] as? [String: Any]
+        #expect(error?["code"] as? String == "invalidArguments", "\(relative)")
+        #expect((error?["message"] as? String)?.contains("\"copy.sqlite\" is not absolute") == true, "\(relative)")
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let missing = try await respond(handler, #"{"backup":{"path":"\#(folder.path)/no/such/dir/copy.sqlite"}}"#)
+        #expect(((missing["error"] as? [String: Any])?["message"] as? String)?.contains("/no/such/dir/copy.sqlite") == true, "\(missing)")
+    }
+
     @Test func recordImportLinesReadByTheFastReaderEqualTheCodableDecoding() async throws {
         try await blocking {
             let zone = RecordZone.ID(zoneName: "Topics")

@@ -58,6 +58,62 @@ struct PersistenceTests {
         #expect(try db.fetchZoneChanges(topics, since: try db.currentChangeToken()).changes.isEmpty)
     }
 
+    @Test("a copy made with backup(to:) while the database is in use, once restored, refuses the tokens handed out after it, even in the middle of a fetch")
+    func backupWhileInUse() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("private.sqlite"), copy = dir.path("copy.sqlite")
+        let live = try PrivateDatabase(path: path, ownerName: ownerName)
+        try live.saveZones([RecordZone(zoneID: topics)])
+        try live.save((0..<9).map { makeRecord("r\($0)", ["n": .int64(Int64($0))]) })
+        let current = try live.currentChangeToken()
+        // A fetch from no token in pages of 3: the first page before the copy.
+        let first = try live.fetchZoneChanges(topics, since: nil, resultsLimit: 3)
+        #expect(first.moreComing && first.changedRecords.map(\.recordID.recordName) == ["r0", "r1", "r2"])
+        let size = try live.backup(to: copy)
+        #expect(size > 0)
+        #expect(try FileManager.default.attributesOfItem(atPath: copy)[.posixPermissions] as? Int == 0o600)
+        // An existing file is not replaced.
+        let exists = #expect(throws: ShareSyncError.self) { try live.backup(to: copy) }
+        #expect(exists?.code == .invalidArguments && exists?.message.contains(copy) == true, "\(String(describing: exists))")
+        // After the copy: r4, not yet fetched, changes (it moves past the fetch's snapshot), then the
+        // second page, without it.
+        var r4 = try live.fetchRecord(recordID("r4"))
+        r4["n"] = 40
+        r4 = try live.save(r4)
+        let second = try live.fetchZoneChanges(topics, since: first.changeToken, resultsLimit: 3)
+        #expect(second.changedRecords.map(\.recordID.recordName) == ["r3", "r5", "r6"])
+        let lostTag = r4.recordChangeTag
+        try live.close()
+
+        // Restored from the copy (the node stopped, the file put in place).
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        try FileManager.default.copyItem(atPath: copy, toPath: path)
+        let restored = try PrivateDatabase(path: path, ownerName: ownerName)
+        defer { try? restored.close() }
+        #expect(try restored.fetchRecord(recordID("r4"))["n"] == 4)
+        // The second page's token: the copy has r4 before it, so with it the fetch would never give r4.
+        let expired = #expect(throws: ShareSyncError.self) { try restored.fetchZoneChanges(topics, since: second.changeToken) }
+        #expect(expired?.code == .changeTokenExpired && expired?.message.contains("restored") == true, "\(String(describing: expired))")
+        // Tokens from before the copy go on: the first page's gives every record after it, r4 at 4.
+        var rest: [Record] = []
+        var token = first.changeToken
+        for _ in 0..<10 {
+            let page = try restored.fetchZoneChanges(topics, since: token, resultsLimit: 3)
+            rest += page.changedRecords
+            token = page.changeToken
+            if !page.moreComing { break }
+        }
+        #expect(rest.map(\.recordID.recordName) == ["r3", "r4", "r5", "r6", "r7", "r8"])
+        #expect(rest.first { $0.recordID.recordName == "r4" }?["n"] == 4)
+        #expect(try restored.fetchZoneChanges(topics, since: current).changes.isEmpty)
+        // A save from the version written after the copy conflicts.
+        var fromLost = try restored.fetchRecord(recordID("r4"))
+        fromLost.recordChangeTag = lostTag
+        fromLost["n"] = 41
+        #expect(try restored.modifyRecords(saving: [fromLost]).errors["r4"]?.code == .serverRecordChanged)
+    }
+
     @Test("an opening records an epoch of its own at its first write only, and a write whose epoch cannot be recorded fails")
     func epochAtFirstWrite() throws {
         let dir = try TemporaryDirectory()

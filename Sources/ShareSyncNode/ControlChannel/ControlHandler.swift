@@ -223,6 +223,12 @@ public struct ControlHandler: Sendable {
             let owner = try Self.resolveOwner(owner, in: participant.replica) ?? owner
             try participant.setOwnerAddress(owner: owner, host: host, port: port)
             return ok(Done())
+        case .backup(let path):
+            guard path.hasPrefix("/") else {
+                throw ShareSyncError(
+                    .invalidArguments, "the copy's path \(path.debugDescription) is not absolute (the daemon's directory is not yours)")
+            }
+            return ok(BackupResult(path: path, bytes: try database.backup(to: path)))
         case .status:
             var status = try status()
             if let participant {

@@ -298,6 +298,34 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// could not hear it announce so. The replica, its tokens and the outbox stay; the node connects
     /// there at once. → ``Done``
     case ownerAddress(owner: String, host: String, port: Int)
+
+    // MARK: Backups
+
+    /// Copies the private database, as it is now, to a new file at `path` (absolute; the daemon writes
+    /// it, with mode 0600) while the node runs: participants are served meanwhile, writes wait until the
+    /// copy is made. A node restored from the copy refuses every change token and change tag of what
+    /// happened after it was taken (a participant holding one fetches again), which a copy of the
+    /// files taken while the node runs cannot ensure. A file at `path` is not replaced (`invalidArguments`).
+    /// → ``BackupResult``
+    ///
+    /// ```
+    /// → {"backup":{"path":"/var/backups/alice-private.sqlite"}}
+    /// ← {"ok":true,"result":{"path":"/var/backups/alice-private.sqlite","bytes":4321280}}
+    /// ```
+    case backup(path: String)
+}
+
+/// What `backup` wrote.
+public struct BackupResult: Codable, Sendable, Hashable {
+    /// The copy's path.
+    public var path: String
+    /// The copy's size.
+    public var bytes: Int
+
+    public init(path: String, bytes: Int) {
+        self.path = path
+        self.bytes = bytes
+    }
 }
 
 /// What `advertise` did.

@@ -1,0 +1,60 @@
+import Foundation
+import ShareSyncTestSupport
+import Testing
+
+@Suite("sharesync backup: a copy of the private database while the node runs")
+struct BackupCLITests {
+    @Test("a node restored from a backup has the data as it was, and refuses a token handed out after the copy in the middle of a fetch")
+    func backupAndRestore() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            try a.ok(["zone", "create", "Topics"])
+            for name in ["t1", "t2", "t3", "t4"] {
+                try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", name, "--field", "title=string:\(name)"])
+            }
+            let first = try #require(try a.ok(["changes", "--zone", "Topics", "--limit", "2"]) as? [String: Any])
+            let firstToken = try #require(first["token"] as? String)
+
+            // A relative path is the caller's, not the daemon's.
+            let relative = try ChildProcess.run(
+                "/usr/bin/env", ["-C", a.folder.path, sharesync, "backup", "copy.sqlite", "--home", a.home, "--json"])
+            #expect(relative.status == 0, "\(relative.stderr)")
+            let copy = a.folder.path + "/copy.sqlite"
+            let written = try #require(try json(relative.stdout) as? [String: Any])
+            #expect(written["path"] as? String == copy, "\(written)")
+            let size = try FileManager.default.attributesOfItem(atPath: copy)
+            #expect((written["bytes"] as? Int).map { $0 > 0 && $0 == (size[.size] as? Int) } == true, "\(written) \(size)")
+            #expect(size[.posixPermissions] as? Int == 0o600)
+            // An existing file is not replaced, and the error names it.
+            let again = try a.run(["backup", copy])
+            #expect(again.status != 0 && again.stderr.contains(copy) && again.stderr.contains("exists"), "\(again.stderr)")
+            #expect((try FileManager.default.attributesOfItem(atPath: copy)[.size] as? Int) == size[.size] as? Int)
+
+            // After the copy: t3, not fetched yet, changes (it moves past the fetch), and the fetch goes on.
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t3", "--field", "title=string:changed"])
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "after"])
+            let second = try #require(try a.ok(["changes", "--zone", "Topics", "--limit", "1", "--since", firstToken]) as? [String: Any])
+            #expect(names(second) == ["t4"] && second["moreComing"] as? Bool == true, "\(second)")
+            let secondToken = try #require(second["token"] as? String)
+
+            // Restore: the daemon stopped, the copy in place of private.sqlite.
+            try a.kill()
+            let database = a.home + "/private.sqlite"
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+            try FileManager.default.copyItem(atPath: copy, toPath: database)
+            try a.restart()
+            #expect(try a.recordNames(zone: "Topics", shared: false).sorted() == ["t1", "t2", "t3", "t4"])
+            // With the second page's token the fetch would never give t3, which the copy has before it.
+            let lost = try a.run(["changes", "--zone", "Topics", "--since", secondToken])
+            #expect(lost.status != 0 && lost.stderr.contains("changeTokenExpired") && lost.stderr.contains("restored"), "\(lost.stderr)")
+            // The first page's token, from before the copy, gives the rest.
+            let rest = try #require(try a.ok(["changes", "--zone", "Topics", "--since", firstToken]) as? [String: Any])
+            #expect(names(rest) == ["t3", "t4"], "\(rest)")
+        }
+    }
+
+    private func names(_ page: [String: Any]) -> [String] {
+        (page["changes"] as? [[String: Any]] ?? []).compactMap { $0["recordName"] as? String }
+    }
+}
