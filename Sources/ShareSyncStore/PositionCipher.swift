@@ -12,7 +12,8 @@ import _CryptoExtras
 /// always gives the same text, which tokens need (the owner keys pushes by their token), and
 /// different inputs give unrelated texts.
 /// - A token's position is `sequence` (6 bytes), `scanSnapshot + 1` (6 bytes, 0 for none), the epoch
-///   that holds it (2 bytes, ``PositionEpochs``; 0 in tokens issued before epochs) and 2 zero
+///   that holds it, or for a token in the middle of a paged fetch the epoch it was handed out in (2
+///   bytes, ``PositionEpochs``; 0 in tokens issued before epochs) and 2 zero
 ///   bytes, which ``open(_:)`` checks with the top byte of each 6-byte field (positions stay below
 ///   2^40, ``maximumSequence``): a token made up or altered opens to a block that passes once in 2^32
 ///   tries, each one a request to the owner.
@@ -137,7 +138,8 @@ struct PositionCipher: ChangeTokenSealing {
     }
 }
 
-/// The stretches of a database's history, one per opening that wrote (begun before its first write):
+/// The stretches of a database's history, one per opening that wrote (begun before its first write)
+/// and one per backup followed by a write (``PrivateDatabase/backup(to:)``):
 /// a token says which one it was issued in, so that a token from a history the database no longer has
 /// (it was restored from an older copy, and the copy has since been written again) is known as such,
 /// even where its sequence number was reached again. Kept in `meta.positionEpochs` as
@@ -179,11 +181,12 @@ struct PositionEpochs: Sendable {
         return epoch
     }
 
-    /// The epoch a position without one is sealed in: the last one begun before it (the first, epoch
-    /// 0, for position 0). An epoch begins at the position it was begun at, and no token points past
-    /// the position it was issued at, so the epoch a position is sealed in never changes: the same
-    /// position is always the same token (before, each opening spelt the current position anew, and
-    /// a write refused as a whole changed the current token).
+    /// The epoch a position without one is sealed in (the token a fetch ends with; a token in the
+    /// middle of a paged fetch carries the epoch it was handed out in): the last one begun before it
+    /// (the first, epoch 0, for position 0). An epoch begins at the position it was begun at, and no
+    /// token points past the position it was issued at, so the epoch a position is sealed in never
+    /// changes: the same position is always the same token (before, each opening spelt the current
+    /// position anew, and a write refused as a whole changed the current token).
     func epoch(sealing position: ServerChangeToken.Position) -> UInt16 {
         let at = max(position.sequence, position.scanSnapshot ?? 0)
         return entries.last(where: { $0.start < at })?.epoch ?? entries[0].epoch
@@ -200,7 +203,7 @@ struct PositionEpochs: Sendable {
     }
 }
 
-/// Seals each position in the epoch that holds it (``PositionEpochs/epoch(sealing:)``), and makes
+/// Seals each position that carries no epoch in the one that holds it (``PositionEpochs/epoch(sealing:)``), and makes
 /// change tags in the current epoch, with the database's key.
 struct EpochSealing: ChangeTokenSealing {
     let cipher: PositionCipher

@@ -30,8 +30,6 @@ public final class PrivateDatabase: Sendable {
     /// recorded epoch: an opening that writes nothing records nothing, and the write that would have
     /// recorded an epoch cannot fail unseen (see ``beginEpochIfNeeded()``).
     private let epochState: Mutex<(epochs: PositionEpochs, begun: Bool)>
-    /// Serializes the beginning of this opening's epoch.
-    private let epochBeginning = Mutex<Void>(())
 
     /// Seals the positions of the change tokens this database hands out, and makes its change tags.
     var positions: EpochSealing { EpochSealing(cipher: cipher, epochs: epochs) }
@@ -159,71 +157,88 @@ public final class PrivateDatabase: Sendable {
         PositionEpochs(text: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") ?? "")
     }
 
-    /// Begins this opening's epoch (``PositionEpochs``), once, before its first write: a copy restored
-    /// and written again cannot hand out the tokens and tags of the history it replaced. Read and
-    /// recorded in a transaction of its own, committed before the write's (two openings at once each
-    /// add theirs). If it cannot be recorded (a full disk), the write fails with that error: nothing is
-    /// written outside an epoch of its own. Tokens handed out until then point at or before the
-    /// position the new epoch begins at, and are sealed in an older one (``PositionEpochs/epoch(sealing:)``).
+    /// Begins this opening's epoch (``PositionEpochs``), once, before its first write (and again before
+    /// the first write after a ``backup(to:)``): a copy restored and written again cannot hand out the
+    /// tokens and tags of the history it replaced. Read and recorded in a transaction of its own,
+    /// committed before the write's, with the writer held until this opening's state says so (a backup
+    /// taking the writer in between would otherwise have its mark overwritten). If it cannot be
+    /// recorded (a full disk), the write fails with that error: nothing is written outside an epoch of
+    /// its own. Tokens handed out until then point at or before the position the new epoch begins at,
+    /// and are sealed in an older one (``PositionEpochs/epoch(sealing:)``).
     ///
     /// Before, every opening recorded an epoch, even one that wrote nothing (a node in a restart loop
     /// grew the list without bound), and an opening whose epoch could not be recorded went on in the
     /// last one without a word.
     func beginEpochIfNeeded() throws(ShareSyncError) {
         if epochState.withLock({ $0.begun }) { return }
-        try epochBeginning.withLock { _ throws(ShareSyncError) in
-            if epochState.withLock({ $0.begun }) { return }
-            let next = try withStoreErrors("write", path: writer.path) {
-                try writer.write { db in
-                    var epochs = try Self.recordedEpochs(db)
+        try withStoreErrors("write", path: writer.path) {
+            try writer.writeWithoutTransaction { db in
+                if epochState.withLock({ $0.begun }) { return }
+                var epochs = PositionEpochs(text: "")
+                try db.inTransaction {
+                    epochs = try Self.recordedEpochs(db)
                     epochs.begin(at: try Self.currentSeq(db))
                     try db.execute(
                         sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
-                    return epochs
+                    return .commit
                 }
+                epochState.withLock { $0 = (epochs, true) }
             }
-            epochState.withLock { $0 = (next, true) }
         }
     }
 
     /// Writes a copy of the database, as it is now, to a new file at `path` (mode 0600), while it stays
     /// in use: reads go on meanwhile, writes wait until the copy is made. The copy is one SQLite file
-    /// (no `-wal`), synced. Returns its size in bytes.
+    /// (no `-wal`), written under another name, synced, then renamed: a file at `path` is always a
+    /// whole copy. Returns its size in bytes.
     ///
-    /// The database then begins an epoch of its own (``PositionEpochs``), which the copy does not
-    /// have: if the copy is ever restored, every token and change tag of what happened after it was
-    /// taken is of a history the copy does not know (`changeTokenExpired`, "restored";
-    /// `serverRecordChanged`), including the tokens handed out since in the middle of a paged fetch,
-    /// which a file copy taken while the node runs cannot catch (they point at positions the copy has).
+    /// The next write after the copy begins an epoch (``PositionEpochs``) the copy does not have: if
+    /// the copy is ever restored, every token and change tag of what happened after it was taken is of
+    /// a history the copy does not know (`changeTokenExpired`, "restored"; `serverRecordChanged`),
+    /// including the tokens handed out since in the middle of a paged fetch, which a file copy taken
+    /// while the node runs cannot catch (they point at positions the copy has). Backups with no write
+    /// between them add no epoch.
     ///
-    /// A file at `path` is not replaced: `invalidArguments`.
+    /// A file at `path` is not replaced, nor is one of the database's own files named: `invalidArguments`.
     public func backup(to path: String) throws(ShareSyncError) -> Int {
+        let own = writer.path
+        if own.hasPrefix("/"), path == own || path.hasPrefix(own + "-") {
+            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): it is a file of the database itself")
+        }
         try createNewPrivateFile(path, what: "the copy")
+        let partial = path + ".partial-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        func removePartial() {
+            for suffix in ["", "-wal", "-shm", "-journal"] { unlink(partial + suffix) }
+        }
         do {
-            try withStoreErrors("copy", path: path) {
-                let copy = try DatabaseQueue(path: path)
-                try writer.writeWithoutTransaction { db in
-                    try copy.writeWithoutTransaction { destination in
-                        try db.backup(to: destination)
-                        // One file, whole once synced: no WAL to lose beside it.
-                        try destination.execute(sql: "PRAGMA journal_mode = DELETE")
-                    }
-                    try copy.close()
-                    // The live database leaves the copy's last epoch, before any write after the copy.
-                    var epochs = PositionEpochs(text: "")
-                    try db.inTransaction {
-                        epochs = try Self.recordedEpochs(db)
-                        epochs.begin(at: try Self.currentSeq(db))
-                        try db.execute(
-                            sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
-                        return .commit
-                    }
-                    epochState.withLock { $0 = (epochs, true) }
+            try createNewPrivateFile(partial, what: "the copy")
+            let copy = try DatabaseQueue(path: partial)
+            try writer.writeWithoutTransaction { db in
+                try copy.writeWithoutTransaction { destination in
+                    try db.backup(to: destination)
+                    // One file, whole once synced: no WAL to lose beside it.
+                    try destination.execute(sql: "PRAGMA journal_mode = DELETE")
                 }
+                // Under the writer: no write comes between the copy and this.
+                epochState.withLock { $0.begun = false }
             }
+            try copy.close()
+            guard rename(partial, path) == 0 else {
+                throw ShareSyncError(.internalError, "cannot rename \(partial) to \(path): \(String(cString: strerror(errno)))")
+            }
+            syncDirectory(of: path)
         } catch {
+            removePartial()
             unlink(path)
-            throw error
+            switch error {
+            case let error as ShareSyncError: throw error
+            case let error as DatabaseError where error.resultCode == .SQLITE_FULL:
+                throw ShareSyncError(
+                    .quotaExceeded, "the disk holding \(path) is full: no copy was written (SQLite: \(error.message ?? "SQLITE_FULL"))",
+                    rule: .diskFull)
+            default:
+                throw ShareSyncError(.internalError, "cannot write the copy to \(path): \(error)")
+            }
         }
         var info = stat()
         return stat(path, &info) == 0 ? Int(info.st_size) : 0

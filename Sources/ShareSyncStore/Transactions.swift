@@ -98,6 +98,16 @@ func createNewPrivateFile(_ path: String, what: String) throws(ShareSyncError) {
     close(fd)
 }
 
+/// Syncs the directory holding `path`, so that a file just created or renamed there survives a power
+/// loss (SQLite syncs a file's contents, not the directory's entry for it). Best effort.
+func syncDirectory(of path: String) {
+    let directory = (path as NSString).deletingLastPathComponent
+    let fd = open(directory.isEmpty ? "." : directory, O_RDONLY)
+    guard fd >= 0 else { return }
+    fsync(fd)
+    close(fd)
+}
+
 extension Database {
     /// Runs one statement through GRDB's per-connection statement cache: parsed once per connection,
     /// not once per call. `execute(sql:)` parses (and runs GRDB's authorizer) every time, which was

@@ -9,7 +9,8 @@ struct BackupCommand: AsyncParsableCommand {
         abstract: "Copy the private database to a new file while the node runs.",
         discussion: """
             The running daemon writes the copy (one SQLite file, mode 0600) as the database is at that \
-            moment: participants are served meanwhile, writes wait until the copy is made. An existing \
+            moment: reads go on meanwhile (participants' fetches and pushes too), writes wait until the \
+            copy is made. An existing \
             file is not replaced. Copy the home's files themselves only while the node is stopped: a node \
             restored from a copy made here refuses every change token and change tag of what happened \
             after the copy (its participants fetch again and miss nothing), which a copy of the files \

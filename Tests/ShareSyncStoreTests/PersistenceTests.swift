@@ -73,14 +73,29 @@ struct PersistenceTests {
         let size = try live.backup(to: copy)
         #expect(size > 0)
         #expect(try FileManager.default.attributesOfItem(atPath: copy)[.posixPermissions] as? Int == 0o600)
-        // An existing file is not replaced.
+        // An existing file is not replaced, nor is a file of the database itself named.
         let exists = #expect(throws: ShareSyncError.self) { try live.backup(to: copy) }
         #expect(exists?.code == .invalidArguments && exists?.message.contains(copy) == true, "\(String(describing: exists))")
+        let own = #expect(throws: ShareSyncError.self) { try live.backup(to: path + "-journal") }
+        #expect(own?.code == .invalidArguments && own?.message.contains("database itself") == true, "\(String(describing: own))")
+        // One whole file, in rollback-journal mode, with nothing left beside it.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.hasPrefix("copy") } == ["copy.sqlite"])
+        let header = try #require(FileManager.default.contents(atPath: copy)?.prefix(20))
+        #expect(Array(header.suffix(2)) == [1, 1], "file format bytes 18-19: 1 for a rollback journal, 2 for WAL")
+        // A second backup with no write since adds no epoch; the next write adds one.
+        func epochCount() throws -> Int {
+            try live.writer.read { try String.fetchOne($0, sql: "SELECT value FROM meta WHERE key = 'positionEpochs'") }?
+                .split(separator: ",").count ?? 0
+        }
+        let epochsBefore = try epochCount()
+        _ = try live.backup(to: dir.path("copy-2.sqlite"))
+        #expect(try epochCount() == epochsBefore)
         // After the copy: r4, not yet fetched, changes (it moves past the fetch's snapshot), then the
         // second page, without it.
         var r4 = try live.fetchRecord(recordID("r4"))
         r4["n"] = 40
         r4 = try live.save(r4)
+        #expect(try epochCount() == epochsBefore + 1)
         let second = try live.fetchZoneChanges(topics, since: first.changeToken, resultsLimit: 3)
         #expect(second.changedRecords.map(\.recordID.recordName) == ["r3", "r5", "r6"])
         let lostTag = r4.recordChangeTag

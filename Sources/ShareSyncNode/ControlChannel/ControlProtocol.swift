@@ -302,8 +302,8 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     // MARK: Backups
 
     /// Copies the private database, as it is now, to a new file at `path` (absolute; the daemon writes
-    /// it, with mode 0600) while the node runs: participants are served meanwhile, writes wait until the
-    /// copy is made. A node restored from the copy refuses every change token and change tag of what
+    /// it, with mode 0600) while the node runs: reads go on meanwhile, writes wait until the copy is
+    /// made. A node restored from the copy refuses every change token and change tag of what
     /// happened after it was taken (a participant holding one fetches again), which a copy of the
     /// files taken while the node runs cannot ensure. A file at `path` is not replaced (`invalidArguments`).
     /// → ``BackupResult``
