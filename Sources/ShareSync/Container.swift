@@ -68,6 +68,17 @@ public final class Container: Sendable {
         return Container(transport: .embedded(node), home: nodeHome.path)
     }
 
+    /// ``embedded(home:logger:controlSocket:)`` with its private database checking requests against
+    /// `ownerLimits`, for tests of participants meeting an owner with lower limits.
+    package static func embedded(home: String, ownerLimits: Limits) async throws(ShareSyncError) -> Container {
+        var nodeHome = try NodeHome.open(at: home)
+        nodeHome.ownerLimits = ownerLimits
+        let node = try await NodeService(
+            home: nodeHome, logger: Logger(label: "sharesync", factory: { _ in SwiftLogNoOpLogHandler() })
+        ).start(controlSocket: false)
+        return Container(transport: .embedded(node), home: nodeHome.path)
+    }
+
     /// Connects to the `sharesync run` daemon of a node home, through its control socket.
     ///
     /// - Throws: `ShareSyncError.Code.serviceUnavailable` (rule `nodeNotRunning`) if no daemon runs on the

@@ -95,6 +95,9 @@ public struct NodeHome: Sendable {
     public let path: String
     public let identity: NodeIdentity
     public var settings: NodeSettings
+    /// The limits the private database checks requests against (and the owner server advertises):
+    /// the defaults, but in tests of how participants cope with an owner's lower limits.
+    package var ownerLimits = Limits()
 
     public var settingsPath: String { Self.join(path, Self.settingsFileName) }
     public var privateDatabasePath: String { Self.join(path, Self.privateDatabaseFileName) }
@@ -182,7 +185,7 @@ public struct NodeHome: Sendable {
     /// Opens the owner's private database.
     public func openPrivateDatabase() throws(ShareSyncError) -> PrivateDatabase {
         do {
-            return try PrivateDatabase(path: privateDatabasePath, ownerName: identity.userRecordName)
+            return try PrivateDatabase(path: privateDatabasePath, ownerName: identity.userRecordName, limits: ownerLimits)
         } catch let error as ShareSyncError {
             throw error
         } catch {
