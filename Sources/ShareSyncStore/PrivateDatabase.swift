@@ -199,11 +199,18 @@ public final class PrivateDatabase: Sendable {
     /// while the node runs cannot catch (they point at positions the copy has). Backups with no write
     /// between them add no epoch.
     ///
-    /// A file at `path` is not replaced, nor is one of the database's own files named: `invalidArguments`.
+    /// A file at `path` is not replaced, and a name SQLite takes for a side file (ending in `-journal`,
+    /// `-wal`, `-shm`) is refused: `invalidArguments`.
     public func backup(to path: String) throws(ShareSyncError) -> Int {
-        let own = writer.path
-        if own.hasPrefix("/"), path == own || path.hasPrefix(own + "-") {
-            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): it is a file of the database itself")
+        if path == writer.path {
+            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): it is the database itself")
+        }
+        // SQLite takes a file named like a database's journal or WAL for one: it replays or deletes
+        // it when that database opens (the replica's, say).
+        if let suffix = ["-journal", "-wal", "-shm", "-wal2"].first(where: { path.hasSuffix($0) }) {
+            throw ShareSyncError(
+                .invalidArguments,
+                "cannot write the copy to \(path): a name ending in \(suffix) is SQLite's for a database's side file, which it may replay or delete; name the copy otherwise")
         }
         try createNewPrivateFile(path, what: "the copy")
         let partial = path + ".partial-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
@@ -245,10 +252,16 @@ public final class PrivateDatabase: Sendable {
     }
 
     /// Closes the database's connections (its background checkpoints stop too): its files may be
-    /// copied or moved once this returns. Nothing may use the database afterwards.
+    /// copied or moved once this returns, and the database file alone holds every commit. Nothing may
+    /// use the database afterwards.
+    /// The WAL is checkpointed into the database file and emptied first: GRDB closes the writing
+    /// connection before the readers, and the last connection to close, a reader, cannot checkpoint,
+    /// so the WAL stayed beside the file (a copy of the file alone lacked its last commits).
     package func close() throws {
         checkpointer?.close()
-        if let pool = writer as? DatabasePool { try pool.close() }
+        guard let pool = writer as? DatabasePool else { return }
+        try? pool.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) }
+        try pool.close()
     }
 
     /// The zone ID as this database reports it.

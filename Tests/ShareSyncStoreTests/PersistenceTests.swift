@@ -77,7 +77,11 @@ struct PersistenceTests {
         let exists = #expect(throws: ShareSyncError.self) { try live.backup(to: copy) }
         #expect(exists?.code == .invalidArguments && exists?.message.contains(copy) == true, "\(String(describing: exists))")
         let own = #expect(throws: ShareSyncError.self) { try live.backup(to: path + "-journal") }
-        #expect(own?.code == .invalidArguments && own?.message.contains("database itself") == true, "\(String(describing: own))")
+        #expect(own?.code == .invalidArguments && own?.message.contains("-journal is SQLite's") == true, "\(String(describing: own))")
+        // Another database's journal name (the replica's, beside it): SQLite would delete the copy.
+        let other = #expect(throws: ShareSyncError.self) { try live.backup(to: dir.path("replica.sqlite-journal")) }
+        #expect(other?.code == .invalidArguments, "\(String(describing: other))")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("replica.sqlite-journal")))
         // One whole file, in rollback-journal mode, with nothing left beside it.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.hasPrefix("copy") } == ["copy.sqlite"])
         let header = try #require(FileManager.default.contents(atPath: copy)?.prefix(20))

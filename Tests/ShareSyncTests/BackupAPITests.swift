@@ -23,3 +23,27 @@ struct BackupAPITests {
         }
     }
 }
+
+extension BackupAPITests {
+    @Test("a node that stopped leaves private.sqlite whole: a copy of the file alone holds every commit")
+    func stoppedNodeLeavesTheFileWhole() async throws {
+        let node = try await TestNode.open(.embedded)
+        defer { try? FileManager.default.removeItem(atPath: node.folder) }
+        let topic = try await saveTopic(in: node.container.privateDatabase, zone: RecordZone.ID(zoneName: "Topics"))
+        await node.container.close()
+        // Before, a WAL of the last commits stayed beside it (GRDB closes its readers last, which
+        // cannot checkpoint).
+        let wal = try? FileManager.default.attributesOfItem(atPath: node.home + "/private.sqlite-wal")
+        #expect(wal == nil || wal?[.size] as? Int == 0, "\(String(describing: wal?[.size]))")
+        // The file alone, in a home of its own (the same identity, the WAL left behind).
+        let copy = node.folder + "/copy"
+        try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+        for file in try FileManager.default.contentsOfDirectory(atPath: node.home)
+        where !file.hasPrefix("private.sqlite-") && !file.hasSuffix(".sock") && !file.hasSuffix(".lock") {
+            try FileManager.default.copyItem(atPath: node.home + "/" + file, toPath: copy + "/" + file)
+        }
+        let reopened = try await Container.embedded(home: copy, controlSocket: false)
+        #expect(try await reopened.privateDatabase.record(for: topic.recordID)["title"] == "Groceries")
+        await reopened.close()
+    }
+}

@@ -410,7 +410,8 @@ public final class RunningNode: Sendable {
     public var isStopped: Bool { parts.withLock { $0 == nil } }
 
     /// Stops the node: the control socket first (requests in progress finish), then the participant side
-    /// and the owner server; then releases the home's daemon lock. Stopping twice does nothing.
+    /// and the owner server; then closes the private database (its WAL checkpointed into
+    /// `private.sqlite`) and releases the home's daemon lock. Stopping twice does nothing.
     public func stop() async {
         guard let parts = parts.withLock({ p -> Parts? in defer { p = nil }; return p }) else { return }
         logger.info("node stopping")
@@ -422,6 +423,15 @@ public final class RunningNode: Sendable {
         await participant.stop()
         await parts.eventLog.value
         try? await parts.server.shutdown()
+        // Closed before the home is released: its last connection checkpoints the WAL into
+        // private.sqlite and removes it, so the file alone is the whole database once the node stopped.
+        // Before, the pool closed when the process ended, and a stop right after a participant's
+        // connection closed could leave a WAL beside it (a copy of private.sqlite alone lacked it).
+        do {
+            try database.close()
+        } catch {
+            logger.warning("the private database did not close cleanly", metadata: ["error": "\(error)"])
+        }
         parts.lock.release()
         logger.info("node stopped")
     }
