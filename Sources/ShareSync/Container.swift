@@ -63,19 +63,18 @@ public final class Container: Sendable {
         home: String, logger: Logger = Logger(label: "sharesync", factory: { _ in SwiftLogNoOpLogHandler() }),
         controlSocket: Bool = true
     ) async throws(ShareSyncError) -> Container {
-        let nodeHome = try NodeHome.open(at: home)
-        let node = try await NodeService(home: nodeHome, logger: logger).start(controlSocket: controlSocket)
-        return Container(transport: .embedded(node), home: nodeHome.path)
+        try await embedded(home: home, logger: logger, controlSocket: controlSocket, ownerLimits: Limits())
     }
 
     /// ``embedded(home:logger:controlSocket:)`` with its private database checking requests against
-    /// `ownerLimits`, for tests of participants meeting an owner with lower limits.
-    package static func embedded(home: String, ownerLimits: Limits) async throws(ShareSyncError) -> Container {
+    /// `ownerLimits`: tests of participants meeting an owner with lower limits use it.
+    package static func embedded(
+        home: String, logger: Logger = Logger(label: "sharesync", factory: { _ in SwiftLogNoOpLogHandler() }),
+        controlSocket: Bool = true, ownerLimits: Limits
+    ) async throws(ShareSyncError) -> Container {
         var nodeHome = try NodeHome.open(at: home)
         nodeHome.ownerLimits = ownerLimits
-        let node = try await NodeService(
-            home: nodeHome, logger: Logger(label: "sharesync", factory: { _ in SwiftLogNoOpLogHandler() })
-        ).start(controlSocket: false)
+        let node = try await NodeService(home: nodeHome, logger: logger).start(controlSocket: controlSocket)
         return Container(transport: .embedded(node), home: nodeHome.path)
     }
 

@@ -159,38 +159,33 @@ public final class PrivateDatabase: Sendable {
 
     /// Begins this opening's epoch (``PositionEpochs``), once, before its first write (and again before
     /// the first write after a ``backup(to:)``): a copy restored and written again cannot hand out the
-    /// tokens and tags of the history it replaced. Read and recorded in a transaction of its own,
-    /// committed before the write's, with the writer held until this opening's state says so (a backup
-    /// taking the writer in between would otherwise have its mark overwritten). If it cannot be
-    /// recorded (a full disk), the write fails with that error: nothing is written outside an epoch of
-    /// its own. Tokens handed out until then point at or before the position the new epoch begins at,
-    /// and are sealed in an older one (``PositionEpochs/epoch(sealing:)``).
+    /// tokens and tags of the history it replaced. Called by ``write(_:)`` with the writer held, before
+    /// the write's own transaction and in the same hold (a backup between the two would otherwise
+    /// leave the write in the copy's epoch); the epoch is recorded in a transaction of its own (two
+    /// openings at once each add theirs). If it cannot be recorded (a full disk), the write fails with
+    /// that error: nothing is written outside an epoch of its own. Tokens handed out until then point
+    /// at or before the position the new epoch begins at, and are sealed in an older one
+    /// (``PositionEpochs/epoch(sealing:)``).
     ///
     /// Before, every opening recorded an epoch, even one that wrote nothing (a node in a restart loop
     /// grew the list without bound), and an opening whose epoch could not be recorded went on in the
     /// last one without a word.
-    func beginEpochIfNeeded() throws(ShareSyncError) {
+    private func beginEpochIfNeeded(_ db: Database) throws {
         if epochState.withLock({ $0.begun }) { return }
-        try withStoreErrors("write", path: writer.path) {
-            try writer.writeWithoutTransaction { db in
-                if epochState.withLock({ $0.begun }) { return }
-                var epochs = PositionEpochs(text: "")
-                try db.inTransaction {
-                    epochs = try Self.recordedEpochs(db)
-                    epochs.begin(at: try Self.currentSeq(db))
-                    try db.execute(
-                        sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
-                    return .commit
-                }
-                epochState.withLock { $0 = (epochs, true) }
-            }
+        var epochs = PositionEpochs(text: "")
+        try db.inTransaction {
+            epochs = try Self.recordedEpochs(db)
+            epochs.begin(at: try Self.currentSeq(db))
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('positionEpochs', ?)", arguments: [epochs.text])
+            return .commit
         }
+        epochState.withLock { $0 = (epochs, true) }
     }
 
     /// Writes a copy of the database, as it is now, to a new file at `path` (mode 0600), while it stays
     /// in use: reads go on meanwhile, writes wait until the copy is made. The copy is one SQLite file
-    /// (no `-wal`), written under another name, synced, then renamed: a file at `path` is always a
-    /// whole copy. Returns its size in bytes.
+    /// (no `-wal`), written under another name beside it (`path.partial-…`), synced, then linked to
+    /// `path`: a file at `path` is always a whole copy. Returns its size in bytes.
     ///
     /// The next write after the copy begins an epoch (``PositionEpochs``) the copy does not have: if
     /// the copy is ever restored, every token and change tag of what happened after it was taken is of
@@ -212,13 +207,16 @@ public final class PrivateDatabase: Sendable {
                 .invalidArguments,
                 "cannot write the copy to \(path): a name ending in \(suffix) is SQLite's for a database's side file, which it may replay or delete; name the copy otherwise")
         }
-        try createNewPrivateFile(path, what: "the copy")
-        let partial = path + ".partial-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        func removePartial() {
-            for suffix in ["", "-wal", "-shm", "-journal"] { unlink(partial + suffix) }
+        // Refused at once rather than after the copy (linking it there refuses it again, atomically).
+        var existing = stat()
+        if lstat(path, &existing) == 0 {
+            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): the file exists; name a new one")
         }
+        let partial = path + ".partial-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        var created = false
         do {
-            try createNewPrivateFile(partial, what: "the copy")
+            try createNewPrivateFile(partial, what: "the copy", shownAs: path)
+            created = true
             let copy = try DatabaseQueue(path: partial)
             try writer.writeWithoutTransaction { db in
                 try copy.writeWithoutTransaction { destination in
@@ -226,17 +224,22 @@ public final class PrivateDatabase: Sendable {
                     // One file, whole once synced: no WAL to lose beside it.
                     try destination.execute(sql: "PRAGMA journal_mode = DELETE")
                 }
-                // Under the writer: no write comes between the copy and this.
+                // Under the writer: the next write begins its epoch in the same hold of the writer
+                // as its transaction (write(_:)), so none lands in the copy's epoch.
                 epochState.withLock { $0.begun = false }
             }
             try copy.close()
-            guard rename(partial, path) == 0 else {
-                throw ShareSyncError(.internalError, "cannot rename \(partial) to \(path): \(String(cString: strerror(errno)))")
+            // The copy appears at `path` whole, or not at all; an existing file is never replaced.
+            guard link(partial, path) == 0 else {
+                let reason = errno == EEXIST ? "the file exists; name a new one" : String(cString: strerror(errno))
+                throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): \(reason)")
             }
+            unlink(partial)
             syncDirectory(of: path)
         } catch {
-            removePartial()
-            unlink(path)
+            if created {
+                for suffix in ["", "-wal", "-shm", "-journal"] { unlink(partial + suffix) }
+            }
             switch error {
             case let error as ShareSyncError: throw error
             case let error as DatabaseError where error.resultCode == .SQLITE_FULL:
@@ -260,8 +263,23 @@ public final class PrivateDatabase: Sendable {
     package func close() throws {
         checkpointer?.close()
         guard let pool = writer as? DatabasePool else { return }
-        try? pool.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) }
+        try? checkpointWhole()
         try pool.close()
+    }
+
+    /// Checkpoints the whole WAL into the database file and empties it: the file alone then holds every
+    /// commit so far. A node that stops calls it (its connections stay open: a call still in flight
+    /// may use them). Fails if a read holds part of the WAL for longer than the busy timeout.
+    package func checkpointWhole() throws(ShareSyncError) {
+        guard let pool = writer as? DatabasePool else { return }
+        try withStoreErrors("checkpoint", path: writer.path) {
+            try pool.writeWithoutTransaction { db in
+                let result = try db.checkpoint(.truncate)
+                guard result.walFrameCount == 0 || result.walFrameCount == result.checkpointedFrameCount else {
+                    throw ShareSyncError(.internalError, "\(result.walFrameCount - result.checkpointedFrameCount) WAL frames could not be checkpointed")
+                }
+            }
+        }
     }
 
     /// The zone ID as this database reports it.
@@ -301,16 +319,21 @@ public final class PrivateDatabase: Sendable {
         // The generation moves past the write before observers are told: whatever reads after
         // being woken by this commit sees a generation no read made before the commit had (the
         // owner server's PushCache relies on it).
-        try beginEpochIfNeeded()
         var changed = false
         func transaction() throws(ShareSyncError) -> T {
             generation.add(1, ordering: .releasing)
             defer { generation.add(1, ordering: .releasing) }
             return try withStoreErrors("write", path: writer.path) {
-                try writer.write { db in
-                    let before = db.totalChangesCount
-                    defer { changed = db.totalChangesCount != before }
-                    return try body(db)
+                try writer.writeWithoutTransaction { db in
+                    try beginEpochIfNeeded(db)
+                    var result: T?
+                    try db.inTransaction {
+                        let before = db.totalChangesCount
+                        defer { changed = db.totalChangesCount != before }
+                        result = try body(db)
+                        return .commit
+                    }
+                    return result!
                 }
             }
         }

@@ -88,12 +88,13 @@ func createPrivateFile(_ path: String, what: String) throws(ShareSyncError) {
     chmod(path, 0o600)
 }
 
-/// Creates `path`, which must not exist, with mode 0600: `invalidArguments` naming it otherwise.
-func createNewPrivateFile(_ path: String, what: String) throws(ShareSyncError) {
+/// Creates `path`, which must not exist, with mode 0600: `invalidArguments` naming it (or `shownAs`,
+/// the name the caller asked for when `path` is a temporary one beside it) otherwise.
+func createNewPrivateFile(_ path: String, what: String, shownAs: String? = nil) throws(ShareSyncError) {
     let fd = open(path, O_CREAT | O_EXCL | O_RDWR, 0o600)
     guard fd >= 0 else {
         let reason = errno == EEXIST ? "the file exists; name a new one" : String(cString: strerror(errno))
-        throw ShareSyncError(.invalidArguments, "cannot write \(what) to \(path): \(reason)")
+        throw ShareSyncError(.invalidArguments, "cannot write \(what) to \(shownAs ?? path): \(reason)")
     }
     close(fd)
 }

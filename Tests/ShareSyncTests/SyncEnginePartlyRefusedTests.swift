@@ -20,14 +20,24 @@ private final class Counter: Sendable {
             at: folder + "/alice", displayName: "Alice", listen: HostAndPort(host: "127.0.0.1", port: 0))
         var limits = Limits()
         limits.maximumItemsPerRequest = 4
-        let alice = try await Container.embedded(home: folder + "/alice", ownerLimits: limits)
+        let alice = try await Container.embedded(home: folder + "/alice", controlSocket: false, ownerLimits: limits)
+        do {
+            try await runTheSend(alice, ownerName: ownerIdentity.userRecordName)
+        } catch {
+            await alice.close()
+            throw error
+        }
+        await alice.close()
+    }
+
+    private func runTheSend(_ alice: Container, ownerName: String) async throws {
         try await withNode(.embedded, name: "Bob") { bob in
             let db = alice.privateDatabase
             let zoneID = RecordZone.ID(zoneName: "Topics")
             try await saveTopic(in: db, zone: zoneID)
             let share = try await db.createShare(forZone: zoneID)
             try await bob.join(share, of: db, permission: .readWrite)
-            let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerIdentity.userRecordName)
+            let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
             func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: sharedZone) }
 
             let store = AppStore()
@@ -76,6 +86,5 @@ private final class Counter: Sendable {
             #expect(Set(saved) == Set(onOwner))
             #expect(requests.count.load(ordering: .relaxed) == 3)
         }
-        await alice.close()
     }
 }

@@ -410,8 +410,8 @@ public final class RunningNode: Sendable {
     public var isStopped: Bool { parts.withLock { $0 == nil } }
 
     /// Stops the node: the control socket first (requests in progress finish), then the participant side
-    /// and the owner server; then closes the private database (its WAL checkpointed into
-    /// `private.sqlite`) and releases the home's daemon lock. Stopping twice does nothing.
+    /// and the owner server; then checkpoints the private database's WAL into
+    /// `private.sqlite` and releases the home's daemon lock. Stopping twice does nothing.
     public func stop() async {
         guard let parts = parts.withLock({ p -> Parts? in defer { p = nil }; return p }) else { return }
         logger.info("node stopping")
@@ -423,14 +423,15 @@ public final class RunningNode: Sendable {
         await participant.stop()
         await parts.eventLog.value
         try? await parts.server.shutdown()
-        // Closed before the home is released: its last connection checkpoints the WAL into
-        // private.sqlite and removes it, so the file alone is the whole database once the node stopped.
-        // Before, the pool closed when the process ended, and a stop right after a participant's
-        // connection closed could leave a WAL beside it (a copy of private.sqlite alone lacked it).
+        // Before the home is released, the WAL is checkpointed into private.sqlite and emptied, so the
+        // file alone holds every commit once the node stopped. Before, a stop right after a
+        // participant's connection closed could leave the last commits in the WAL only (a copy of
+        // private.sqlite alone lacked them). The connections stay open: a call still in flight (an
+        // embedded container's) may use them.
         do {
-            try database.close()
+            try database.checkpointWhole()
         } catch {
-            logger.warning("the private database did not close cleanly", metadata: ["error": "\(error)"])
+            logger.warning("the private database's WAL could not be checkpointed at stop", metadata: ["error": "\(error)"])
         }
         parts.lock.release()
         logger.info("node stopped")
