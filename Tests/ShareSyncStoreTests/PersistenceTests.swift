@@ -133,6 +133,39 @@ struct PersistenceTests {
         #expect(try restored.modifyRecords(saving: [fromLost]).errors["r4"]?.code == .serverRecordChanged)
     }
 
+    @Test("backups taken while writes go on: every write after a copy is in an epoch the copy does not have")
+    func backupsAmidWrites() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let live = try PrivateDatabase(path: dir.path("private.sqlite"), ownerName: ownerName)
+        defer { try? live.close() }
+        try live.saveZones([RecordZone(zoneID: topics)])
+        let writes = Thread {
+            for i in 0..<300 { _ = try? live.save(makeRecord("w\(i)", ["n": .int64(Int64(i))])) }
+        }
+        writes.start()
+        var copies: [String] = []
+        for i in 0..<25 {
+            let copy = dir.path("copy-\(i).sqlite")
+            _ = try live.backup(to: copy)
+            copies.append(copy)
+        }
+        while !writes.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+        _ = try live.save(makeRecord("last", [:]))
+        let all = live.epochs.entries
+        let liveSeq = try live.writer.read { try PrivateDatabase.currentSeq($0) }
+        for copy in copies {
+            let restored = try PrivateDatabase(path: copy, ownerName: ownerName)
+            let kept = restored.epochs.entries
+            let copySeq = try restored.writer.read { try PrivateDatabase.currentSeq($0) }
+            try restored.close()
+            // The copy's epochs are the live list's first ones; the next began where the copy ends.
+            #expect(kept.map(\.epoch) == all.prefix(kept.count).map(\.epoch), "\(copy)")
+            guard liveSeq > copySeq else { continue }
+            #expect(all.count > kept.count && all[kept.count].start == copySeq, "\(copy): copy at \(copySeq), epochs \(all)")
+        }
+    }
+
     @Test("an opening records an epoch of its own at its first write only, and a write whose epoch cannot be recorded fails")
     func epochAtFirstWrite() throws {
         let dir = try TemporaryDirectory()
