@@ -270,17 +270,7 @@ public final class PrivateDatabase: Sendable {
     /// Checkpoints the whole WAL into the database file and empties it: the file alone then holds every
     /// commit so far. A node that stops calls it (its connections stay open: a call still in flight
     /// may use them). Fails if a read holds part of the WAL for longer than the busy timeout.
-    package func checkpointWhole() throws(ShareSyncError) {
-        guard let pool = writer as? DatabasePool else { return }
-        try withStoreErrors("checkpoint", path: writer.path) {
-            try pool.writeWithoutTransaction { db in
-                let result = try db.checkpoint(.truncate)
-                guard result.walFrameCount == 0 || result.walFrameCount == result.checkpointedFrameCount else {
-                    throw ShareSyncError(.internalError, "\(result.walFrameCount - result.checkpointedFrameCount) WAL frames could not be checkpointed")
-                }
-            }
-        }
-    }
+    package func checkpointWhole() throws(ShareSyncError) { try checkpointWAL(of: writer) }
 
     /// The zone ID as this database reports it.
     func zoneID(_ name: String) -> RecordZone.ID { RecordZone.ID(zoneName: name) }

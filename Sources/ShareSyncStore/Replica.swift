@@ -209,3 +209,9 @@ public final class SharedDatabaseReplica: Sendable {
         }
     }
 }
+
+extension SharedDatabaseReplica {
+    /// Checkpoints the whole WAL into the replica's file and empties it: the file alone then holds
+    /// every commit so far (the outbox's writes included). A node that stops calls it.
+    package func checkpointWhole() throws(ShareSyncError) { try checkpointWAL(of: writer) }
+}

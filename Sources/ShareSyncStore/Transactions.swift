@@ -99,6 +99,21 @@ func createNewPrivateFile(_ path: String, what: String, shownAs: String? = nil) 
     close(fd)
 }
 
+/// Checkpoints the whole WAL of a database in WAL mode into its file and empties it: the file alone
+/// then holds every commit so far. Fails if a read holds part of the WAL past the busy timeout.
+func checkpointWAL(of writer: any DatabaseWriter) throws(ShareSyncError) {
+    guard let pool = writer as? DatabasePool else { return }
+    try withStoreErrors("checkpoint", path: writer.path) {
+        try pool.writeWithoutTransaction { db in
+            let result = try db.checkpoint(.truncate)
+            guard result.walFrameCount == 0 || result.walFrameCount == result.checkpointedFrameCount else {
+                throw ShareSyncError(
+                    .internalError, "\(result.walFrameCount - result.checkpointedFrameCount) WAL frames could not be checkpointed")
+            }
+        }
+    }
+}
+
 /// Syncs the directory holding `path`, so that a file just created or renamed there survives a power
 /// loss (SQLite syncs a file's contents, not the directory's entry for it). Best effort.
 func syncDirectory(of path: String) {

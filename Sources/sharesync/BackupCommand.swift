@@ -12,7 +12,7 @@ struct BackupCommand: AsyncParsableCommand {
             moment: reads go on meanwhile (participants' fetches and pushes too), writes wait until the \
             copy is made. An existing file is not replaced, and a name SQLite keeps for a database's \
             side files (ending in -journal, -wal or -shm) is refused. Copy the home's files themselves \
-            only while the node is stopped (after a crash, private.sqlite-wal with them): a node \
+            only while the node is stopped (after a crash, the -wal files with them): a node \
             restored from a copy made here refuses every change token and change tag of what happened \
             after the copy (its participants fetch again and miss nothing), which a copy of the files \
             taken while the node runs cannot ensure.

@@ -35,12 +35,14 @@ extension BackupAPITests {
             Issue.record("not an embedded node")
             return
         }
-        let database = running.database
+        let database = running.database, replica = running.participant.replica
         await node.container.close()
         // Before, the last commits stayed in the WAL until the process ended (a copy of the file
         // alone, taken once the node had stopped, lacked them).
-        let wal = try? FileManager.default.attributesOfItem(atPath: node.home + "/private.sqlite-wal")
-        #expect(wal == nil || wal?[.size] as? Int == 0, "\(String(describing: wal?[.size]))")
+        for file in ["private.sqlite-wal", "replica.sqlite-wal"] {
+            let wal = try? FileManager.default.attributesOfItem(atPath: node.home + "/" + file)
+            #expect(wal == nil || wal?[.size] as? Int == 0, "\(file): \(String(describing: wal?[.size]))")
+        }
         // The file alone, in a home of its own (the same identity, the WAL left behind).
         let copy = node.folder + "/copy"
         try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
@@ -51,6 +53,6 @@ extension BackupAPITests {
         let reopened = try await Container.embedded(home: copy, controlSocket: false)
         #expect(try await reopened.privateDatabase.record(for: topic.recordID)["title"] == "Groceries")
         await reopened.close()
-        withExtendedLifetime(database) {}
+        withExtendedLifetime((database, replica)) {}
     }
 }

@@ -410,8 +410,8 @@ public final class RunningNode: Sendable {
     public var isStopped: Bool { parts.withLock { $0 == nil } }
 
     /// Stops the node: the control socket first (requests in progress finish), then the participant side
-    /// and the owner server; then checkpoints the private database's WAL into
-    /// `private.sqlite` and releases the home's daemon lock. Stopping twice does nothing.
+    /// and the owner server; then checkpoints the WALs of the private database and the
+    /// replica into their files and releases the home's daemon lock. Stopping twice does nothing.
     public func stop() async {
         guard let parts = parts.withLock({ p -> Parts? in defer { p = nil }; return p }) else { return }
         logger.info("node stopping")
@@ -432,6 +432,11 @@ public final class RunningNode: Sendable {
             try database.checkpointWhole()
         } catch {
             logger.warning("the private database's WAL could not be checkpointed at stop", metadata: ["error": "\(error)"])
+        }
+        do {
+            try participant.replica.checkpointWhole()
+        } catch {
+            logger.warning("the replica's WAL could not be checkpointed at stop", metadata: ["error": "\(error)"])
         }
         parts.lock.release()
         logger.info("node stopped")
