@@ -173,17 +173,6 @@ public final class Container: Sendable {
         try await transport.call(.status)
     }
 
-    /// Copies the private database, as it is now, to a new file at `path` (absolute, mode 0600) while
-    /// the node runs: reads go on meanwhile, writes wait until the copy is made (what `sharesync
-    /// backup` does). A node restored from the copy (stopped, the copy put in place of the home's
-    /// `private.sqlite`, its `-wal` and `-shm` removed) refuses every change token and change tag of
-    /// what happened after the copy, so its participants fetch again and miss nothing; a copy of the
-    /// home's files taken while the node runs cannot ensure that. A file at `path` is not replaced
-    /// (`invalidArguments`).
-    public func backup(to path: String) async throws(ShareSyncError) -> BackupResult {
-        try await transport.call(.backup(path: path))
-    }
-
     /// The user record ID of this node's user (`CKContainer.userRecordID()`).
     public func userRecordID() async throws(ShareSyncError) -> Record.ID {
         Record.ID(recordName: try await status().userRecordName)

@@ -30,6 +30,25 @@ public struct Database: Sendable {
     private var transport: Transport { container.transport }
     private var shared: Bool { scope == .shared }
 
+    // MARK: Backups
+
+    /// Copies this database, as it is now, to a new file at `path` (absolute, mode 0600) while the node
+    /// runs: reads go on meanwhile, writes wait until the copy is made (what `sharesync backup` does,
+    /// with `--shared` for the shared database). To restore, stop the node and put the copy in place
+    /// of the home's `private.sqlite` (or `replica.sqlite`), removing its `-wal` and `-shm`.
+    /// - A private database restored from the copy refuses every change token and change tag of what
+    ///   happened after the copy, so its participants fetch again and miss nothing; a copy of the
+    ///   home's files taken while the node runs cannot ensure that.
+    /// - A shared database restored from the copy catches up from the change tokens it holds (or
+    ///   fetches again where an owner no longer has their history); this node's writes queued after
+    ///   the copy are not in it.
+    ///
+    /// A file at `path` is not replaced, and a name SQLite takes for a side file (ending in `-journal`,
+    /// `-wal`, `-shm`) is refused (`invalidArguments`).
+    public func backup(to path: String) async throws(ShareSyncError) -> BackupResult {
+        try await transport.call(.backup(path: path, shared: shared ? true : nil))
+    }
+
     // MARK: Records
 
     /// Saves a record (`CKDatabase.save(_:)`): a new record, or a change to one fetched before (its

@@ -6,7 +6,7 @@ import ShareSyncNode
 public typealias HostAndPort = ShareSyncNode.HostAndPort
 /// Who a node is and where it listens (``Container/status()``).
 public typealias NodeStatus = ShareSyncNode.NodeStatus
-/// What ``Container/backup(to:)`` wrote.
+/// What ``Database/backup(to:)`` wrote.
 public typealias BackupResult = ShareSyncNode.BackupResult
 /// What a share URL offers, read without accepting it (``Container/shareMetadata(for:)``).
 public typealias ShareMetadataInfo = ShareSyncNode.ShareMetadataInfo

@@ -197,61 +197,11 @@ public final class PrivateDatabase: Sendable {
     /// A file at `path` is not replaced, and a name SQLite takes for a side file (ending in `-journal`,
     /// `-wal`, `-shm`) is refused: `invalidArguments`.
     public func backup(to path: String) throws(ShareSyncError) -> Int {
-        if path == writer.path {
-            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): it is the database itself")
+        try copyDatabase(of: writer, to: path) { _ in
+            // Under the writer: the next write begins its epoch in the same hold of the writer as its
+            // transaction (write(_:)), so none lands in the copy's epoch.
+            epochState.withLock { $0.begun = false }
         }
-        // SQLite takes a file named like a database's journal or WAL for one: it replays or deletes
-        // it when that database opens (the replica's, say).
-        if let suffix = ["-journal", "-wal", "-shm", "-wal2"].first(where: { path.hasSuffix($0) }) {
-            throw ShareSyncError(
-                .invalidArguments,
-                "cannot write the copy to \(path): a name ending in \(suffix) is SQLite's for a database's side file, which it may replay or delete; name the copy otherwise")
-        }
-        // Refused at once rather than after the copy (linking it there refuses it again, atomically).
-        var existing = stat()
-        if lstat(path, &existing) == 0 {
-            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): the file exists; name a new one")
-        }
-        let partial = path + ".partial-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        var created = false
-        do {
-            try createNewPrivateFile(partial, what: "the copy", shownAs: path)
-            created = true
-            let copy = try DatabaseQueue(path: partial)
-            try writer.writeWithoutTransaction { db in
-                try copy.writeWithoutTransaction { destination in
-                    try db.backup(to: destination)
-                    // One file, whole once synced: no WAL to lose beside it.
-                    try destination.execute(sql: "PRAGMA journal_mode = DELETE")
-                }
-                // Under the writer: the next write begins its epoch in the same hold of the writer
-                // as its transaction (write(_:)), so none lands in the copy's epoch.
-                epochState.withLock { $0.begun = false }
-            }
-            try copy.close()
-            // The copy appears at `path` whole, or not at all; an existing file is never replaced.
-            guard link(partial, path) == 0 else {
-                let reason = errno == EEXIST ? "the file exists; name a new one" : String(cString: strerror(errno))
-                throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): \(reason)")
-            }
-            unlink(partial)
-            syncDirectory(of: path)
-        } catch {
-            if created {
-                for suffix in ["", "-wal", "-shm", "-journal"] { unlink(partial + suffix) }
-            }
-            switch error {
-            case let error as ShareSyncError: throw error
-            case let error as DatabaseError where error.resultCode == .SQLITE_FULL:
-                throw ShareSyncError(
-                    .quotaExceeded, "the disk holding \(path) is full: no copy was written (SQLite: \(error.message ?? "SQLITE_FULL"))",
-                    rule: .diskFull)
-            default:
-                throw ShareSyncError(.internalError, "cannot write the copy to \(path): \(error)")
-            }
-        }
-        var info = stat()
-        return stat(path, &info) == 0 ? Int(info.st_size) : 0
     }
 
     /// Closes the database's connections (its background checkpoints stop too): its files may be

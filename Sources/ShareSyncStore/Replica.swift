@@ -211,6 +211,17 @@ public final class SharedDatabaseReplica: Sendable {
 }
 
 extension SharedDatabaseReplica {
+    /// Writes a copy of the replica, as it is now, to a new file at `path` (mode 0600), while it stays
+    /// in use: reads go on meanwhile, writes wait until the copy is made. The copy holds the zones and
+    /// records of the shared database, the change tokens they were fetched to, and this node's writes
+    /// waiting in the outbox. A replica restored from it catches up from those tokens (or fetches
+    /// again when an owner no longer has their history); writes queued after the copy are not in it.
+    /// Returns the copy's size. A file at `path` is not replaced, and a name SQLite takes for a side
+    /// file (ending in `-journal`, `-wal`, `-shm`) is refused: `invalidArguments`.
+    public func backup(to path: String) throws(ShareSyncError) -> Int {
+        try copyDatabase(of: writer, to: path) { _ in }
+    }
+
     /// Checkpoints the whole WAL into the replica's file and empties it: the file alone then holds
     /// every commit so far (the outbox's writes included). A node that stops calls it.
     package func checkpointWhole() throws(ShareSyncError) { try checkpointWAL(of: writer) }

@@ -99,6 +99,70 @@ func createNewPrivateFile(_ path: String, what: String, shownAs: String? = nil) 
     close(fd)
 }
 
+/// Writes a copy of the database `writer` holds, as it is now, to a new file at `path` (mode 0600): one
+/// SQLite file (no `-wal`), written under another name beside it (`path.partial-…`), synced, then
+/// linked to `path`, so that a file at `path` is always a whole copy. The copy is made with the writer
+/// held (reads go on, writes wait), and `underWriter` runs then too, after the copy. Returns the
+/// copy's size. A file at `path`, the database itself, and a name SQLite takes for a side file
+/// (ending in `-journal`, `-wal`, `-shm`) are refused (`invalidArguments`).
+func copyDatabase(
+    of writer: any DatabaseWriter, to path: String, underWriter: (Database) throws -> Void
+) throws(ShareSyncError) -> Int {
+    if path == writer.path {
+        throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): it is the database itself")
+    }
+    // SQLite takes a file named like a database's journal or WAL for one: it replays or deletes it
+    // when that database opens (the replica's, say).
+    if let suffix = ["-journal", "-wal", "-shm", "-wal2"].first(where: { path.hasSuffix($0) }) {
+        throw ShareSyncError(
+            .invalidArguments,
+            "cannot write the copy to \(path): a name ending in \(suffix) is SQLite's for a database's side file, which it may replay or delete; name the copy otherwise")
+    }
+    // Refused at once rather than after the copy (linking it there refuses it again, atomically).
+    var existing = stat()
+    if lstat(path, &existing) == 0 {
+        throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): the file exists; name a new one")
+    }
+    let partial = path + ".partial-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+    var created = false
+    do {
+        try createNewPrivateFile(partial, what: "the copy", shownAs: path)
+        created = true
+        let copy = try DatabaseQueue(path: partial)
+        try writer.writeWithoutTransaction { db in
+            try copy.writeWithoutTransaction { destination in
+                try db.backup(to: destination)
+                // One file, whole once synced: no WAL to lose beside it.
+                try destination.execute(sql: "PRAGMA journal_mode = DELETE")
+            }
+            try underWriter(db)
+        }
+        try copy.close()
+        // The copy appears at `path` whole, or not at all; an existing file is never replaced.
+        guard link(partial, path) == 0 else {
+            let reason = errno == EEXIST ? "the file exists; name a new one" : String(cString: strerror(errno))
+            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): \(reason)")
+        }
+        unlink(partial)
+        syncDirectory(of: path)
+    } catch {
+        if created {
+            for suffix in ["", "-wal", "-shm", "-journal"] { unlink(partial + suffix) }
+        }
+        switch error {
+        case let error as ShareSyncError: throw error
+        case let error as DatabaseError where error.resultCode == .SQLITE_FULL:
+            throw ShareSyncError(
+                .quotaExceeded, "the disk holding \(path) is full: no copy was written (SQLite: \(error.message ?? "SQLITE_FULL"))",
+                rule: .diskFull)
+        default:
+            throw ShareSyncError(.internalError, "cannot write the copy to \(path): \(error)")
+        }
+    }
+    var info = stat()
+    return stat(path, &info) == 0 ? Int(info.st_size) : 0
+}
+
 /// Checkpoints the whole WAL of a database in WAL mode into its file and empties it: the file alone
 /// then holds every commit so far. Fails if a read holds part of the WAL past the busy timeout.
 func checkpointWAL(of writer: any DatabaseWriter) throws(ShareSyncError) {

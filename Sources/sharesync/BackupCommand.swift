@@ -2,11 +2,12 @@ import ArgumentParser
 import Foundation
 import ShareSyncNode
 
-/// `sharesync backup`: a copy of the private database taken while the node runs.
+/// `sharesync backup`: a copy of the private database, or of the shared database's replica, taken
+/// while the node runs.
 struct BackupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backup",
-        abstract: "Copy the private database to a new file while the node runs.",
+        abstract: "Copy the private database (or, with --shared, the shared database) to a new file while the node runs.",
         discussion: """
             The running daemon writes the copy (one SQLite file, mode 0600) as the database is at that \
             moment: reads go on meanwhile (participants' fetches and pushes too), writes wait until the \
@@ -17,14 +18,22 @@ struct BackupCommand: AsyncParsableCommand {
             after the copy (its participants fetch again and miss nothing), which a copy of the files \
             taken while the node runs cannot ensure.
 
-            To restore: stop the node, put the copy in place of the home's private.sqlite (removing \
-            private.sqlite-wal and private.sqlite-shm beside it), start the node.
+            With --shared, the copy is of the replica: the zones and records shared with this node, \
+            the change tokens they were fetched to, and this node's writes waiting in the outbox. \
+            Restored, it catches up from those tokens; writes queued after the copy are not in it.
 
-            Example:
+            To restore: stop the node, put the copy in place of the home's private.sqlite (with \
+            --shared: replica.sqlite), removing its -wal and -shm files beside it, start the node.
+
+            Examples:
               sharesync backup /var/backups/alice-private.sqlite
+              sharesync backup --shared /var/backups/alice-replica.sqlite
             """)
 
     @OptionGroup var options: NodeOptions
+
+    @Flag(help: "Copy the shared database (the replica of what others share with this node) instead.")
+    var shared = false
 
     @Argument(help: ArgumentHelp("The new file (relative to this directory, or absolute).", valueName: "path"))
     var path: String
@@ -36,8 +45,9 @@ struct BackupCommand: AsyncParsableCommand {
     func run() async throws {
         let absolute = URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
             .standardizedFileURL.path
-        try await callNode(options, .backup(path: absolute), as: BackupResult.self) { result in
-            "copied the private database to \(result.path) (\(result.bytes) bytes)"
+        let what = shared ? "the shared database" : "the private database"
+        try await callNode(options, .backup(path: absolute, shared: shared ? true : nil), as: BackupResult.self) { result in
+            "copied \(what) to \(result.path) (\(result.bytes) bytes)"
         }
     }
 }

@@ -54,6 +54,41 @@ struct BackupCLITests {
         }
     }
 
+    @Test("a participant restored from a backup of its shared database catches up: what its owner changed since arrives, nothing extra stays")
+    func sharedBackupAndRestore() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            let b = try E2ENode(name: "Bob")
+            defer { b.stop() }
+            try a.ok(["zone", "create", "Topics"])
+            for name in ["t1", "t2"] {
+                try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", name, "--field", "title=string:\(name)"])
+            }
+            let (url, _) = try invite(b, to: "Topics", of: a, permission: "readOnly")
+            try b.ok(["accept", url])
+            #expect(try b.recordNames(zone: "Topics", shared: true).filter { $0.hasPrefix("t") }.sorted() == ["t1", "t2"])
+            let copy = b.folder.path + "/replica-copy.sqlite"
+            let written = try #require(try b.ok(["backup", "--shared", copy]) as? [String: Any])
+            #expect(written["path"] as? String == copy && (written["bytes"] as? Int ?? 0) > 0, "\(written)")
+
+            // After the copy, the owner adds t3 and deletes t1; Bob's replica follows.
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "t3"])
+            try a.ok(["record", "delete", "--zone", "Topics", "--name", "t1"])
+            func topics() throws -> [String] { try b.recordNames(zone: "Topics", shared: true).filter { $0.hasPrefix("t") }.sorted() }
+            #expect(try eventually { try topics() == ["t2", "t3"] })
+
+            // Bob's replica restored from the copy (t1, no t3); the restarted node catches up from its tokens.
+            try b.kill()
+            let replica = b.home + "/replica.sqlite"
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: replica + suffix) }
+            try FileManager.default.copyItem(atPath: copy, toPath: replica)
+            try b.restart()
+            var seen: [String] = []
+            #expect(try eventually { seen = try topics(); return seen == ["t2", "t3"] }, "Bob's replica holds \(seen)")
+        }
+    }
+
     private func names(_ page: [String: Any]) -> [String] {
         (page["changes"] as? [[String: Any]] ?? []).compactMap { $0["recordName"] as? String }
     }

@@ -30,6 +30,9 @@ struct ControlHandlerTests {
         defer { folder.remove() }
         let missing = try await respond(handler, #"{"backup":{"path":"\#(folder.path)/no/such/dir/copy.sqlite"}}"#)
         #expect(((missing["error"] as? [String: Any])?["message"] as? String)?.contains("/no/such/dir/copy.sqlite") == true, "\(missing)")
+        // The shared database's copy needs the participant side.
+        let shared = try await respond(handler, #"{"backup":{"path":"\#(folder.path)/replica.sqlite","shared":true}}"#)
+        #expect((shared["error"] as? [String: Any])?["code"] as? String == "serviceUnavailable", "\(shared)")
     }
 
     @Test func recordImportLinesReadByTheFastReaderEqualTheCodableDecoding() async throws {

@@ -223,10 +223,14 @@ public struct ControlHandler: Sendable {
             let owner = try Self.resolveOwner(owner, in: participant.replica) ?? owner
             try participant.setOwnerAddress(owner: owner, host: host, port: port)
             return ok(Done())
-        case .backup(let path):
+        case .backup(let path, let shared):
             guard path.hasPrefix("/") else {
                 throw ShareSyncError(
                     .invalidArguments, "the copy's path \(path.debugDescription) is not absolute (the daemon's directory is not yours)")
+            }
+            if shared == true {
+                guard let participant else { throw Self.unavailable("the shared database") }
+                return ok(BackupResult(path: path, bytes: try participant.replica.backup(to: path)))
             }
             return ok(BackupResult(path: path, bytes: try database.backup(to: path)))
         case .status:

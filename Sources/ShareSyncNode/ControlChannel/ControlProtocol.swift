@@ -305,14 +305,16 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// it, with mode 0600) while the node runs: reads go on meanwhile, writes wait until the copy is
     /// made. A node restored from the copy refuses every change token and change tag of what
     /// happened after it was taken (a participant holding one fetches again), which a copy of the
-    /// files taken while the node runs cannot ensure. A file at `path` is not replaced (`invalidArguments`).
-    /// → ``BackupResult``
+    /// files taken while the node runs cannot ensure. With `shared`, the replica instead (the shared
+    /// database, its change tokens and this node's writes waiting in the outbox): restored, it catches
+    /// up from those tokens. A file at `path` is not replaced, and a name SQLite takes for a side file
+    /// (ending in `-journal`, `-wal`, `-shm`) is refused (`invalidArguments`). → ``BackupResult``
     ///
     /// ```
     /// → {"backup":{"path":"/var/backups/alice-private.sqlite"}}
     /// ← {"ok":true,"result":{"path":"/var/backups/alice-private.sqlite","bytes":4321280}}
     /// ```
-    case backup(path: String)
+    case backup(path: String, shared: Bool? = nil)
 }
 
 /// What `backup` wrote.
