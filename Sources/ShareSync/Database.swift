@@ -42,9 +42,9 @@ public struct Database: Sendable {
     /// - A shared database restored from the copy catches up from the change tokens it holds (or
     ///   fetches again where an owner no longer has their history); this node's writes queued after
     ///   the copy are not in it, and those of its outbox that went out after the copy are sent again
-    ///   (an owner applies none of a participant's newest 64 writes twice; an older one runs again:
-    ///   a save meets `serverRecordChanged`, or with `allKeys` or `changedKeys` overwrites, a deletion
-    ///   deletes again).
+    ///   (an owner applies none of at least a participant's newest 64 writes twice; an older one may
+    ///   run again: a save then meets `serverRecordChanged`, or with `allKeys` or `changedKeys`
+    ///   overwrites, a deletion deletes again).
     ///
     /// A file at `path` is not replaced, and a name SQLite takes for a side file (ending in `-journal`,
     /// `-wal`, `-shm`) is refused (`invalidArguments`).

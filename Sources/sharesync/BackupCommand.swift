@@ -22,8 +22,9 @@ struct BackupCommand: AsyncParsableCommand {
             the change tokens they were fetched to, and this node's writes waiting in the outbox. \
             Restored, it catches up from those tokens; writes queued after the copy are not in it, and \
             writes of its outbox that went out after the copy are sent again (the owner applies none \
-            of a participant's newest 64 writes twice; an older one runs again: a save meets a \
-            conflict, or with --policy allKeys or changedKeys overwrites, a deletion deletes again).
+            of at least a participant's newest 64 writes twice; an older one may run again: a save \
+            then meets a conflict, or with --policy allKeys or changedKeys overwrites, a deletion \
+            deletes again).
 
             To restore: stop the node, put the copy in place of the home's private.sqlite (with \
             --shared: replica.sqlite), removing its -wal and -shm files beside it, start the node.
