@@ -6,7 +6,9 @@ import Foundation
 /// versioned and bound to the database that issued them; store them as ``stringValue``. A token from
 /// another database, older than the history the database keeps, ahead of it, or from a history the
 /// database no longer has (restored from a copy), fails with ``ShareSyncError/Code/changeTokenExpired``:
-/// fetch again from `nil`. The same position may be spelt differently by two openings of the database.
+/// fetch again from `nil`. The token a fetch ends with is the same text for the same position, across
+/// restarts too; a token from the middle of a paged fetch carries the stretch of history it was handed
+/// out in, and may differ.
 public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The token's string form, safe to store and send.
     public let stringValue: String
@@ -131,7 +133,7 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
 /// again: the owner's database does it with a key only it holds.
 package protocol ChangeTokenSealing: Sendable {
     /// The position as text without dots, the same text for the same position and epoch (a position
-    /// without an epoch is sealed in the sealer's current one).
+    /// without an epoch is sealed in the one the sealer picks for it).
     func seal(_ position: ServerChangeToken.Position) throws(ShareSyncError) -> String
     /// The position `sealed` holds; `invalidArguments`, rule `changeTokenFormat`, if it holds none
     /// (not made by ``seal(_:)`` with this key).

@@ -26,12 +26,9 @@ struct PositionCipher: ChangeTokenSealing {
     /// Never changed after `init`; swift-crypto 3 does not mark `SymmetricKey` `Sendable`, though
     /// reading one from several threads is safe (its bytes are immutable storage).
     nonisolated(unsafe) private let key: SymmetricKey
-    /// The epoch this opening of the database seals new positions and tags with.
-    private(set) var epoch: UInt16
 
-    /// The cipher of the key `hex` (32 hex digits), as `meta` keeps it, sealing in `epoch`.
-    init(hex: String, epoch: UInt16 = 0) throws(ShareSyncError) {
-        self.epoch = epoch
+    /// The cipher of the key `hex` (32 hex digits), as `meta` keeps it.
+    init(hex: String) throws(ShareSyncError) {
         var bytes: [UInt8] = []
         var digits = hex.utf8.makeIterator()
         while let high = digits.next() {
@@ -42,13 +39,6 @@ struct PositionCipher: ChangeTokenSealing {
             throw ShareSyncError(.internalError, "the database's position key (meta.positionKey) is not 32 hex digits")
         }
         key = SymmetricKey(data: bytes)
-    }
-
-    /// The same key, sealing in `epoch`.
-    func sealing(in epoch: UInt16) -> PositionCipher {
-        var cipher = self
-        cipher.epoch = epoch
-        return cipher
     }
 
     /// A new random key as 32 hex digits.
@@ -77,7 +67,7 @@ struct PositionCipher: ChangeTokenSealing {
         var block = [UInt8](repeating: 0, count: 16)
         Self.put(UInt64(position.sequence), bytes: 6, into: &block, at: 0)
         Self.put(position.scanSnapshot.map { UInt64($0) + 1 } ?? 0, bytes: 6, into: &block, at: 6)
-        Self.put(UInt64(position.epoch ?? epoch), bytes: 2, into: &block, at: 12)
+        Self.put(UInt64(position.epoch ?? 0), bytes: 2, into: &block, at: 12)
         try permute(&block, inverse: false)
         return Data(block).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
@@ -112,8 +102,8 @@ struct PositionCipher: ChangeTokenSealing {
             sequence: sequence, scanSnapshot: snapshot == 0 ? nil : snapshot - 1, epoch: UInt16(Self.get(block, bytes: 2, at: 12)))
     }
 
-    /// The change tag of the record version stored with sequence number `seq`.
-    func changeTag(_ seq: Int64) throws(ShareSyncError) -> String {
+    /// The change tag of the record version stored with sequence number `seq`, written in `epoch`.
+    func changeTag(_ seq: Int64, epoch: UInt16) throws(ShareSyncError) -> String {
         var block = [UInt8](repeating: 0xFF, count: 16)
         Self.put(UInt64(bitPattern: seq), bytes: 8, into: &block, at: 0)
         if epoch != 0 { Self.put(UInt64(epoch), bytes: 2, into: &block, at: 8) }
@@ -220,5 +210,5 @@ struct EpochSealing: ChangeTokenSealing {
     func isWellFormed(_ sealed: Substring) -> Bool { cipher.isWellFormed(sealed) }
 
     /// The change tag of the record version stored with sequence number `seq`, written now.
-    func changeTag(_ seq: Int64) throws(ShareSyncError) -> String { try cipher.sealing(in: epochs.current).changeTag(seq) }
+    func changeTag(_ seq: Int64) throws(ShareSyncError) -> String { try cipher.changeTag(seq, epoch: epochs.current) }
 }

@@ -23,12 +23,12 @@ public final class PrivateDatabase: Sendable {
     public let limits: Limits
     /// The database's identity; change tokens carry it.
     public let databaseID: String
-    /// The database's position key; ``positions`` seals with it in the current epoch.
+    /// The database's position key; ``positions`` seals with it.
     private let cipher: PositionCipher
     /// The stretches of this database's history as recorded (``PositionEpochs``), and whether this
     /// opening has begun its own, the last. Until its first write, an opening goes on in the last
     /// recorded epoch: an opening that writes nothing records nothing, and the write that would have
-    /// recorded an epoch cannot fail unseen (see ``beginEpochIfNeeded()``).
+    /// recorded an epoch cannot fail unseen (see ``beginEpochIfNeeded(_:)``).
     private let epochState: Mutex<(epochs: PositionEpochs, begun: Bool)>
 
     /// Seals the positions of the change tokens this database hands out, and makes its change tags.
@@ -207,6 +207,7 @@ public final class PrivateDatabase: Sendable {
     /// Closes the database's connections (its background checkpoints stop too): its files may be
     /// copied or moved once this returns, and the database file alone holds every commit. Nothing may
     /// use the database afterwards.
+    ///
     /// The WAL is checkpointed into the database file and emptied first: GRDB closes the writing
     /// connection before the readers, and the last connection to close, a reader, cannot checkpoint,
     /// so the WAL stayed beside the file (a copy of the file alone lacked its last commits).

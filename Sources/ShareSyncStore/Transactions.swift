@@ -108,21 +108,19 @@ func createNewPrivateFile(_ path: String, what: String, shownAs: String? = nil) 
 func copyDatabase(
     of writer: any DatabaseWriter, to path: String, underWriter: (Database) throws -> Void
 ) throws(ShareSyncError) -> Int {
-    if path == writer.path {
-        throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): it is the database itself")
+    func refused(_ reason: String) -> ShareSyncError {
+        ShareSyncError(.invalidArguments, "cannot write the copy to \(path): \(reason)")
     }
+    let exists = "the file exists; name a new one"
+    if path == writer.path { throw refused("it is the database itself") }
     // SQLite takes a file named like a database's journal or WAL for one: it replays or deletes it
     // when that database opens (the replica's, say).
     if let suffix = ["-journal", "-wal", "-shm", "-wal2"].first(where: { path.hasSuffix($0) }) {
-        throw ShareSyncError(
-            .invalidArguments,
-            "cannot write the copy to \(path): a name ending in \(suffix) is SQLite's for a database's side file, which it may replay or delete; name the copy otherwise")
+        throw refused("a name ending in \(suffix) is SQLite's for a database's side file, which it may replay or delete; name the copy otherwise")
     }
     // Refused at once rather than after the copy (linking it there refuses it again, atomically).
     var existing = stat()
-    if lstat(path, &existing) == 0 {
-        throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): the file exists; name a new one")
-    }
+    if lstat(path, &existing) == 0 { throw refused(exists) }
     let partial = path + ".partial-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
     var created = false
     do {
@@ -139,10 +137,7 @@ func copyDatabase(
         }
         try copy.close()
         // The copy appears at `path` whole, or not at all; an existing file is never replaced.
-        guard link(partial, path) == 0 else {
-            let reason = errno == EEXIST ? "the file exists; name a new one" : String(cString: strerror(errno))
-            throw ShareSyncError(.invalidArguments, "cannot write the copy to \(path): \(reason)")
-        }
+        guard link(partial, path) == 0 else { throw refused(errno == EEXIST ? exists : String(cString: strerror(errno))) }
         unlink(partial)
         syncDirectory(of: path)
     } catch {

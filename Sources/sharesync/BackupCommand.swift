@@ -47,8 +47,7 @@ struct BackupCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let absolute = URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
-            .standardizedFileURL.path
+        let absolute = absolutePath(path)
         let what = shared ? "the shared database" : "the private database"
         try await callNode(options, .backup(path: absolute, shared: shared ? true : nil), as: BackupResult.self) { result in
             "copied \(what) to \(result.path) (\(result.bytes) bytes)"

@@ -74,10 +74,12 @@ struct NodeOptions: ParsableArguments {
     var json = false
 
     /// The home as an absolute path.
-    var homePath: String {
-        let expanded = (home as NSString).expandingTildeInPath
-        if expanded.hasPrefix("/") { return (expanded as NSString).standardizingPath }
-        return ((FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(expanded) as NSString)
-            .standardizingPath
-    }
+    var homePath: String { absolutePath((home as NSString).expandingTildeInPath) }
+}
+
+/// `path` as an absolute path: one that is not is taken from this process's current directory (the
+/// daemon's is not the caller's).
+func absolutePath(_ path: String) -> String {
+    if path.hasPrefix("/") { return (path as NSString).standardizingPath }
+    return ((FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path) as NSString).standardizingPath
 }

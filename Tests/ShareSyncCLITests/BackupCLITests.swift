@@ -38,12 +38,7 @@ struct BackupCLITests {
             #expect(names(second) == ["t4"] && second["moreComing"] as? Bool == true, "\(second)")
             let secondToken = try #require(second["token"] as? String)
 
-            // Restore: the daemon stopped, the copy in place of private.sqlite.
-            try a.kill()
-            let database = a.home + "/private.sqlite"
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
-            try FileManager.default.copyItem(atPath: copy, toPath: database)
-            try a.restart()
+            try restore(a, "private.sqlite", from: copy)
             #expect(try a.recordNames(zone: "Topics", shared: false).sorted() == ["t1", "t2", "t3", "t4"])
             // With the second page's token the fetch would never give t3, which the copy has before it.
             let lost = try a.run(["changes", "--zone", "Topics", "--since", secondToken])
@@ -79,14 +74,19 @@ struct BackupCLITests {
             #expect(try eventually { try topics() == ["t2", "t3"] })
 
             // Bob's replica restored from the copy (t1, no t3); the restarted node catches up from its tokens.
-            try b.kill()
-            let replica = b.home + "/replica.sqlite"
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: replica + suffix) }
-            try FileManager.default.copyItem(atPath: copy, toPath: replica)
-            try b.restart()
+            try restore(b, "replica.sqlite", from: copy)
             var seen: [String] = []
             #expect(try eventually { seen = try topics(); return seen == ["t2", "t3"] }, "Bob's replica holds \(seen)")
         }
+    }
+
+    /// Stops `node`, puts `copy` in place of its home's `file` (its -wal and -shm removed), starts it.
+    private func restore(_ node: E2ENode, _ file: String, from copy: String) throws {
+        try node.kill()
+        let database = node.home + "/" + file
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+        try FileManager.default.copyItem(atPath: copy, toPath: database)
+        try node.restart()
     }
 
     private func names(_ page: [String: Any]) -> [String] {

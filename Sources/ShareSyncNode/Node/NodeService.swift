@@ -423,20 +423,20 @@ public final class RunningNode: Sendable {
         await participant.stop()
         await parts.eventLog.value
         try? await parts.server.shutdown()
-        // Before the home is released, the WAL is checkpointed into private.sqlite and emptied, so the
-        // file alone holds every commit once the node stopped. Before, a stop right after a
-        // participant's connection closed could leave the last commits in the WAL only (a copy of
-        // private.sqlite alone lacked them). The connections stay open: a call still in flight (an
+        // Before the home is released, each WAL is checkpointed into its file (private.sqlite,
+        // replica.sqlite) and emptied, so the file alone holds every commit once the node stopped.
+        // Before, a stop right after a participant's connection closed could leave the last commits in
+        // the WAL only (a copy of private.sqlite alone lacked them). The connections stay open: a call still in flight (an
         // embedded container's) may use them.
-        do {
-            try database.checkpointWhole()
-        } catch {
-            logger.warning("the private database's WAL could not be checkpointed at stop", metadata: ["error": "\(error)"])
-        }
-        do {
-            try participant.replica.checkpointWhole()
-        } catch {
-            logger.warning("the replica's WAL could not be checkpointed at stop", metadata: ["error": "\(error)"])
+        let checkpoints: [(String, () throws(ShareSyncError) -> Void)] = [
+            ("private database", database.checkpointWhole), ("replica", participant.replica.checkpointWhole),
+        ]
+        for (name, checkpoint) in checkpoints {
+            do {
+                try checkpoint()
+            } catch {
+                logger.warning("the \(name)'s WAL could not be checkpointed at stop", metadata: ["error": "\(error)"])
+            }
         }
         parts.lock.release()
         logger.info("node stopped")
