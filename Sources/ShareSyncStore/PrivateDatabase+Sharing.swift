@@ -225,9 +225,8 @@ extension PrivateDatabase {
                             && $0.userIdentity.userRecordName == caller.userRecordName
                     }
                     guard let j = state.participants.firstIndex(where: { $0.participantID == bound }) else { return }
-                    if state.participants[j].userIdentity.displayName == nil {
-                        state.participants[j].userIdentity.displayName = caller.displayName
-                    }
+                    // Their own name, as they give it (the share keeps it; nobody else sets it).
+                    if let name = caller.displayName { state.participants[j].userIdentity.displayName = name }
                     state.participants[j].acceptanceStatus = .accepted
                     // The secret stays, spent: the link now admits only this user (see `spentLink`).
                 } else if state.publicPermission != .none {
@@ -355,9 +354,15 @@ extension PrivateDatabase {
     /// The answer to someone using an invitation link that another identity already used: a private
     /// share's link that was bound to its first user admits nobody else (SharingRules.md, "Identity and
     /// accepting"). Only the holder of the secret gets this answer, so it reveals nothing to others.
+    /// A link addressed to a user record name was never anyone else's to use, spent or not: they get
+    /// the answer of the uninvited (`notInvited`), as protocol.md says. Before, once its user had
+    /// accepted, anyone else was told it was spent, "the first person who used it".
     private func spentLink(_ share: Share, invitation: String?) -> ShareSyncError? {
         guard let invitation, share.publicPermission == .none,
-            share.participants.contains(where: { $0.invitationToken == invitation && $0.acceptanceStatus != .pending })
+            share.participants.contains(where: {
+                // (Addressed as invited: the lookup info's name. A bound entry has a user record name too.)
+                $0.invitationToken == invitation && $0.acceptanceStatus != .pending && $0.userIdentity.lookupInfo?.userRecordName == nil
+            })
         else { return nil }
         return ShareSyncError(
             .participantMayNeedVerification,

@@ -418,7 +418,10 @@ extension WriteContext {
                     // to become an administrator in the invitee's place.
                     p.invitationToken = Self.randomToken()
                 }
-                p.isApprovedRequester = before.isApprovedRequester || p.isApprovedRequester
+                // What the server recorded, not what the writer sends: an administrator renamed a
+                // read-only participant "Owner" (the name others see), and marked entries approved.
+                p.userIdentity.displayName = before.userIdentity.displayName
+                p.isApprovedRequester = before.isApprovedRequester
                 if proposed.participants.first(where: { $0.participantID == p.participantID })?.acceptanceStatus == .pending,
                     before.acceptanceStatus == .removed, before.role != .publicUser
                 {
@@ -442,6 +445,14 @@ extension WriteContext {
                 p.acceptanceStatus = .pending
                 p.dateAddedToShare = now
                 p.invitationToken = Self.randomToken()
+                // A new entry is an approved requester only if it names someone who asked (the stored
+                // requesters), and shows the name they asked under; any other entry shows no name
+                // until its invitee accepts and gives their own (``PrivateDatabase/acceptShare(url:as:)``).
+                let requester = p.addressedUserRecordName.flatMap { name in
+                    existing?.requesters.first { $0.userRecordName == name }
+                }
+                p.isApprovedRequester = requester != nil
+                p.userIdentity.displayName = requester?.userIdentity.displayName
             }
             if p.permission == .unknown || p.permission == .none { p.permission = .readOnly }
             if let name = p.userIdentity.userRecordName, blocked.contains(name) { continue }
@@ -546,7 +557,9 @@ extension WriteContext {
         return saved
     }
 
-    /// The stable, unguessable URL token of a share of this root (or of the whole zone).
+    /// The stable, unguessable URL token of a share of this root (or of the whole zone): the same
+    /// when the root (or zone) is shared again, as CloudKit's share URL "is stable and persists across
+    /// shares and reshares of the same root record".
     func urlToken(zone: String, root: String?) throws -> String {
         let secret = try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM meta WHERE key = 'urlSecret'")) ?? {
             let s = Self.randomToken() + Self.randomToken()

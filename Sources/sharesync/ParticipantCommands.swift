@@ -250,7 +250,9 @@ struct WatchCommand: AsyncParsableCommand {
                         // The daemon stopped (or restarts): wait for it, then go on from the same token.
                         // Before, watch ended, and a script following it lost what came meanwhile.
                         let since = away ?? .now
-                        if away == nil { Output.error("the node stopped (\(error.message)); waiting for it to come back") }
+                        // (Not the error's own text: it speaks of a request to check before sending
+                        // it again, which a watch, reading only, never needs.)
+                        if away == nil { Output.error("the node stopped; waiting up to 5 minutes for it to come back, to watch on from the last token") }
                         away = since
                         guard ContinuousClock.now - since < Self.maximumAway else { throw error }
                         try await Task.sleep(for: pause)

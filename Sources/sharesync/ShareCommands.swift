@@ -20,7 +20,8 @@ struct ShareTarget: ParsableArguments, ShareTargeting {
     @OptionGroup var name: ShareName
     @Flag(help: "A share this node accepted (the participant side), not one of its own.") var shared = false
     @Option(help: ArgumentHelp(
-        "With --shared: the owner's user record name (needed when several owners share a zone of that name).", valueName: "user"))
+        "With --shared: the owner, by user record name, name or email (needed when several owners share a zone of that name).",
+        valueName: "owner"))
     var owner: String?
 
     func validate() throws {

@@ -38,7 +38,9 @@ struct ZoneCommand: AsyncParsableCommand {
         func run() async throws {
             if shared {
                 try await callNode(options, .sharedZoneList, as: [SharedZoneInfo].self) {
-                    $0.map { "\($0.owner)  \($0.zoneName)  \($0.records) records" }.joined(separator: "\n")
+                    $0.isEmpty
+                        ? "no zones are shared with this node"
+                        : $0.map { "\($0.owner)  \($0.zoneName)  \($0.records) records" }.joined(separator: "\n")
                 }
                 return
             }
@@ -120,7 +122,7 @@ struct RecordCommand: AsyncParsableCommand {
                 2026-11-21T10:00:00Z or 2026-11-21 for midnight UTC, or seconds since 1970), bytes (base64), reference (a record name in the same zone, with an \
                 optional action: NAME:deleteSelf deletes this record when NAME is deleted, and NAME must \
                 exist (referenceViolation otherwise), NAME:none (the default) leaves it and may name any \
-                record), location (LAT,LON). --type is needed only to create a record: \
+                record; a NAME holding a colon takes its action, a:b:none), location (LAT,LON). --type is needed only to create a record: \
                 an existing record keeps its type.
 
                 Save policies, as CloudKit has them (--policy):
@@ -144,7 +146,7 @@ struct RecordCommand: AsyncParsableCommand {
                   sharesync record save --zone Groceries --type Item --name milk --parent list-1 \\
                     --field title=string:Milk --field done=bool:false --field at=location:48.85,2.35
                   sharesync record save --zone Groceries --type Note --name note-1 --field item=reference:milk:deleteSelf
-                  sharesync record save --zone Groceries --name milk --field done=bool:true --if-tag 3
+                  sharesync record save --zone Groceries --name milk --field done=bool:true --if-tag 3mxnrfqpdu6h9
                   sharesync record save --shared --zone Groceries --name milk \\
                     --field 'title=string:Oat milk' --policy changedKeys
                 """)
@@ -388,10 +390,11 @@ struct RecordCommand: AsyncParsableCommand {
             if file == "-" {
                 data = FileHandle.standardInput.readDataToEndOfFile()
             } else {
-                guard let contents = FileManager.default.contents(atPath: file) else {
-                    throw Output.usage("cannot read \(file)")
+                do {
+                    data = try Data(contentsOf: URL(fileURLWithPath: file))
+                } catch {
+                    throw Output.usage("cannot read \(file): \(Self.reason(error, path: file))")
                 }
-                data = contents
             }
             var records: [Record] = []
             var lineOfName: [String: Int] = [:]
@@ -410,7 +413,7 @@ struct RecordCommand: AsyncParsableCommand {
                     let decoder = JSONDecoder()
                     records.append(try decoder.decode(Record.self, from: try JSONSerialization.data(withJSONObject: object)))
                 } catch {
-                    throw Output.usage("\(file) line \(number + 1): not a record: \(error)")
+                    throw Output.usage("\(file) line \(number + 1): not a record: \(Self.problem(error))")
                 }
                 // Found here, with their lines, rather than as a failed batch: a share record (shares are
                 // made with `share create`), and a name given twice (which one won depended on --batch-size).
@@ -445,7 +448,7 @@ struct RecordCommand: AsyncParsableCommand {
                     }
                 }
                 Output.emit(ImportResult(saved: saved, batches: batches.count), json: options.json) {
-                    "imported \($0.saved) records into zone \(zone) in \(batches.count) batches"
+                    "imported \($0.saved) record\($0.saved == 1 ? "" : "s") into zone \(zone) in \(batches.count) batch\(batches.count == 1 ? "" : "es")"
                 }
             } catch {
                 let failed = committed < batches.count ? batches[committed].count : 0
@@ -478,6 +481,35 @@ struct RecordCommand: AsyncParsableCommand {
 
         /// Records in order, in batches of at most `maximumCount` records and (but for a single record)
         /// `maximumBytes` bytes of JSON.
+        /// Why `path` could not be read, in a few words (not Foundation's error domain and code).
+        static func reason(_ error: any Error, path: String) -> String {
+            var isDirectory: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) { return "no such file" }
+            if isDirectory.boolValue { return "it is a folder" }
+            if !FileManager.default.isReadableFile(atPath: path) { return "permission denied" }
+            return (error as NSError).localizedDescription
+        }
+
+        /// What is wrong with a line that is not a record: the node's own words for a record that breaks
+        /// a rule, a key and what it should hold for JSON of the wrong shape, else that it is not JSON.
+        static func problem(_ error: any Error) -> String {
+            switch error {
+            case let error as ShareSyncError:
+                return error.message
+            case DecodingError.keyNotFound(let key, let context):
+                return "no \(Self.path(context.codingPath + [key]))"
+            case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+                DecodingError.dataCorrupted(let context):
+                return context.codingPath.isEmpty ? context.debugDescription : "\(Self.path(context.codingPath)): \(context.debugDescription)"
+            default:
+                return "not valid JSON (one JSON object per line)"
+            }
+        }
+
+        private static func path(_ keys: [any CodingKey]) -> String {
+            "\"" + keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".") + "\""
+        }
+
         static func batches(_ records: [Record], maximumCount: Int, maximumBytes: Int) -> [[Record]] {
             records.batched(maximumCount: maximumCount, maximumBytes: maximumBytes) { (try? $0.jsonData().count) ?? 0 }
         }

@@ -171,6 +171,44 @@ struct ControlHandlerTests {
         ])
     }
 
+    @Test("closing the feeds ends a waiting changes request at once, and one that comes after does not wait", arguments: [false, true])
+    func closingTheFeedsEndsEveryWait(shared: Bool) async throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        try database.saveZone(RecordZone(zoneID: RecordZone.ID(zoneName: "Topics")))
+        let feeds = NodeChangeFeeds(database: database, replica: try SharedDatabaseReplica(inMemory: ()))
+        let token = try feeds.currentToken(shared: shared)
+        let clock = ContinuousClock()
+        // What `sharesync watch` asks: the changes since now, waiting for one (120 s here, so that a
+        // wait that goes on stands out however loaded the machine is).
+        let waiting = Task { try await feeds.changes(shared: shared, since: token, wait: .seconds(120)) }
+        try await Task.sleep(for: .milliseconds(200))
+        let closed = clock.now
+        feeds.close()
+        // Before, the wait was woken and went back to waiting: a node stopping with a watch attached
+        // waited out the control server's 5-second grace.
+        let page = try await waiting.value
+        #expect(page.changes.isEmpty)
+        #expect(clock.now - closed < .seconds(30), "the wait went on after close: \(clock.now - closed)")
+        let after = clock.now
+        _ = try await feeds.changes(shared: shared, since: token, wait: .seconds(120))
+        #expect(clock.now - after < .seconds(30))
+    }
+
+    @Test("an expired private token's advice is in the control channel's terms (without --since), not the API's (from nil)")
+    func expiredPrivateTokensAdviseInControlTerms() async throws {
+        let database = try PrivateDatabase(inMemoryOwnerName: "_owner")
+        let topics = RecordZone.ID(zoneName: "Topics")
+        try database.saveZone(RecordZone(zoneID: topics))
+        let feeds = NodeChangeFeeds(database: database, replica: try SharedDatabaseReplica(inMemory: ()))
+        let token = try await feeds.changes(shared: false, since: nil, wait: nil, zone: "Topics").token
+        try database.deleteZone(topics)
+        try database.saveZone(RecordZone(zoneID: topics))
+        let error = await #expect(throws: ShareSyncError.self) { try await feeds.changes(shared: false, since: token, wait: nil, zone: "Topics") }
+        #expect(error?.code == .changeTokenExpired)
+        #expect(error?.message.hasSuffix("read the changes again without --since") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("from nil") == false)
+    }
+
     @Test func requestsUseTheDocumentedWireForm() async throws {
         let handler = try makeHandler()
         let created = try await respond(handler, #"{"zoneCreate":{"name":"Topics"}}"#)
@@ -204,7 +242,7 @@ struct ControlHandlerTests {
         #expect(throws: ShareSyncError.self) { try value("2026-1-1") }
     }
 
-    @Test("a reference's action is read in any case; another suffix stays part of the name (names may hold colons)")
+    @Test("a reference's action is read in any case; another suffix is refused, and a name holding colons takes its action")
     func referenceActions() throws {
         let zone = RecordZone.ID(zoneName: "Z")
         func value(_ text: String) throws -> FieldValue { try FieldAssignment(parsing: "r=reference:" + text).fieldValue(in: zone) }
@@ -213,7 +251,15 @@ struct ControlHandlerTests {
         // Before, these referred to a record named "p1:deleteself" (or "p1:NONE"), with no action.
         #expect(try value("p1:deleteself") == .reference(Record.Reference(recordID: p1, action: .deleteSelf)))
         #expect(try value("p1:NONE") == .reference(Record.Reference(recordID: p1, action: .none)))
-        #expect(try value("a:b") == .reference(Record.Reference(recordID: Record.ID(recordName: "a:b", zoneID: zone), action: .none)))
+        // A mistyped action was taken as part of the name, a reference to "milk:delete" with no action.
+        for typo in ["milk:delete", "milk:cascade", "a:b"] {
+            let error = #expect(throws: ShareSyncError.self) { try value(typo) }
+            #expect(error?.rule == .fieldSyntax && error?.message.contains("is not an action (deleteSelf or none)") == true, "\(typo): \(String(describing: error))")
+            #expect(error?.message.contains("\(typo):none") == true, "\(typo): the way to name such a record")
+        }
+        // A record whose name holds a colon is named with its action.
+        #expect(try value("a:b:none") == .reference(Record.Reference(recordID: Record.ID(recordName: "a:b", zoneID: zone), action: .none)))
+        #expect(try value("a:b:deleteSelf") == .reference(Record.Reference(recordID: Record.ID(recordName: "a:b", zoneID: zone), action: .deleteSelf)))
     }
 }
 
@@ -271,6 +317,26 @@ struct OutboxControlCodingTests {
 }
 
 extension ControlHandlerTests {
+    @Test("creating a zone-wide share of a zone already shared says so (alreadyShared), and the share stays as it was")
+    func sharingASharedZoneAgainSaysItIsShared() async throws {
+        let handler = try makeHandler()
+        func call(_ request: ControlRequest) async throws -> [String: Any] {
+            try await respond(handler, String(decoding: try request.line(), as: UTF8.self))
+        }
+        _ = try await call(.zoneCreate(name: "Groceries"))
+        let first = try await call(.shareCreate(zone: "Groceries", root: nil, title: "Weekly", publicPermission: .none, allowsAccessRequests: false))
+        #expect(first["ok"] as? Bool == true, "\(first)")
+        // Before: serverRecordChanged, "share cloudkit.zoneshare changed on the server since it was fetched".
+        let again = try await call(.shareCreate(zone: "Groceries", root: nil, title: "Other", publicPermission: .readOnly, allowsAccessRequests: false))
+        let error = try #require(again["error"] as? [String: Any], "\(again)")
+        #expect(error["code"] as? String == "alreadyShared")
+        #expect(error["rule"] as? String == "oneSharePerRecord")
+        #expect((error["message"] as? String)?.contains("zone Groceries is already shared as a whole") == true, "\(error)")
+        let share = try await call(.shareGet(zone: "Groceries", share: nil))
+        #expect((share["result"] as? [String: Any])?["title"] as? String == "Weekly", "\(share)")
+        #expect((share["result"] as? [String: Any])?["publicPermission"] as? String == "none", "\(share)")
+    }
+
     @Test("inviting someone already in the share again changes nothing, and with another permission or role is refused")
     func reinviteDoesNotDemote() async throws {
         let handler = try makeHandler()

@@ -31,6 +31,43 @@ struct ImportTests {
         }
     }
 
+    @Test("a file that cannot be read, or a line that is not a record, is named in plain words; one record is one record")
+    func unreadableInputIsNamedPlainly() async throws {
+        try await blocking {
+            let a = try E2ENode(name: "Alice")
+            defer { a.stop() }
+            try a.ok(["zone", "create", "Items"])
+            func importing(_ file: String) throws -> ChildProcess.Outcome {
+                try cli(["record", "import", "--zone", "Items", "--file", file, "--home", a.home])
+            }
+            // Before: "cannot read FILE", and why was left out.
+            let missing = try importing(a.folder.path + "/nosuch.jsonl")
+            #expect(missing.status == 64 && missing.stderr.contains("nosuch.jsonl: no such file"), "\(missing.stderr)")
+            let folder = try importing(a.folder.path)
+            #expect(folder.status == 64 && folder.stderr.contains("it is a folder"), "\(folder.stderr)")
+            // Before: "not a record: Error Domain=NSCocoaErrorDomain Code=3840 …".
+            let bad = a.folder.path + "/bad.jsonl"
+            try (Self.line("fine", size: 10) + "\n{not json\n").write(toFile: bad, atomically: true, encoding: .utf8)
+            let notJSON = try importing(bad)
+            #expect(notJSON.status == 64 && notJSON.stderr.contains("line 2: not a record: not valid JSON"), "\(notJSON.stderr)")
+            let shape = a.folder.path + "/shape.jsonl"
+            try #"{"recordName":"x","recordType":"Item","fields":3}"#.write(toFile: shape, atomically: true, encoding: .utf8)
+            let wrongShape = try importing(shape)
+            #expect(wrongShape.status == 64 && wrongShape.stderr.contains("line 1: not a record: "), "\(wrongShape.stderr)")
+            for outcome in [notJSON, wrongShape] {
+                #expect(!outcome.stderr.contains("Domain="), "\(outcome.stderr)")
+            }
+            #expect(try Self.count(a, zone: "Items") == 0, "nothing of a file with a bad line is imported")
+            let one = a.folder.path + "/one.jsonl"
+            try Self.line("only", size: 10).write(toFile: one, atomically: true, encoding: .utf8)
+            let single = try importing(one)
+            #expect(single.status == 0 && single.stdout.contains("imported 1 record into zone Items in 1 batch\n"), "\(single.stdout)")
+            // (And an empty list says so: before, `zone list --shared` printed nothing at all.)
+            let noShares = try cli(["zone", "list", "--shared", "--home", a.home])
+            #expect(noShares.status == 0 && noShares.stdout.contains("no zones are shared with this node"), "\(noShares.stdout)")
+        }
+    }
+
     @Test func aFailingBatchSavesNothingAndTheRunSaysWhereToResume() async throws {
         try await blocking {
             let a = try E2ENode(name: "Alice")

@@ -39,6 +39,52 @@ struct RulesAdministratorsTests {
         try #require(share.participants.first { $0.userIdentity.userRecordName == user })
     }
 
+    /// `share` with its participants changed by `body` (names and flags the Share API does not set).
+    func withParticipants(_ share: Share, _ body: (inout [Participant]) -> Void) throws -> Share {
+        var record = share.record
+        body(&record.shareState!.participants)
+        return try #require(Share(record))
+    }
+
+    @Test("who a participant is called and whether they were an approved requester are the owner's to record, not a writer's")
+    func namesAndApprovalAreRecordedNotTaken() throws {
+        let (w, share) = try world()
+        // A participant's name is the one they give when they accept.
+        _ = try w.db.acceptShare(url: share.url!, as: Caller(userRecordName: "_c", displayName: "Carol"))
+        #expect(try participant(w.currentShare(share.recordID), "_c").userIdentity.displayName == "Carol")
+        try w.db.requestAccess(url: share.url!, as: Caller(userRecordName: "_x", displayName: "Xavier"))
+        #expect(try edit(w, share, as: "_a") { s in
+            // Before: _c then showed as "Owner" to everyone, and the new entries as approved requesters.
+            s = try withParticipants(s) { participants in
+                for i in participants.indices where participants[i].userIdentity.userRecordName == "_c" {
+                    participants[i].userIdentity.displayName = "Owner"
+                    participants[i].isApprovedRequester = true
+                }
+            }
+            var stranger = Participant(lookupInfo: .init(userRecordName: "_d"), permission: .readOnly)
+            stranger.userIdentity.displayName = "Owner"
+            stranger.isApprovedRequester = true
+            try s.addParticipant(stranger)
+            try s.approveRequester(try #require(s.requesters.first { $0.userRecordName == "_x" }), permission: .readOnly)
+        } == nil)
+        let now = try w.currentShare(share.recordID)
+        #expect(try participant(now, "_c").userIdentity.displayName == "Carol")
+        #expect(try !participant(now, "_c").isApprovedRequester)
+        #expect(try participant(now, "_d").userIdentity.displayName == nil)
+        #expect(try !participant(now, "_d").isApprovedRequester)
+        // An approved requester is one, under the name they asked with.
+        #expect(try participant(now, "_x").isApprovedRequester)
+        #expect(try participant(now, "_x").userIdentity.displayName == "Xavier")
+        // The owner's own edits go the same way: the name is the participant's.
+        var owners = try withParticipants(now) { participants in
+            for i in participants.indices where participants[i].userIdentity.userRecordName == "_c" {
+                participants[i].userIdentity.displayName = "Someone else"
+            }
+        }
+        owners = try w.saveShare(owners)
+        #expect(try participant(owners, "_c").userIdentity.displayName == "Carol")
+    }
+
     @Test("an administrator adds and removes participants, changes their permissions and answers access requests")
     func administratorManagesParticipants() throws {
         let (w, share) = try world()

@@ -49,6 +49,13 @@ struct RulesInvitationTests {
         #expect(accepted.participantStatus == .accepted)
         #expect(accepted.participantPermission == .readWrite)
         #expect(try w.visible("_b", ["topic", "note"]) == ["topic", "note"])
+
+        // Used by its user, the link still was never anyone else's: a stranger gets the answer of the
+        // uninvited (notInvited), not "already used by someone else" (invitationSpent), and stays out.
+        let afterUse = failure { try w.db.acceptShare(url: link, as: stranger) }
+        #expect(afterUse?.rule == .notInvited, "\(String(describing: afterUse))")
+        #expect(afterUse?.message == uninvited?.message)
+        #expect(try w.visible("_x", ["topic", "note"]).isEmpty)
     }
 
     @Test func anInvitationWhoseLookupInfoNamesAUserAdmitsOnlyThatUserEvenBeforeBinding() throws {

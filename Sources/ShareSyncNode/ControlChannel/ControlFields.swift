@@ -71,9 +71,10 @@ public struct FieldAssignment: Sendable, Hashable, Codable {
             guard let data = Data(base64Encoded: value) else { throw bad("base64") }
             return .bytes(data)
         case "reference":
-            // NAME, NAME:deleteSelf or NAME:none (a name may itself hold colons: only a known suffix
-            // counts, in any case: `:deleteself` was taken as part of the name, a reference to a
-            // record that did not exist, with no action).
+            // NAME, NAME:deleteSelf or NAME:none, the action in any case (`:deleteself` was once taken
+            // as part of the name). A name may itself hold colons, but then the action must be given:
+            // `milk:delete`, a mistyped action, was taken as a plain reference to a record named
+            // "milk:delete", and the cascade was lost without a word.
             var name = value
             var action = Record.Reference.Action.none
             if let colon = value.lastIndex(of: ":") {
@@ -85,7 +86,9 @@ public struct FieldAssignment: Sendable, Hashable, Codable {
                 case "none":
                     name = String(value[..<colon])
                 default:
-                    break
+                    throw Self.invalid(
+                        "field \(key): \(String(suffix).debugDescription) in \(value.debugDescription) is not an action (deleteSelf or none); "
+                            + "to name a record whose name holds a colon, give the action: \(value):none")
                 }
             }
             guard !name.isEmpty else { throw bad("a record name, optionally followed by :deleteSelf or :none") }

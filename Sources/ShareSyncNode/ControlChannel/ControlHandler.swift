@@ -290,6 +290,15 @@ public struct ControlHandler: Sendable {
             if let root {
                 share = Share(rootRecord: try database.fetchRecord(Record.ID(recordName: root, zoneID: zoneID)))
             } else {
+                // Said plainly: saving a second zone-wide share under the same record name was a
+                // conflict with the first (serverRecordChanged, "changed on the server since it was
+                // fetched"), which did not say the zone is shared.
+                if try database.fetchShares(in: zoneID).contains(where: { $0.recordID.recordName == Share.zoneShareRecordName }) {
+                    throw ShareSyncError(
+                        .alreadyShared,
+                        "zone \(zone) is already shared as a whole (share \(Share.zoneShareRecordName)); `sharesync share show --zone \(zone)` shows it",
+                        zoneID: zoneID, rule: .oneSharePerRecord)
+                }
                 share = Share(recordZoneID: zoneID)
             }
             share.title = title

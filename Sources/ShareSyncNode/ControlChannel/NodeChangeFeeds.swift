@@ -32,6 +32,8 @@ public final class NodeChangeFeeds: Sendable {
     }
 
     private let journal = Mutex(Waiters())
+    /// ``close()`` was called: a request waiting for a change returns what it has at once.
+    private let closed = Atomic<Bool>(false)
     private let observers = Mutex<(replica: UInt64?, database: UInt64?)>((nil, nil))
 
     public init(database: PrivateDatabase, replica: SharedDatabaseReplica) {
@@ -42,8 +44,11 @@ public final class NodeChangeFeeds: Sendable {
         observers.withLock { $0 = (replicaObserver, databaseObserver) }
     }
 
-    /// Stops observing the databases and wakes every waiting request.
+    /// Stops observing the databases and ends every wait: a waiting request returns what it has (no
+    /// change) at once. Before, it was woken and went back to waiting, so a node stopping with a
+    /// `sharesync watch` attached waited out the control server's 5-second grace.
     public func close() {
+        closed.store(true, ordering: .sequentiallyConsistent)
         let ids = observers.withLock { ids in
             defer { ids = (nil, nil) }
             return ids
@@ -85,10 +90,12 @@ public final class NodeChangeFeeds: Sendable {
             let page =
                 shared
                 ? try sharedChanges(since: token, owner: owner, zone: zone, limit: limit)
-                : try privateChanges(since: token, zone: zone, limit: limit)
+                : try Self.inControlTerms { () throws(ShareSyncError) in try privateChanges(since: token, zone: zone, limit: limit) }
             // A limited page can be empty and still say `moreComing` (its entries were records deleted
             // since): its token moved on, so it returns at once rather than waiting for a commit.
-            if !page.changes.isEmpty || page.moreComing || token == nil || NIODeadline.now() >= deadline || Task.isCancelled {
+            if !page.changes.isEmpty || page.moreComing || token == nil || NIODeadline.now() >= deadline || Task.isCancelled
+                || closed.load(ordering: .sequentiallyConsistent)
+            {
                 return page
             }
             await wakeup.wait(until: deadline)
@@ -104,6 +111,10 @@ public final class NodeChangeFeeds: Sendable {
             throw ShareSyncError(.invalidArguments, "the limit must be 1 or more, not \(limit)", rule: .limitRange)
         }
         if shared { return try sharedDatabaseChanges(since: token, limit: limit) }
+        return try Self.inControlTerms { () throws(ShareSyncError) in try privateDatabaseChanges(since: token, limit: limit) }
+    }
+
+    private func privateDatabaseChanges(since token: String?, limit: Int?) throws(ShareSyncError) -> DatabaseChangesPage {
         let since = try privateToken(token)
         var changed: [RecordZone.ID] = []
         var deleted: [RecordZone.ID] = []
@@ -339,6 +350,21 @@ public final class NodeChangeFeeds: Sendable {
 
     private func wakeWaiters() {
         for waiter in journal.withLock({ Array($0.waiters.values) }) { waiter.signal() }
+    }
+
+    /// Runs a read of the private database's feed, its expired-token advice ("fetch again from nil", the
+    /// API's terms) given as the shared feed gives it, in the terms of the control channel's requests:
+    /// after a restore, `sharesync watch` and `changes --since` told their user to fetch from nil.
+    static func inControlTerms<T>(_ body: () throws(ShareSyncError) -> T) throws(ShareSyncError) -> T {
+        do {
+            return try body()
+        } catch where error.code == .changeTokenExpired {
+            var error = error
+            for advice in ["fetch again from nil", "fetch it from nil"] {
+                error.message = error.message.replacingOccurrences(of: advice, with: "read the changes again without --since")
+            }
+            throw error
+        }
     }
 
     static func foreignToken(_ token: String, expected: String) -> ShareSyncError {

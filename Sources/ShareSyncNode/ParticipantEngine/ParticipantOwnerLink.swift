@@ -40,6 +40,9 @@ final class ParticipantOwnerLink: Sendable {
         var caughtUpAt = Date()
         /// When the link last was caught up, `nil` if it never was.
         var lastSynced: Date?
+        /// ``reconnect()`` was asked since this connection (or attempt) began: it ends, and the next
+        /// begins at once, at the owner's stored address.
+        var reconnectAsked = false
     }
 
     private let state = Mutex(State())
@@ -123,6 +126,19 @@ final class ParticipantOwnerLink: Sendable {
         }
         wakeup.signal()
         return n
+    }
+
+    /// Ends the current connection, if there is one, and connects again at once at the owner's stored
+    /// address (set by hand: `owner address`). Before, the link went on over its connection to the
+    /// old address, and an address mistyped showed only once that connection ended, maybe days later.
+    /// Waiting to reconnect, the wait ends.
+    func reconnect() {
+        let connection = state.withLock { s -> (any OwnerDatabase)? in
+            s.reconnectAsked = true
+            return s.connection
+        }
+        if let connection { Task { await connection.close() } }
+        wakeup.signal()
     }
 
     /// Asks for the outbox to be sent now (a write was queued).
@@ -240,6 +256,7 @@ final class ParticipantOwnerLink: Sendable {
     private func run() async {
         var delay = configuration.initialBackoff
         while !Task.isCancelled {
+            state.withLock { $0.reconnectAsked = false }
             setStatus(.connecting)
             var reachedFollowing = false
             var failure: ShareSyncError?
@@ -258,6 +275,13 @@ final class ParticipantOwnerLink: Sendable {
                 failure = error
             }
             if Task.isCancelled { break }
+            if state.withLock({ $0.reconnectAsked }) {
+                // Ended by ``reconnect()``: not a failure, and no wait.
+                logger.info("reconnecting at the owner's address")
+                hub.emit(.disconnected(owner: ownerName, error: nil, retryIn: .zero))
+                delay = configuration.initialBackoff
+                continue
+            }
             if reachedFollowing { delay = configuration.initialBackoff }
             var wait = delay
             // The owner's `retryAfterSeconds`, within reason: any Double comes off the wire, and one past
@@ -315,8 +339,16 @@ final class ParticipantOwnerLink: Sendable {
     /// One connection's life: outbox, catch-up, then pushes until the connection ends.
     private func session(_ connection: any OwnerDatabase, reachedFollowing: () -> Void) async throws(ShareSyncError) {
         // The pushes start empty with each subscription (``runSession(_:reachedFollowing:)``).
-        state.withLock { $0.connection = connection }
+        let reconnectAsked = state.withLock { s in
+            s.connection = connection
+            return s.reconnectAsked
+        }
         defer { state.withLock { $0.connection = nil } }
+        if reconnectAsked {
+            // Asked while this connection was being made (maybe to the address before): made again.
+            await connection.close()
+            return
+        }
         do {
             try await runSession(connection, reachedFollowing: reachedFollowing)
         } catch {

@@ -292,7 +292,7 @@ public final class ParticipantSync: Sendable {
 
     /// Points an owner known to the replica at a new address (the owner moved while this node could
     /// not hear it announce so): its zones, records, tokens and outbox stay, and the engine connects
-    /// there at once (the backoff is skipped). The owner's key is still checked on every connection.
+    /// there at once, ending any connection it has to the owner (the backoff is skipped). The owner's key is still checked on every connection.
     /// Accepting any share URL of that owner does the same. An owner the replica does not know is
     /// `unknownItem` (rule `ownerUnknown`); a port outside 1...65535 or an empty host is
     /// `invalidArguments` (rule `ownerAddress`).
@@ -313,7 +313,7 @@ public final class ParticipantSync: Sendable {
         info.port = port
         try replica.setOwner(info)
         hub.emit(.ownerAddressChanged(owner: owner, host: host, port: port, announced: false))
-        _ = link(for: owner)?.requestSync()
+        link(for: owner)?.reconnect()
     }
 
     /// Asks the owner what the share at `url` is, without accepting it (fingerprint required and checked).
