@@ -10,6 +10,10 @@ import Foundation
 /// restarts too; a token from the middle of a paged fetch carries the stretch of history it was handed
 /// out in, and may differ.
 public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// What an expired token's error tells its holder to do, at the end of every such message (in the
+    /// API's terms; the control channel gives it in its own, `NodeChangeFeeds`).
+    package static let expiredAdvice = "fetch again from nil"
+
     /// The token's string form, safe to store and send.
     public let stringValue: String
 
@@ -60,7 +64,7 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
         if version == "1" || version == "1s" {
             // Issued before positions were sealed: its holder fetches again, once.
             throw ShareSyncError(
-                .changeTokenExpired, "the change token is of an earlier version (\(version)); fetch again from nil",
+                .changeTokenExpired, "the change token is of an earlier version (\(version)); \(ServerChangeToken.expiredAdvice)",
                 rule: .changeTokenVersion)
         }
         guard version == "2" else {
@@ -77,7 +81,7 @@ public struct ServerChangeToken: Sendable, Hashable, Codable, CustomStringConver
         }
         guard parts[1] == expectedDatabaseID else {
             throw ShareSyncError(
-                .changeTokenExpired, "the change token belongs to another database; fetch again from nil",
+                .changeTokenExpired, "the change token belongs to another database; \(ServerChangeToken.expiredAdvice)",
                 rule: .changeTokenDatabase)
         }
         let position = try sealing.open(parts[2])

@@ -47,7 +47,7 @@ extension PrivateDatabase {
             let since = try position(of: token, db)
             if token != nil, since.oldestNeeded < created {
                 throw ShareSyncError(
-                    .changeTokenExpired, "zone \(zoneID.zoneName) was deleted and created again since this token; fetch it from nil",
+                    .changeTokenExpired, "zone \(zoneID.zoneName) was deleted and created again since this token; \(ServerChangeToken.expiredAdvice)",
                     zoneID: zoneID, rule: .changeTokenExpired)
             }
             let (page, moreComing, _) = try feedPage(
@@ -147,7 +147,7 @@ extension PrivateDatabase {
             // copy cannot be trusted: fetch again from nil. (The message gives no numbers: they are the
             // owner's change counter, which tokens keep from their holders.)
             throw ShareSyncError(
-                .changeTokenExpired, "the change token is ahead of this database's history; fetch again from nil",
+                .changeTokenExpired, "the change token is ahead of this database's history; \(ServerChangeToken.expiredAdvice)",
                 rule: .changeTokenExpired)
         }
         guard epochs.holds(position) else {
@@ -155,13 +155,13 @@ extension PrivateDatabase {
             // and written again since. Its position may have been reached again, by other changes.
             throw ShareSyncError(
                 .changeTokenExpired,
-                "the change token is from a history this database no longer has (it was restored from a copy); fetch again from nil",
+                "the change token is from a history this database no longer has (it was restored from a copy); \(ServerChangeToken.expiredAdvice)",
                 rule: .changeTokenExpired)
         }
         guard position.oldestNeeded >= horizon else {
             throw ShareSyncError(
                 .changeTokenExpired,
-                "the change token is older than the history this database keeps; fetch again from nil",
+                "the change token is older than the history this database keeps; \(ServerChangeToken.expiredAdvice)",
                 rule: .changeTokenExpired)
         }
         return position

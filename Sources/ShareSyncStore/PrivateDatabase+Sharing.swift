@@ -225,8 +225,11 @@ extension PrivateDatabase {
                             && $0.userIdentity.userRecordName == caller.userRecordName
                     }
                     guard let j = state.participants.firstIndex(where: { $0.participantID == bound }) else { return }
-                    // Their own name, as they give it (the share keeps it; nobody else sets it).
-                    if let name = caller.displayName { state.participants[j].userIdentity.displayName = name }
+                    // Their own name, as they give it at their first accept (nobody else sets it, and
+                    // accepting again changes nothing: ``WriteContext/normalize(_:existing:)``).
+                    if state.participants[j].userIdentity.displayName == nil {
+                        state.participants[j].userIdentity.displayName = caller.displayName
+                    }
                     state.participants[j].acceptanceStatus = .accepted
                     // The secret stays, spent: the link now admits only this user (see `spentLink`).
                 } else if state.publicPermission != .none {

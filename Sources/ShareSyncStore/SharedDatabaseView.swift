@@ -174,7 +174,7 @@ public struct SharedDatabaseView: Sendable {
             let since = try database.position(of: token, db)
             if token != nil, since.oldestNeeded < entered {
                 throw ShareSyncError(
-                    .changeTokenExpired, "zone \(zoneID.zoneName) was shared with you (or shared again) after this token was made; fetch it from nil",
+                    .changeTokenExpired, "zone \(zoneID.zoneName) was shared with you (or shared again) after this token was made; \(ServerChangeToken.expiredAdvice)",
                     zoneID: zoneID, rule: .changeTokenExpired)
             }
             // A viewer of the whole zone reads the zone's own feed: every record and deletion after the

@@ -74,8 +74,9 @@ struct OwnerAddressCommand: AsyncParsableCommand {
         discussion: """
             For an owner that moved while this node was offline (a connected node is told by the owner \
             itself). The replica, its change tokens and your queued writes stay; the node connects to \
-            the new address at once, and still checks the owner's key there. Accepting any share URL \
-            of that owner does the same.
+            the new address at once (ending a connection it has to the old one), and still checks the \
+            owner's key there. Accepting any share URL of that owner also points the node at the \
+            address the URL names.
 
             Example:
               sharesync owner address _3f2a…c9 alice.example.org:7421

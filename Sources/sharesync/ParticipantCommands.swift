@@ -252,7 +252,11 @@ struct WatchCommand: AsyncParsableCommand {
                         let since = away ?? .now
                         // (Not the error's own text: it speaks of a request to check before sending
                         // it again, which a watch, reading only, never needs.)
-                        if away == nil { Output.error("the node stopped; waiting up to 5 minutes for it to come back, to watch on from the last token") }
+                        if away == nil {
+                            Output.error(
+                                "the node stopped; waiting up to \(Self.maximumAway.components.seconds / 60) minutes for it to come back, "
+                                    + "to watch on from the last token")
+                        }
                         away = since
                         guard ContinuousClock.now - since < Self.maximumAway else { throw error }
                         try await Task.sleep(for: pause)

@@ -410,10 +410,12 @@ struct RecordCommand: AsyncParsableCommand {
                     object["zoneID"] = ["zoneName": zone]
                     // Only a save against a known tag looks at the line's tag.
                     if policy != .ifServerRecordUnchanged { object.removeValue(forKey: "recordChangeTag") }
-                    let decoder = JSONDecoder()
-                    records.append(try decoder.decode(Record.self, from: try JSONSerialization.data(withJSONObject: object)))
+                    // The record reader the node uses: a line of the wrong shape is named by its path
+                    // ("expected … at fields"), not Foundation's error domain and code.
+                    records.append(try Record(jsonData: try JSONSerialization.data(withJSONObject: object)))
                 } catch {
-                    throw Output.usage("\(file) line \(number + 1): not a record: \(Self.problem(error))")
+                    let problem = (error as? ShareSyncError)?.message ?? "not valid JSON (one JSON object per line)"
+                    throw Output.usage("\(file) line \(number + 1): not a record: \(problem)")
                 }
                 // Found here, with their lines, rather than as a failed batch: a share record (shares are
                 // made with `share create`), and a name given twice (which one won depended on --batch-size).
@@ -479,8 +481,6 @@ struct RecordCommand: AsyncParsableCommand {
             }
         }
 
-        /// Records in order, in batches of at most `maximumCount` records and (but for a single record)
-        /// `maximumBytes` bytes of JSON.
         /// Why `path` could not be read, in a few words (not Foundation's error domain and code).
         static func reason(_ error: any Error, path: String) -> String {
             var isDirectory: ObjCBool = false
@@ -490,26 +490,8 @@ struct RecordCommand: AsyncParsableCommand {
             return (error as NSError).localizedDescription
         }
 
-        /// What is wrong with a line that is not a record: the node's own words for a record that breaks
-        /// a rule, a key and what it should hold for JSON of the wrong shape, else that it is not JSON.
-        static func problem(_ error: any Error) -> String {
-            switch error {
-            case let error as ShareSyncError:
-                return error.message
-            case DecodingError.keyNotFound(let key, let context):
-                return "no \(Self.path(context.codingPath + [key]))"
-            case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-                DecodingError.dataCorrupted(let context):
-                return context.codingPath.isEmpty ? context.debugDescription : "\(Self.path(context.codingPath)): \(context.debugDescription)"
-            default:
-                return "not valid JSON (one JSON object per line)"
-            }
-        }
-
-        private static func path(_ keys: [any CodingKey]) -> String {
-            "\"" + keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".") + "\""
-        }
-
+        /// Records in order, in batches of at most `maximumCount` records and (but for a single record)
+        /// `maximumBytes` bytes of JSON.
         static func batches(_ records: [Record], maximumCount: Int, maximumBytes: Int) -> [[Record]] {
             records.batched(maximumCount: maximumCount, maximumBytes: maximumBytes) { (try? $0.jsonData().count) ?? 0 }
         }

@@ -42,6 +42,11 @@ struct OwnerCommandTests {
             _ = try node.json(["record", "save", "--zone", "Z", "--type", "Item", "--name", "milk", "--parent", "list-1"])
             let typo = try cli(["record", "save", "--zone", "Z", "--name", "milk", "--parent", "lits-1", "--home", node.home])
             #expect(typo.status == 65 && typo.stderr.contains("parentNotFound") && typo.stderr.contains("lits-1"), "\(typo.stderr)")
+            // The error names the record refused (its recordName), as every other refusal does; the
+            // message names the parent. Before, recordName was the missing parent's.
+            let typoJSON = try cli(["record", "save", "--zone", "Z", "--name", "milk", "--parent", "lits-1", "--home", node.home, "--json"])
+            let error = try #require(try JSONSerialization.jsonObject(with: Data(typoJSON.stderr.utf8)) as? [String: Any])["error"] as? [String: Any]
+            #expect(error?["recordName"] as? String == "milk", "\(typoJSON.stderr)")
             let milk = try #require(try node.json(["record", "get", "--zone", "Z", "--name", "milk"]) as? [String: Any])
             #expect((milk["parent"] as? [String: Any])?["recordName"] as? String == "list-1", "\(milk)")
             // Saving again under the parent it has, or a field alone, needs nothing more.

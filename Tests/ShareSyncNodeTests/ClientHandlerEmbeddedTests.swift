@@ -190,12 +190,16 @@ import Testing
     }
 }
 
-/// Waits (at most 10 s) until `condition` holds.
-func eventually(_ condition: @Sendable () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
+/// Waits (at most `timeout`, polling every 5 ms) until `condition` holds; records an issue naming
+/// `what` if it never does. For state that wakes no engine event (a server's, a channel's).
+func eventually(
+    _ what: String = "the condition", timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
     while !condition() {
         guard ContinuousClock.now < deadline else {
-            Issue.record("the condition did not hold within 10 s")
+            Issue.record("\(what) did not hold within \(timeout)", sourceLocation: sourceLocation)
             return
         }
         try await Task.sleep(for: .milliseconds(5))

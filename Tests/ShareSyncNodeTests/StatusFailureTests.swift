@@ -42,6 +42,10 @@ struct StatusFailureTests {
         #expect(link?.connected == false)
         #expect(link?.address == HostAndPort(host: "127.0.0.1", port: 1))
         #expect([.networkFailure, .networkUnavailable].contains(link?.lastError?.code), "\(String(describing: link))")
+        // In words: before, SwiftNIO's own description ("Connection errors: SingleConnectionFailure(…)").
+        let message = link?.lastError?.message ?? ""
+        #expect(message.hasSuffix("cannot connect to 127.0.0.1:1: connection refused"), "\(message)")
+        #expect(!message.contains("SingleConnectionFailure"))
         await sync.stop()
     }
 

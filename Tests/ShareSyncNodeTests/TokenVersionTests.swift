@@ -31,7 +31,7 @@ struct TokenVersionTests {
             try db.execute(sql: "UPDATE replicaZone SET token = '1.' || ? || '.5'", arguments: [owner.db.databaseID])
             return try String.fetchAll(db, sql: "SELECT token FROM replicaZone")
         }
-        try await queue.close()
+        try queue.close()
         #expect(stored.allSatisfy { $0.hasPrefix("1.") } && !stored.isEmpty)
         // While it is away: a deletion and a new note.
         _ = try owner.db.modifyRecords(deleting: [owner.id("n0")]).get()
@@ -56,7 +56,7 @@ struct TokenVersionTests {
             try db.execute(sql: "UPDATE replicaOwner SET databaseToken = '2.x.y'")
             try db.execute(sql: "UPDATE replicaZone SET token = '2.' || ? || '.damaged'", arguments: [owner.db.databaseID])
         }
-        try await queue.close()
+        try queue.close()
         _ = try owner.db.modifyRecords(deleting: [owner.id("n0")]).get()
         try owner.saveNote("new", title: "while away")
 

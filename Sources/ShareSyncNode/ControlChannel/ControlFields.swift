@@ -11,7 +11,7 @@ import ShareSyncCore
 /// | `bool` | `true` or `false` |
 /// | `date` | ISO 8601 (`2026-11-21T10:00:00Z`, or `2026-11-21` for midnight UTC) or seconds since 1970 |
 /// | `bytes` | base64 |
-/// | `reference` | the name of a record in the same zone, optionally followed by `:deleteSelf` (deleting that record deletes this one) or `:none` (the default) |
+/// | `reference` | the name of a record in the same zone, optionally followed by `:deleteSelf` (deleting that record deletes this one) or `:none` (the default); a name holding a colon takes its action (`a:b:none`), and another suffix is refused |
 /// | `location` | `LAT,LON` in degrees |
 public struct FieldAssignment: Sendable, Hashable, Codable {
     public static let types = ["string", "int64", "double", "bool", "date", "bytes", "reference", "location"]

@@ -293,7 +293,7 @@ public struct ControlHandler: Sendable {
                 // Said plainly: saving a second zone-wide share under the same record name was a
                 // conflict with the first (serverRecordChanged, "changed on the server since it was
                 // fetched"), which did not say the zone is shared.
-                if try database.fetchShares(in: zoneID).contains(where: { $0.recordID.recordName == Share.zoneShareRecordName }) {
+                if case .success? = try database.fetchRecords([Record.ID(recordName: Share.zoneShareRecordName, zoneID: zoneID)]).first?.value {
                     throw ShareSyncError(
                         .alreadyShared,
                         "zone \(zone) is already shared as a whole (share \(Share.zoneShareRecordName)); `sharesync share show --zone \(zone)` shows it",
@@ -465,7 +465,7 @@ public struct ControlHandler: Sendable {
                 } catch where error.code == .unknownItem {
                     throw ShareSyncError(
                         .unknownItem, "parent \(parent) does not exist in zone \(zone); save it first (or check the name)",
-                        recordID: parentID, rule: .parentNotFound)
+                        recordID: id, rule: .parentNotFound)  // the record refused, as every error names it
                 }
             }
             record.setParent(parentID)

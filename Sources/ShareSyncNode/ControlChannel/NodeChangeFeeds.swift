@@ -360,9 +360,8 @@ public final class NodeChangeFeeds: Sendable {
             return try body()
         } catch where error.code == .changeTokenExpired {
             var error = error
-            for advice in ["fetch again from nil", "fetch it from nil"] {
-                error.message = error.message.replacingOccurrences(of: advice, with: "read the changes again without --since")
-            }
+            error.message = error.message.replacingOccurrences(
+                of: ServerChangeToken.expiredAdvice, with: "read the changes again without --since")
             throw error
         }
     }

@@ -130,9 +130,33 @@ public final class OwnerConnection: Sendable {
                 }
             }
         } catch {
-            throw ShareSyncError(.networkUnavailable, "cannot connect to \(host):\(port): \(error)")
+            throw ShareSyncError(.networkUnavailable, "cannot connect to \(host):\(port): \(Self.connectFailure(error))")
         }
         return try await open(started)
+    }
+
+    /// Why a connection could not be made, in words (`connection refused`, `no answer within 10000 ms`):
+    /// before, SwiftNIO's own description reached the user (`Connection errors:
+    /// SingleConnectionFailure(target: [IPv4]…, error: connection reset (error set): …)`).
+    static func connectFailure(_ error: any Error) -> String {
+        func reason(_ error: any Error) -> String {
+            if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+            return "\(error)"
+        }
+        switch error {
+        case let error as NIOConnectionError:
+            if !error.connectionErrors.isEmpty {
+                var reasons: [String] = []
+                for failure in error.connectionErrors where !reasons.contains(reason(failure.error)) { reasons.append(reason(failure.error)) }
+                return reasons.joined(separator: "; ")
+            }
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the name could not be resolved" }
+            return "no address to connect to"
+        case ChannelError.connectTimeout(let timeout):
+            return "no answer within \(timeout.nanoseconds / 1_000_000) ms"
+        default:
+            return reason(error)
+        }
     }
 
     /// Waits until a started session authenticated, and returns the connection over it.

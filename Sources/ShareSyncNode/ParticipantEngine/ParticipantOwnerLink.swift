@@ -302,7 +302,8 @@ final class ParticipantOwnerLink: Sendable {
             setStatus(.waitingToReconnect)
             hub.emit(.disconnected(owner: ownerName, error: failure, retryIn: wait))
             await wakeup.wait(upTo: wait)
-            delay = min(delay * 2, configuration.maximumBackoff)
+            // Woken by ``reconnect()`` (a new address): its first attempt is not a retry of the old one.
+            delay = state.withLock({ $0.reconnectAsked }) ? configuration.initialBackoff : min(delay * 2, configuration.maximumBackoff)
         }
         setStatus(.stopped)
     }

@@ -292,8 +292,9 @@ public final class ParticipantSync: Sendable {
 
     /// Points an owner known to the replica at a new address (the owner moved while this node could
     /// not hear it announce so): its zones, records, tokens and outbox stay, and the engine connects
-    /// there at once, ending any connection it has to the owner (the backoff is skipped). The owner's key is still checked on every connection.
-    /// Accepting any share URL of that owner does the same. An owner the replica does not know is
+    /// there at once, ending any connection it has to the owner (the backoff is skipped). The owner's
+    /// key is still checked on every connection. Accepting any share URL of that owner also stores its
+    /// address, for the next connection. An owner the replica does not know is
     /// `unknownItem` (rule `ownerUnknown`); a port outside 1...65535 or an empty host is
     /// `invalidArguments` (rule `ownerAddress`).
     public func setOwnerAddress(owner: String, host: String, port: Int) throws(ShareSyncError) {
