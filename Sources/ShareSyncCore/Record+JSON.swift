@@ -165,9 +165,22 @@ package enum JSONErrors {
         switch error {
         case DecodingError.dataCorrupted(let ctx): return ctx.debugDescription + at(ctx.codingPath)
         case DecodingError.keyNotFound(let key, let ctx): return "missing key \(key.stringValue)" + at(ctx.codingPath)
-        case DecodingError.typeMismatch(let type, let ctx): return "expected \(type)" + at(ctx.codingPath)
-        case DecodingError.valueNotFound(let type, let ctx): return "missing \(type) value" + at(ctx.codingPath)
+        case DecodingError.typeMismatch(let type, let ctx): return "expected \(jsonKind(type))" + at(ctx.codingPath)
+        case DecodingError.valueNotFound(let type, let ctx): return "missing \(jsonKind(type))" + at(ctx.codingPath)
         default: return "\(error)"
+        }
+    }
+
+    /// A Swift type as the JSON it is read from ("an object", not "Dictionary<String, Any>").
+    private static func jsonKind(_ type: Any.Type) -> String {
+        let name = String(describing: type)
+        if name.hasPrefix("Dictionary") { return "an object" }
+        if name.hasPrefix("Array") { return "an array" }
+        switch name {
+        case "String", "Substring": return "a string"
+        case "Bool": return "true or false"
+        case "Int", "Int64", "Int32", "UInt", "UInt64", "Double", "Float": return "a number"
+        default: return "a value of another kind"
         }
     }
 

@@ -254,10 +254,13 @@ extension WriteContext {
         case .ifServerRecordUnchanged:
             if let existing {
                 guard record.recordChangeTag == existing.recordChangeTag else {
-                    throw ShareSyncError(
-                        .serverRecordChanged,
-                        "record \(id.recordName) changed on the server since it was fetched (tag \(existing.recordChangeTag ?? "-"), yours \(record.recordChangeTag ?? "none"))",
-                        recordID: id, serverRecord: present(existing, zoneID: id.zoneID))
+                    // A save without a tag is a creation: "since it was fetched" told someone who
+                    // never fetched it (two participants creating one name offline) nothing true.
+                    let what =
+                        record.recordChangeTag == nil
+                        ? "record \(id.recordName) already exists on the server (tag \(existing.recordChangeTag ?? "-")); this save, without a change tag, would have created it"
+                        : "record \(id.recordName) changed on the server since it was fetched (tag \(existing.recordChangeTag ?? "-"), yours \(record.recordChangeTag!))"
+                    throw ShareSyncError(.serverRecordChanged, what, recordID: id, serverRecord: present(existing, zoneID: id.zoneID))
                 }
             } else if record.recordChangeTag != nil {
                 throw ShareSyncError(

@@ -34,6 +34,20 @@ extension SharedDatabaseReplica {
         }
     }
 
+    /// Points a known owner at an address set by hand (`owner address`), forgetting the address it
+    /// last announced: the one set by hand is then the only one tried, until the owner announces
+    /// again. Before, a mistyped address fell back, without a word, on the announced one, and looked
+    /// as if it worked (protocol.md: an address set by hand keeps being used). Returns false for an
+    /// owner the replica does not know.
+    public func setOwnerAddressByHand(owner: String, host: String, port: Int) throws(ShareSyncError) -> Bool {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE replicaOwner SET host = ?, port = ?, announcedHost = NULL, announcedPort = NULL WHERE owner = ?",
+                arguments: [host, port, owner])
+            return db.changesCount == 1
+        }
+    }
+
     /// Adds an owner, or updates the address of one already known (keeping its zones, records,
     /// tokens and outbox).
     public func setOwner(_ info: OwnerInfo) throws(ShareSyncError) {

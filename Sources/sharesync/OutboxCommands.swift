@@ -34,14 +34,30 @@ struct OutboxCommand: AsyncParsableCommand {
         ]
         if let error = item.error { lines.append("  error: \(error.description)") }
         for record in item.saving {
-            lines.append("  mine:")
-            lines += Output.describe(record).split(separator: "\n").map { "    " + $0 }
+            // What the write changes, named: `--keep mine` sends those fields, not the whole record as
+            // shown. Before, "mine" showed every field, and a field another write changed looked as
+            // if this one would send it (discarding that other write then lost it).
+            if item.savePolicy == .allKeys {
+                lines.append("  mine (the whole record, policy allKeys):")
+            } else if let changed = item.changedKeys?[record.recordID.recordName] {
+                lines.append("  mine (this write changes " + (changed.isEmpty ? "nothing" : changed.joined(separator: ", ")) + "; the rest as you last saw it):")
+            } else {
+                lines.append("  mine:")
+            }
+            lines += Output.describe(record).split(separator: "\n").map { "    " + Self.shortened($0) }
             if let server = item.serverRecords.first(where: { $0.recordID.recordName == record.recordID.recordName }) {
                 lines.append("  theirs (the owner's record):")
-                lines += Output.describe(server).split(separator: "\n").map { "    " + $0 }
+                lines += Output.describe(server).split(separator: "\n").map { "    " + Self.shortened($0) }
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// A listing line of at most 240 characters: a field of a megabyte filled the terminal
+    /// (`record get` shows a record whole).
+    static func shortened(_ line: Substring) -> String {
+        guard line.count > 240 else { return String(line) }
+        return line.prefix(200) + "… (\(line.count - 200) more characters)"
     }
 
     struct List: AsyncParsableCommand {

@@ -245,7 +245,10 @@ struct WatchCommand: AsyncParsableCommand {
                 while !Task.isCancelled {
                     let page: ChangesPage
                     do {
-                        page = try await container.send(.changes(shared: shared, since: token, waitSeconds: 30), as: ChangesPage.self)
+                        // Back from an absence, the first request does not wait for a change, so that
+                        // "the node is back" shows when it is (it showed at the first change, or 30 s on).
+                        page = try await container.send(
+                            .changes(shared: shared, since: token, waitSeconds: away == nil ? 30 : 0), as: ChangesPage.self)
                     } catch let error as ShareSyncError where Self.daemonAway(error) {
                         // The daemon stopped (or restarts): wait for it, then go on from the same token.
                         // Before, watch ended, and a script following it lost what came meanwhile.

@@ -55,7 +55,7 @@ struct ImportTests {
             let wrongShape = try importing(shape)
             // Named by its path, as the node's record reader names it.
             #expect(wrongShape.status == 64 && wrongShape.stderr.contains("line 1: not a record: malformed record JSON: "), "\(wrongShape.stderr)")
-            #expect(wrongShape.stderr.contains(" at fields"), "\(wrongShape.stderr)")
+            #expect(wrongShape.stderr.contains("expected an object at fields"), "\(wrongShape.stderr)")
             for outcome in [notJSON, wrongShape] {
                 #expect(!outcome.stderr.contains("Domain="), "\(outcome.stderr)")
             }

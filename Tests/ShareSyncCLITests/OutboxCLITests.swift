@@ -134,6 +134,10 @@ struct OutboxCLITests {
             #expect(humanStatus.stdout.contains("0 pending, 1 conflicts, 0 refused"), "\(humanStatus.stdout)")
             let humanOutbox = try cli(["outbox", "--home", b.home])
             #expect(humanOutbox.stdout.contains("conflict") && humanOutbox.stdout.contains("theirs"), "\(humanOutbox.stdout)")
+            // "mine" names what the write changes (what --keep mine sends), not only the record as a
+            // whole: a field another write changed looked as if this one would send it.
+            #expect(humanOutbox.stdout.contains("mine (this write changes title; the rest as you last saw it):"), "\(humanOutbox.stdout)")
+            #expect(conflict?["changedKeys"] as? [String: [String]] == ["topic-1": ["title"]], "\(String(describing: conflict))")
             // Reads show the local version, marked as a conflict.
             let marked = try b.sharedTopic()
             #expect(title(marked) == "B" && marked["conflict"] as? Bool == true)
@@ -164,6 +168,25 @@ struct OutboxCLITests {
             #expect(try a.ownerTitle() == "A3")
             #expect(try eventually { let topic = try b.sharedTopic(); return title(topic) == "A3" && topic["conflict"] == nil })
             #expect(try b.outboxCounts() == ["pending": 0, "conflicts": 0, "refused": 0])
+        }
+    }
+
+    @Test("the outbox listing shortens a long value (a queued field of 5,000 characters filled the terminal)")
+    func longValuesAreShortenedInTheListing() async throws {
+        try await blocking {
+            let (a, b, _) = try sharedTopics()
+            defer { a.stop(); b.stop() }
+            try a.kill()
+            let long = String(repeating: "x", count: 5_000)
+            try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "body=string:\(long)"])
+            let listing = try cli(["outbox", "--home", b.home])
+            #expect(listing.status == 0 && listing.stdout.contains("more characters)"), "\(listing.stdout.prefix(500))")
+            #expect(listing.stdout.split(separator: "\n").allSatisfy { $0.count <= 260 }, "\(listing.stdout.prefix(500))")
+            // The JSON form keeps it whole.
+            let item = try #require(try b.outbox().first)
+            let saving = try #require(item["saving"] as? [[String: Any]])
+            let body = ((saving.first?["fields"] as? [String: Any])?["body"] as? [String: Any])?["value"] as? String
+            #expect(body == long)
         }
     }
 

@@ -111,7 +111,7 @@ struct ControlServerTests {
         // The socket's buffers hold a few answers; the rest wait for the client. All 100 before.
         #expect(answered >= 1 && answered <= 30, "\(answered) answers written to a client that reads none")
         // Once it reads, every answer comes.
-        let read = try await blocking { () -> Int in
+        let read = try await computing { () -> Int in
             var read = 0
             while read < 100, let line = client.line() {
                 #expect(line.hasPrefix(#"{"ok":true"#))
@@ -155,7 +155,7 @@ struct ControlServerTests {
         let folder = try Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (server, serving) = try await Self.startServer(in: folder)
-        let answers = try await blocking { () throws -> [String] in
+        let answers = try await computing { () throws -> [String] in
             let client = try RawClient(path: server.path)
             // More lines than the server lets wait: after the first 40 it stops reading the socket,
             // so the other 60 are read only once it has answered enough of them.
@@ -188,7 +188,7 @@ struct ControlServerTests {
         let folder = try Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (server, serving) = try await Self.startServer(in: folder)
-        let (endOfStream, next) = try await blocking { () throws -> (String?, String?) in
+        let (endOfStream, next) = try await computing { () throws -> (String?, String?) in
             let big = try RawClient(path: server.path)
             big.send([UInt8](repeating: UInt8(ascii: "x"), count: ControlServer.maximumLineLength + 4096))
             let endOfStream = big.line()
@@ -209,11 +209,11 @@ struct ControlServerTests {
         let (server, serving) = try await Self.startServer(in: folder)
         let client = try RawClient(path: server.path)
         client.send(Array(#"{"zoneList":{}}"#.utf8) + [UInt8(ascii: "\n")])
-        let first = try await blocking { client.line() }
+        let first = try await computing { client.line() }
         #expect(first?.hasPrefix(#"{"ok":true"#) == true)
         await server.close()
         await serving.value
-        let after = try await blocking { client.line() }
+        let after = try await computing { client.line() }
         #expect(after == nil, "the connection stayed open after close: \(after ?? "")")
         #expect(!FileManager.default.fileExists(atPath: server.path))
     }
@@ -239,7 +239,7 @@ struct ControlServerTests {
         let client = try RawClient(path: server.path)
         // The status, then a zone creation pipelined behind it.
         client.send(Array(#"{"status":{}}"#.utf8) + [UInt8(ascii: "\n")] + Array(#"{"zoneCreate":{"name":"Late"}}"#.utf8) + [UInt8(ascii: "\n")])
-        #expect(try await blocking { gate.waitUntilBegun() })
+        #expect(try await computing { gate.waitUntilBegun() })
         let closing = Task { await server.close() }
         for _ in 0..<12_000 where !server.isClosing { try await Task.sleep(for: .milliseconds(5)) }
         #expect(server.isClosing)
@@ -247,10 +247,10 @@ struct ControlServerTests {
         await closing.value
         await serving.value
         // Before, the connection closed with the status unanswered.
-        let answer = try await blocking { client.line() }
+        let answer = try await computing { client.line() }
         #expect(answer?.hasPrefix(#"{"ok":true"#) == true, "\(answer ?? "no answer")")
         #expect(answer?.contains("\"userRecordName\":\"_a\"") == true)
-        let next = try await blocking { client.line() }
+        let next = try await computing { client.line() }
         #expect(next == nil, "\(next ?? "")")
         #expect(try !database.fetchAllZones().contains { $0.zoneID.zoneName == "Late" })
     }

@@ -1,6 +1,7 @@
 import Foundation
 import ShareSyncCore
 import ShareSyncStore
+import ShareSyncWire
 import Testing
 @testable import ShareSyncNode
 
@@ -27,6 +28,8 @@ struct OwnerAddressReconnectTests {
         let failures = { log.count { if case .disconnected(_, _?, _) = $0 { true } else { false } } }
         let failuresBefore = failures()
         let second = try await owner.restartServer(port: 0)
+        // It advertises where it is: the participant hears that address in its welcome.
+        second.setAdvertisedAddress(WireAddress(host: "127.0.0.1", port: second.port), announce: false)
         try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: second.port)
         try await eventually("connected at the new address only", timeout: .seconds(15)) {
             second.connectedIdentities.contains(bName) && !owner.server.connectedIdentities.contains(bName)
@@ -40,7 +43,12 @@ struct OwnerAddressReconnectTests {
         try owner.saveNote("after-move", title: "arrives over the new connection")
         try await expectReplicaMatches(sync, owner)
 
-        // A mistyped address (nothing listens on port 1) shows now, not at the next disconnection.
+        // A mistyped address (nothing listens on port 1) shows now, not at the next disconnection, and
+        // is not covered up by the address the owner announced (before, the link fell back on it and
+        // followed the owner as if the typo worked).
+        try await eventually("the announced address heard") {
+            (try? sync.replica.announcedAddress(owner: ownerName))?.port == second.port
+        }
         try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: 1)
         try await eventually("the link fails at the dead address", timeout: .seconds(15)) {
             !second.connectedIdentities.contains(bName)

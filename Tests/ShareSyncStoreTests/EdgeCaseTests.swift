@@ -42,6 +42,24 @@ struct EdgeCaseTests {
         }
     }
 
+    @Test("a save without a change tag of a name that exists is a conflict that says so, not 'changed since it was fetched'", arguments: Storage.allCases)
+    func creatingANameThatExistsSaysItExists(storage: Storage) throws {
+        try withDatabase(storage) { db in
+            try db.saveZone(RecordZone(zoneID: topics))
+            let first = try db.save(makeRecord("a", ["n": 1]))
+            let result = try expectNothingChanges(in: db) { try db.modifyRecords(saving: [makeRecord("a", ["n": 2])]) }
+            let error = failure(result.saveResults[recordID("a")])
+            #expect(error?.code == .serverRecordChanged && error?.serverRecord == first)
+            #expect(error?.message.contains("already exists on the server (tag \(first.recordChangeTag!))") == true, "\(String(describing: error))")
+            // With a stale tag, it is still "changed since it was fetched".
+            var stale = first
+            stale["n"] = 3
+            _ = try db.save(stale)
+            let again = failure(try db.modifyRecords(saving: [stale]).saveResults[recordID("a")])
+            #expect(again?.message.contains("changed on the server since it was fetched") == true, "\(String(describing: again))")
+        }
+    }
+
     @Test("saving and deleting the same record in one request is refused", arguments: Storage.allCases)
     func saveAndDeleteSameRecord(storage: Storage) throws {
         try withDatabase(storage) { db in

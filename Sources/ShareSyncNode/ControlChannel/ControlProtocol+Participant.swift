@@ -254,6 +254,11 @@ public struct OutboxItem: Codable, Sendable, Hashable {
     public var saving: [Record]
     /// The owner's version of each record in conflict.
     public var serverRecords: [Record]
+    /// What the write changes of each record it saves, by record name: the field keys it set, and
+    /// `parent` when it moved the record. `--keep mine` (``OutboxConflictChoice/mine``) sends those
+    /// over the owner's record; a record's other fields in ``saving`` are as this node last saw them.
+    /// (Absent from an answer of a node before it.)
+    public var changedKeys: [String: [String]]?
 
     public init(owner: String, operation: OutboxOperation) {
         id = operation.id
@@ -266,6 +271,9 @@ public struct OutboxItem: Codable, Sendable, Hashable {
         error = operation.error.map(ControlError.init)
         saving = operation.saving
         serverRecords = operation.serverRecords
+        changedKeys = Dictionary(
+            operation.saving.map { ($0.recordID.recordName, $0.changedKeys.sorted() + ($0.parentChanged ? ["parent"] : [])) },
+            uniquingKeysWith: { first, _ in first })
     }
 }
 

@@ -305,14 +305,11 @@ public final class ParticipantSync: Sendable {
                     + "can be reached at (a DNS name or an IP address, port 1-65535)",
                 rule: .ownerAddress)
         }
-        guard var info = try replica.owner(named: owner) else {
+        guard try replica.setOwnerAddressByHand(owner: owner, host: host, port: port) else {
             throw ShareSyncError(
                 .unknownItem, "no owner \(owner) shares anything with this node (see the owners of `zone list --shared`)",
                 rule: .ownerUnknown)
         }
-        info.host = host
-        info.port = port
-        try replica.setOwner(info)
         hub.emit(.ownerAddressChanged(owner: owner, host: host, port: port, announced: false))
         link(for: owner)?.reconnect()
     }
