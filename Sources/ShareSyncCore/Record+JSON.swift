@@ -174,12 +174,12 @@ package enum JSONErrors {
     /// A Swift type as the JSON it is read from ("an object", not "Dictionary<String, Any>").
     private static func jsonKind(_ type: Any.Type) -> String {
         let name = String(describing: type)
-        if name.hasPrefix("Dictionary") { return "an object" }
-        if name.hasPrefix("Array") { return "an array" }
+        if name.hasPrefix("Dictionary") || name.hasPrefix("KeyedDecodingContainer") { return "an object" }
+        if name.hasPrefix("Array") || name.hasPrefix("UnkeyedDecodingContainer") { return "an array" }
+        if type is any BinaryInteger.Type || type is any BinaryFloatingPoint.Type || name == "Decimal" { return "a number" }
         switch name {
         case "String", "Substring": return "a string"
         case "Bool": return "true or false"
-        case "Int", "Int64", "Int32", "UInt", "UInt64", "Double", "Float": return "a number"
         default: return "a value of another kind"
         }
     }

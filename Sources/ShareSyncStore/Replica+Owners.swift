@@ -35,8 +35,8 @@ extension SharedDatabaseReplica {
     }
 
     /// Points a known owner at an address set by hand (`owner address`), forgetting the address it
-    /// last announced: the one set by hand is then the only one tried, until the owner announces
-    /// again. Before, a mistyped address fell back, without a word, on the announced one, and looked
+    /// last announced: the one set by hand is then the only one tried (until a connection there hears
+    /// the owner announce again). Before, a mistyped address fell back, without a word, on the announced one, and looked
     /// as if it worked (protocol.md: an address set by hand keeps being used). Returns false for an
     /// owner the replica does not know.
     public func setOwnerAddressByHand(owner: String, host: String, port: Int) throws(ShareSyncError) -> Bool {

@@ -219,7 +219,9 @@ extension WriteContext {
         if let existing {
             if policy == .ifServerRecordUnchanged, existing.recordChangeTag != record.recordChangeTag {
                 throw ShareSyncError(
-                    .serverRecordChanged, "share \(id.recordName) changed on the server since it was fetched", recordID: id,
+                    .serverRecordChanged, record.recordChangeTag == nil
+                        ? "share \(id.recordName) already exists on the server; this save, without a change tag, would have created it"
+                        : "share \(id.recordName) changed on the server since it was fetched", recordID: id,
                     serverRecord: present(existing.record, zoneID: id.zoneID))
             }
             guard existing.rootRecordID?.recordName == share.rootRecordID?.recordName else {

@@ -392,19 +392,19 @@ public func blocking<T>(_ body: () throws -> T) async throws -> T {
     try await withTaskExecutorPreference(BlockingTestExecutor.shared) { try body() }
 }
 
-/// Runs a test's seconds of CPU work, or a short wait whose timing the test depends on, off Swift's
-/// cooperative pool, on threads of its own, as ``blocking(_:)`` does, but not behind the tests that
-/// wait for child processes there. In full runs on a slow day, the 10,000-record paging test, queued
-/// behind CLI tests, exceeded its 2-minute limit before it began, and a control-server test's wait
-/// for a request to begin came after the request's own 120-s gate had let it go.
+/// Runs a short blocking wait whose timing a test depends on (a socket read) off Swift's cooperative
+/// pool, on threads of its own, as ``blocking(_:)`` does, but not queued behind the tests that wait
+/// for child processes there: in a full run on a slow day, a control-server test's wait came after
+/// the request's own 120-s gate had let it go. Not for seconds of CPU: that would run beside every
+/// network test of a 2-core machine.
 public func computing<T>(_ body: () throws -> T) async throws -> T {
     try await withTaskExecutorPreference(BlockingTestExecutor.compute) { try body() }
 }
 
-/// The executor ``blocking(_:)`` runs on: Foundation threads of its own (8 MiB stacks), taking jobs
-/// in order from one queue.
+/// The executors ``blocking(_:)`` and ``computing(_:)`` run on: each with Foundation threads of its
+/// own (8 MiB stacks), taking jobs in order from one queue.
 public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
-    /// The one instance, with three threads.
+    /// ``blocking(_:)``'s instance, with three threads.
     public static let shared = BlockingTestExecutor(threads: 3)
     /// ``computing(_:)``'s instance, with three threads.
     public static let compute = BlockingTestExecutor(threads: 3, name: "compute-test")

@@ -37,10 +37,15 @@ struct OutboxCommand: AsyncParsableCommand {
             // What the write changes, named: `--keep mine` sends those fields, not the whole record as
             // shown. Before, "mine" showed every field, and a field another write changed looked as
             // if this one would send it (discarding that other write then lost it).
+            let name = record.recordID.recordName
+            let moves = item.parentChanged?.contains(name) == true
             if item.savePolicy == .allKeys {
                 lines.append("  mine (the whole record, policy allKeys):")
-            } else if let changed = item.changedKeys?[record.recordID.recordName] {
-                lines.append("  mine (this write changes " + (changed.isEmpty ? "nothing" : changed.joined(separator: ", ")) + "; the rest as you last saw it):")
+            } else if let changed = item.changedKeys?[name] {
+                let what = changed.map { "field \($0)" } + (moves ? ["its parent"] : [])
+                lines.append("  mine (this write changes " + what.joined(separator: ", ") + "; the rest as you last saw it):")
+            } else if item.changedKeys != nil {
+                lines.append("  mine (the whole record: this write does not say which fields it changes):")
             } else {
                 lines.append("  mine:")
             }

@@ -317,6 +317,26 @@ struct OutboxControlCodingTests {
 }
 
 extension ControlHandlerTests {
+    @Test("an outbox item says what each write changes, as keep-mine reads it: fields, a move, or nothing noted (sent whole)")
+    func outboxItemsNameWhatAWriteChanges() throws {
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_a")
+        var edited = Record(recordType: "Note", recordID: .init(recordName: "edited", zoneID: zone))
+        edited.clearChangeTracking()
+        edited["title"] = .string("t")
+        edited["done"] = .bool(true)
+        var moved = Record(recordType: "Note", recordID: .init(recordName: "moved", zoneID: zone))
+        moved.clearChangeTracking()
+        moved.setParent(.init(recordName: "folder", zoneID: zone))
+        var whole = Record(recordType: "Note", recordID: .init(recordName: "whole", zoneID: zone))
+        whole.clearChangeTracking()
+        let item = OutboxItem(owner: "_a", operation: OutboxOperation(zoneName: "Topics", saving: [edited, moved, whole], savePolicy: .changedKeys))
+        #expect(item.changedKeys == ["edited": ["done", "title"], "moved": []])
+        #expect(item.parentChanged == ["moved"])
+        // "whole" notes nothing: keep-mine sends it whole, so it has no entry (before: an empty list,
+        // which read as "this write changes nothing").
+        #expect(item.changedKeys?["whole"] == nil)
+    }
+
     @Test("creating a zone-wide share of a zone already shared says so (alreadyShared), and the share stays as it was")
     func sharingASharedZoneAgainSaysItIsShared() async throws {
         let handler = try makeHandler()

@@ -136,7 +136,7 @@ struct OutboxCLITests {
             #expect(humanOutbox.stdout.contains("conflict") && humanOutbox.stdout.contains("theirs"), "\(humanOutbox.stdout)")
             // "mine" names what the write changes (what --keep mine sends), not only the record as a
             // whole: a field another write changed looked as if this one would send it.
-            #expect(humanOutbox.stdout.contains("mine (this write changes title; the rest as you last saw it):"), "\(humanOutbox.stdout)")
+            #expect(humanOutbox.stdout.contains("mine (this write changes field title; the rest as you last saw it):"), "\(humanOutbox.stdout)")
             #expect(conflict?["changedKeys"] as? [String: [String]] == ["topic-1": ["title"]], "\(String(describing: conflict))")
             // Reads show the local version, marked as a conflict.
             let marked = try b.sharedTopic()

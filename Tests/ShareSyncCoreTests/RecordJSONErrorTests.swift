@@ -48,6 +48,23 @@ struct RecordJSONErrorTests {
         #expect(error.message.contains("photos"), "\(error.message)")
     }
 
+    @Test(
+        "a value of the wrong shape is named as JSON names it (an object, a string, a number), not as a Swift type",
+        arguments: [
+            (#"{"recordName":"a","recordType":"Note","fields":3}"#, "expected an object at fields"),
+            (#"{"recordName":3,"recordType":"Note"}"#, "expected a string at recordName"),
+            (#"{"recordName":"a","recordType":"Note","created":{"timestamp":"soon"}}"#, "expected a number at created.timestamp"),
+            (#"{"recordName":"a","recordType":true}"#, "expected a string at recordType"),
+            (#"{"recordName":"a","recordType":"Note","fields":{"l":{"type":"STRING_LIST","value":"a"}}}"#, "expected an array"),
+        ])
+    func wrongShapesAreNamedAsJSON(json: String, expected: String) throws {
+        let error = try #require(decodingError(json))
+        #expect(error.message.contains(expected), "\(error.message)")
+        for swiftName in ["Dictionary<", "Array<", "String.Type", "Int64", "a value of another kind"] {
+            #expect(!error.message.contains(swiftName), "\(error.message)")
+        }
+    }
+
     @Test("data that is not JSON at all is rejected as malformed JSON", arguments: ["hello", "", "{", "[1,2]", "42"])
     func notJSON(text: String) throws {
         let error = try #require(decodingError(text))

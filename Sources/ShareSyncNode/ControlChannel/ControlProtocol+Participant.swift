@@ -254,11 +254,15 @@ public struct OutboxItem: Codable, Sendable, Hashable {
     public var saving: [Record]
     /// The owner's version of each record in conflict.
     public var serverRecords: [Record]
-    /// What the write changes of each record it saves, by record name: the field keys it set, and
-    /// `parent` when it moved the record. `--keep mine` (``OutboxConflictChoice/mine``) sends those
-    /// over the owner's record; a record's other fields in ``saving`` are as this node last saw them.
-    /// (Absent from an answer of a node before it.)
+    /// The fields the write sets in each record it saves that notes them, by record name: on a
+    /// conflict `--keep mine` (``OutboxConflictChoice/mine``) sends those (and the parent, for the
+    /// records in ``parentChanged``) over the owner's record, whose other fields stay; a record's
+    /// other fields in ``saving`` are as this node last saw them. A record with no entry here nor in
+    /// ``parentChanged`` notes nothing (built whole, or queued by an older version) and is sent
+    /// whole. (Absent from an answer of a node before it.)
     public var changedKeys: [String: [String]]?
+    /// The records whose parent the write sets (see ``changedKeys``).
+    public var parentChanged: [String]?
 
     public init(owner: String, operation: OutboxOperation) {
         id = operation.id
@@ -271,9 +275,10 @@ public struct OutboxItem: Codable, Sendable, Hashable {
         error = operation.error.map(ControlError.init)
         saving = operation.saving
         serverRecords = operation.serverRecords
-        changedKeys = Dictionary(
-            operation.saving.map { ($0.recordID.recordName, $0.changedKeys.sorted() + ($0.parentChanged ? ["parent"] : [])) },
-            uniquingKeysWith: { first, _ in first })
+        // As ``ParticipantSync/keepingMine(_:over:)`` reads them.
+        let noting = operation.saving.filter { !$0.changedKeys.isEmpty || $0.parentChanged }
+        changedKeys = Dictionary(noting.map { ($0.recordID.recordName, $0.changedKeys.sorted()) }, uniquingKeysWith: { first, _ in first })
+        parentChanged = operation.saving.filter(\.parentChanged).map(\.recordID.recordName)
     }
 }
 

@@ -31,8 +31,9 @@ final class ParticipantOwnerLink: Sendable {
         var lastFailure: ShareSyncError?
         /// Why writes or leaves wait although the owner is connected (its disk full, its store failing).
         var heldBack: ShareSyncError?
-        /// The owner's latest announced address, not yet noted in the replica.
-        var announced: WireAddress?
+        /// The owner's latest announced address, not yet noted in the replica, with the address
+        /// generation of the connection that heard it.
+        var announced: (address: WireAddress, generation: Int)?
         var task: Task<Void, Never>?
         /// ``stop()`` was called: the link never starts (again).
         var stopped = false
@@ -43,6 +44,9 @@ final class ParticipantOwnerLink: Sendable {
         /// ``reconnect()`` was asked since this connection (or attempt) began: it ends, and the next
         /// begins at once, at the owner's stored address.
         var reconnectAsked = false
+        /// Moves on when an address is set by hand (``ignoreEarlierAnnouncements()``): announcements
+        /// heard over connections from before are then dropped.
+        var addressGeneration = 0
     }
 
     private let state = Mutex(State())
@@ -371,8 +375,9 @@ final class ParticipantOwnerLink: Sendable {
         // the replica goes to the store's threads, the latest announcement first and one at a time.
         // The welcome's address goes the same way, after the listener is set: `announcedAddress` is the
         // latest heard, so an older one is never noted after a newer one.
-        connection.onAddressAnnounced { [self] address in self.announce(address) }
-        if let address = connection.announcedAddress { announce(address) }
+        let generation = state.withLock { $0.addressGeneration }
+        connection.onAddressAnnounced { [self] address in self.announce(address, generation: generation) }
+        if let address = connection.announcedAddress { announce(address, generation: generation) }
         setStatus(.syncing)
         if try await !sendPendingLeaves(connection).heldBack { try await flushOutbox(connection) }
         while !Task.isCancelled {
@@ -403,13 +408,25 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     /// Notes the owner's announced address on the store's threads: the latest one first, one at a time.
-    private func announce(_ address: WireAddress) {
-        state.withLock { $0.announced = address }
+    /// Drops every announcement heard over the connections made so far, noted or not yet: called
+    /// before an address set by hand clears the announced one, so that a welcome or push of the old
+    /// connection, noted a moment later on the store's threads, cannot bring back the silent fallback
+    /// (``connect(_:)``) that setting it by hand ends. Returns once none of them is being noted.
+    func ignoreEarlierAnnouncements() {
+        announcing.withLock { _ in state.withLock { $0.addressGeneration += 1 } }
+    }
+
+    private func announce(_ address: WireAddress, generation: Int) {
+        state.withLock { $0.announced = (address, generation) }
         Task(executorPreference: StoreThreads.executor) { [self] in
             announcing.withLock { _ in
-                guard let latest = state.withLock({ s -> WireAddress? in defer { s.announced = nil }; return s.announced }) else {
-                    return
-                }
+                guard
+                    let latest = state.withLock({ s -> WireAddress? in
+                        defer { s.announced = nil }
+                        guard let (address, generation) = s.announced, generation == s.addressGeneration else { return nil }
+                        return address
+                    })
+                else { return }
                 noteAnnounced(latest)
             }
         }

@@ -293,8 +293,10 @@ public final class ParticipantSync: Sendable {
     /// Points an owner known to the replica at a new address (the owner moved while this node could
     /// not hear it announce so): its zones, records, tokens and outbox stay, and the engine connects
     /// there at once, ending any connection it has to the owner (the backoff is skipped). The owner's
-    /// key is still checked on every connection. Accepting any share URL of that owner also stores its
-    /// address, for the next connection. An owner the replica does not know is
+    /// key is still checked on every connection. The address the owner last announced is forgotten:
+    /// the one set by hand is the only one tried (a mistyped one fails visibly) until a connection
+    /// hears the owner announce again. Accepting any share URL of that owner also stores its address,
+    /// for the next connection. An owner the replica does not know is
     /// `unknownItem` (rule `ownerUnknown`); a port outside 1...65535 or an empty host is
     /// `invalidArguments` (rule `ownerAddress`).
     public func setOwnerAddress(owner: String, host: String, port: Int) throws(ShareSyncError) {
@@ -305,6 +307,9 @@ public final class ParticipantSync: Sendable {
                     + "can be reached at (a DNS name or an IP address, port 1-65535)",
                 rule: .ownerAddress)
         }
+        // Announcements heard over the connection about to end are not noted after the one set by hand
+        // clears them (an announced address would cover up a mistyped one again).
+        existingLink(owner)?.ignoreEarlierAnnouncements()
         guard try replica.setOwnerAddressByHand(owner: owner, host: host, port: port) else {
             throw ShareSyncError(
                 .unknownItem, "no owner \(owner) shares anything with this node (see the owners of `zone list --shared`)",
