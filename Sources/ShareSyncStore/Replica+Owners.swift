@@ -120,6 +120,30 @@ extension SharedDatabaseReplica {
         }
     }
 
+    /// Forgets an owner of whom the replica holds nothing: no zone (fetched or being fetched), no
+    /// write in the outbox, no leave the owner has not been told of, no zone to fetch again. Checked and
+    /// done in one transaction; returns whether the owner was forgotten. The sync engine calls it
+    /// after a catch-up that left nothing of the owner (the last of its shares left, stopped or
+    /// deleted, or this participant removed), so that it stops connecting to an owner it no longer
+    /// follows; accepting one of the owner's shares adds it again.
+    /// Observers are not told: no record, zone or journal entry changes (and the engine calls it
+    /// under its lock, which an observer calling the engine would wait for).
+    public func removeOwnerIfNothingLeft(_ ownerName: String) throws(ShareSyncError) -> Bool {
+        try write(notifying: false) { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM replicaOwner WHERE owner = ?1
+                        AND NOT EXISTS (SELECT 1 FROM replicaZone WHERE owner = ?1)
+                        AND NOT EXISTS (SELECT 1 FROM replicaStagedZone WHERE owner = ?1)
+                        AND NOT EXISTS (SELECT 1 FROM replicaOutbox WHERE owner = ?1)
+                        AND NOT EXISTS (SELECT 1 FROM replicaPendingLeave WHERE owner = ?1)
+                        AND NOT EXISTS (SELECT 1 FROM replicaZoneRefetch WHERE owner = ?1)
+                    """,
+                arguments: [ownerName])
+            return db.changesCount > 0
+        }
+    }
+
     /// The owner's shared-database change token: pass it to the next `fetchDatabaseChanges`.
     /// `nil` if the database was never fetched (or the owner is unknown).
     public func databaseChangeToken(owner: String) throws(ShareSyncError) -> ServerChangeToken? {

@@ -108,8 +108,9 @@ struct DiskFullTests {
         sync.replica.readFailures.store(0, ordering: .relaxed)
         let share = try #require(Share(try owner.db.fetchRecord(owner.id(shareName))))
         #expect(share.participants.first { $0.userIdentity.userRecordName == b.identity.userRecordName }?.acceptanceStatus == .removed)
-        // Readable again: the catch-up purges the zone.
-        try await sync.waitUntilSynced(owner: ownerName, timeout: .seconds(30))
+        // Readable again: the catch-up purges the zone, and the owner, of whom nothing is left then,
+        // is forgotten.
+        try await expectEventually(sync, "the zone purged and the owner forgotten", timeout: 30) { try sync.replica.owners().isEmpty }
         #expect(try sync.replica.fetchAllZones(owner: ownerName).isEmpty)
         await sync.stop()
         try await owner.stop()

@@ -45,6 +45,38 @@ struct OwnerTests {
         }
     }
 
+    @Test("an owner is forgotten only once nothing of it is left: no zone, queued write, untold leave or zone to fetch again", arguments: Storage.allCases)
+    func removeIfNothingLeft(storage: Storage) throws {
+        try withReplica(storage) { replica in
+            try replica.apply(page(saving: [try fetchedRecord("milk")], token: token(1)), owner: alice.ownerName)
+            #expect(try !replica.removeOwnerIfNothingLeft(alice.ownerName), "a zone is left")
+            try replica.apply(
+                databaseChanges: DatabaseChanges(changedZoneIDs: [], deletedZoneIDs: [zone()], changeToken: token(2), moreComing: false),
+                owner: alice.ownerName)
+            #expect(try replica.fetchAllZones(owner: alice.ownerName).isEmpty)
+            let queued = try replica.enqueue(owner: alice.ownerName, operation: OutboxOperation(zoneName: "Topics", deleting: ["x"]))
+            #expect(try !replica.removeOwnerIfNothingLeft(alice.ownerName), "a write is queued")
+            try replica.removeOperation(id: queued.id)
+            let leave = PendingLeave(owner: alice.ownerName, zoneName: "Topics", shareName: "share-1")
+            try replica.leaveLocally(leave)
+            #expect(try !replica.removeOwnerIfNothingLeft(alice.ownerName), "a leave is not told yet")
+            // Told: the zone is noted to be fetched again (another share of it may be this node's).
+            try replica.resolvePendingLeave(leave)
+            #expect(try replica.zonesToRefetch(owner: alice.ownerName) == ["Topics"])
+            #expect(try !replica.removeOwnerIfNothingLeft(alice.ownerName), "a zone is to be fetched again")
+            try replica.refetched(owner: alice.ownerName, zoneName: "Topics")
+            #expect(try replica.owner(named: alice.ownerName) == alice)
+            // Nothing left: forgotten, and only alice.
+            #expect(try replica.removeOwnerIfNothingLeft(alice.ownerName))
+            #expect(try replica.owners() == [bob])
+            #expect(try !replica.removeOwnerIfNothingLeft(alice.ownerName), "already forgotten")
+            // An owner being fetched (a zone staged for replacement) is kept too.
+            try replica.beginZoneReplacement(owner: bob.ownerName, zoneName: "Topics")
+            #expect(try !replica.removeOwnerIfNothingLeft(bob.ownerName), "a zone is being fetched")
+            #expect(try replica.owners() == [bob])
+        }
+    }
+
     @Test("removeOwner forgets the owner's zones, records and tokens, and no one else's", arguments: Storage.allCases)
     func remove(storage: Storage) throws {
         try withReplica(storage) { replica in

@@ -349,6 +349,8 @@ public final class NodeService: Service, Sendable {
             logger.notice(
                 "owner address changed",
                 metadata: ["owner": "\(owner)", "address": "\(HostAndPort(host: host, port: port))", "announcedByOwner": "\(announced)"])
+        case .ownerForgotten(let owner):
+            logger.notice("owner forgotten: nothing of its shares is left here", metadata: ["owner": "\(owner)"])
         case .error(let owner, let error):
             logger.warning(
                 "sync error",

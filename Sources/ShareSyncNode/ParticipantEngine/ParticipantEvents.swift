@@ -38,6 +38,11 @@ extension ParticipantSync {
         /// `ownerAddress` push), else set by hand (``ParticipantSync/setOwnerAddress(owner:host:port:)``).
         /// The engine reconnects there from now on.
         case ownerAddressChanged(owner: String, host: String, port: Int, announced: Bool)
+        /// A catch-up or a push left nothing of the owner's in the replica (no zone, no queued write, no
+        /// leave to tell it): the last of its shares was left, stopped or deleted, or this participant removed.
+        /// The engine forgot the owner and no longer connects to it; accepting one of its shares again
+        /// brings it back.
+        case ownerForgotten(owner: String)
         /// A failure the engine handled (an outbox operation refused, a refused page); sync goes on.
         case error(owner: String?, ShareSyncError)
     }
@@ -52,7 +57,7 @@ extension ParticipantSync {
         case following
         /// Disconnected; waiting before the next attempt (capped exponential backoff).
         case waitingToReconnect
-        /// Stopped (``ParticipantSync/stop()``, or the owner was removed from the replica).
+        /// Stopped (``ParticipantSync/stop()``, or the owner was forgotten: ``Event/ownerForgotten(owner:)``).
         case stopped
     }
 }

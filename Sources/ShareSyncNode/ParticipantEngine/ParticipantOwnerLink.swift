@@ -17,6 +17,8 @@ final class ParticipantOwnerLink: Sendable {
     let configuration: ParticipantSync.Configuration
     let hub: ParticipantEventHub
     let logger: Logger
+    /// Asks the engine to forget the owner, of whom the replica holds nothing; whether it did.
+    let forget: @Sendable (ParticipantOwnerLink) throws(ShareSyncError) -> Bool
 
     private struct State {
         var status = ParticipantSync.LinkStatus.connecting
@@ -47,6 +49,8 @@ final class ParticipantOwnerLink: Sendable {
         /// Moves on when an address is set by hand (``ignoreEarlierAnnouncements()``): announcements
         /// heard over connections from before are then dropped.
         var addressGeneration = 0
+        /// The engine forgot the owner (nothing of it was left in the replica): the link has stopped.
+        var forgotten = false
     }
 
     private let state = Mutex(State())
@@ -56,8 +60,10 @@ final class ParticipantOwnerLink: Sendable {
 
     init(
         ownerName: String, replica: SharedDatabaseReplica, identity: NodeIdentity,
-        configuration: ParticipantSync.Configuration, hub: ParticipantEventHub, logger: Logger
+        configuration: ParticipantSync.Configuration, hub: ParticipantEventHub, logger: Logger,
+        forget: @escaping @Sendable (ParticipantOwnerLink) throws(ShareSyncError) -> Bool
     ) {
+        self.forget = forget
         self.ownerName = ownerName
         self.replica = replica
         self.identity = identity
@@ -94,6 +100,9 @@ final class ParticipantOwnerLink: Sendable {
     }
 
     var status: ParticipantSync.LinkStatus { state.withLock { $0.status } }
+
+    /// Whether the engine forgot the owner after a catch-up that left nothing of it in the replica.
+    var forgotten: Bool { state.withLock { $0.forgotten } }
 
     /// The open connection, if the link has one.
     var activeConnection: (any OwnerDatabase)? {
@@ -160,17 +169,19 @@ final class ParticipantOwnerLink: Sendable {
             s.lastSynced = s.caughtUpAt
             return s.caughtUpAt
         }
-        if let caughtUp {
-            // Kept in the replica, so that a restarted node's status says when it last was caught up
-            // (before: "never", and a lag counted from the restart). A node killed while following
-            // comes back with the moment it began to follow: a lag too long, not too short.
-            do {
-                try replica.noteLastSynced(owner: ownerName, at: caughtUp)
-            } catch {
-                logger.warning("could not note when the replica was caught up", metadata: ["error": "\(error)"])
-            }
-        }
+        if let caughtUp { noteCaughtUp(at: caughtUp) }
         hub.notifyWatchers()
+    }
+
+    /// Keeps in the replica when the link last was caught up, so that a restarted node's status says
+    /// so (before: "never", and a lag counted from the restart). A node killed while following comes
+    /// back with the moment it began to follow: a lag too long, not too short.
+    private func noteCaughtUp(at date: Date) {
+        do {
+            try replica.noteLastSynced(owner: ownerName, at: date)
+        } catch {
+            logger.warning("could not note when the replica was caught up", metadata: ["error": "\(error)"])
+        }
     }
 
     /// The link's status and times as the replica last saw them: when it last was caught up (before
@@ -278,7 +289,7 @@ final class ParticipantOwnerLink: Sendable {
             } catch {
                 failure = error
             }
-            if Task.isCancelled { break }
+            if Task.isCancelled || forgotten { break }
             if state.withLock({ $0.reconnectAsked }) {
                 // Ended by ``reconnect()``: not a failure, and no wait.
                 logger.info("reconnecting at the owner's address")
@@ -518,7 +529,9 @@ final class ParticipantOwnerLink: Sendable {
             // which reads past them all, replaces them.
             let pushes = queued.dropped ? [] : queued.items
             var fallenBehind = queued.dropped
+            var purged = false
             for push in pushes {
+                purged = purged || !push.databaseChanges.deletedZoneIDs.isEmpty
                 // A push that says more is coming (cut by the owner's response size, or a database page
                 // that did not hold every zone) is followed by a catch-up from the stored tokens before
                 // any later push: those already queued are covered by that catch-up, which reads later.
@@ -527,6 +540,8 @@ final class ParticipantOwnerLink: Sendable {
                     break
                 }
             }
+            // The owner's last zone here went (a share stopped, this participant removed).
+            if purged, !fallenBehind, try replica.fetchAllZones(owner: ownerName).isEmpty { try forgetIfNothingLeft() }
             if outboxPoked {
                 let leaves = try await sendPendingLeaves(connection)
                 if leaves.purged { fallenBehind = true }
@@ -573,8 +588,28 @@ final class ParticipantOwnerLink: Sendable {
         // that completes (an accept, a waitUntilSynced) is on the disk.
         try await StoreThreads.run { [self] () throws(ShareSyncError) in try replica.syncToDisk() }
         let zones = (try? replica.fetchAllZones(owner: ownerName).map(\.zoneID.zoneName)) ?? []
-        state.withLock { $0.syncCompleted = max($0.syncCompleted, covers) }
+        // Caught up now, whether or not the link goes on to follow: a node stopped between the
+        // catch-up and the subscription's answer (an accept, then a stop) said it never was.
+        let now = Date()
+        state.withLock { s in
+            s.syncCompleted = max(s.syncCompleted, covers)
+            s.caughtUpAt = now
+            s.lastSynced = now
+        }
+        noteCaughtUp(at: now)
         hub.emit(.synced(owner: ownerName, zones: zones))
+        if zones.isEmpty { try forgetIfNothingLeft() }
+    }
+
+    /// Asks the engine to forget the owner if the replica holds nothing of it any more (after a
+    /// catch-up, or a push that purged a zone); if it did, ends the session by throwing (its
+    /// connection is closed), and the loop stops, as it does for a link whose owner is not in the replica.
+    private func forgetIfNothingLeft() throws(ShareSyncError) {
+        guard try forget(self) else { return }
+        state.withLock { $0.forgotten = true }
+        logger.info("nothing of the owner's is left in the replica: the owner is forgotten, and no longer connected to")
+        hub.emit(.ownerForgotten(owner: ownerName))
+        throw ShareSyncError(.operationCancelled, "the owner was forgotten")
     }
 
     /// Fetches everything since the stored tokens; see ``ParticipantSync``, step 3.

@@ -54,6 +54,12 @@ import Synchronization
 /// the zone leaves this identity's view and arrives as a deleted zone: the replica purges it with its
 /// records and token (``Event/zonePurged(owner:zoneName:)``).
 ///
+/// A catch-up or push that leaves nothing of an owner in the replica (no zone, no queued write, no leave
+/// to tell it, as after leaving, or losing, the last of its shares) forgets the owner: its link stops and
+/// it is no longer connected to, even after a restart (``Event/ownerForgotten(owner:)``). Accepting one
+/// of its shares again brings it back. (Before, the node connected to such an owner for good, and
+/// reported every failure to reach it, though it followed nothing there.)
+///
 /// ## Writes
 /// ``modifyRecords(owner:zoneName:saving:deleting:savePolicy:atomically:)`` sends a write at once when
 /// the owner is connected and nothing older is pending in the outbox; the owner's answer goes back to
@@ -175,6 +181,9 @@ public final class ParticipantSync: Sendable {
         var links: [String: ParticipantOwnerLink] = [:]
         var started = false
         var stopped = false
+        /// Accepts under way, by owner: their owner is not forgotten, though the replica holds
+        /// nothing of it until their first sync.
+        var accepting: [String: Int] = [:]
     }
 
     /// Creates an engine for a replica; nothing connects until ``start()`` or ``accept(url:timeout:)``.
@@ -227,6 +236,15 @@ public final class ParticipantSync: Sendable {
         let connection = try await configuration.effectiveConnector.connect(
             host: parsed.host, port: parsed.port, identity: identity, expectedOwnerFingerprint: fingerprint,
             displayName: configuration.displayName)
+        // Until the first sync is done, the owner's link does not forget the owner: the replica holds
+        // nothing of it until then.
+        state.withLock { $0.accepting[connection.ownerName, default: 0] += 1 }
+        defer {
+            state.withLock { s in
+                s.accepting[connection.ownerName, default: 1] -= 1
+                if s.accepting[connection.ownerName] == 0 { s.accepting[connection.ownerName] = nil }
+            }
+        }
         let metadata: ShareMetadata
         do {
             try await tellPendingLeave(of: url, on: connection)
@@ -375,6 +393,9 @@ public final class ParticipantSync: Sendable {
         try await connection.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName)
         do {
             try await waitUntilSynced(owner: owner, timeout: timeout)
+        } catch where error.code == .unknownItem && (try? replica.owner(named: owner)) == nil {
+            // The owner's push of the leave purged the last of its zones here, and the owner was
+            // forgotten before the wait began: caught up.
         } catch {
             throw error.afterOwnerCommitted("the owner took the leave")
         }
@@ -559,19 +580,29 @@ public final class ParticipantSync: Sendable {
             throw ShareSyncError(.unknownItem, "owner \(owner) is not in the replica")
         }
         guard let link = link(for: owner) else {
+            guard state.withLock({ $0.stopped }) else { return }  // forgotten since the check above: nothing to wait for
             throw ShareSyncError(.networkUnavailable, "the sync engine is stopped")
         }
         let failuresBefore = link.failureCount
         let target = link.requestSync()
         var failure: ShareSyncError?
         let done = await hub.waitUntil(timeout: timeout) {
-            if link.completedSync >= target { return true }
+            // Forgotten: a catch-up found nothing of the owner's left, which is what the replica holds.
+            if link.completedSync >= target || link.forgotten { return true }
             failure = link.lastingFailure(after: failuresBefore)
-            return failure != nil
+            return failure != nil || link.status == .stopped
         }
         // A failure that is not the network's (a full disk, a refusal) is said at once; the link keeps
         // retrying, and a later wait succeeds once the cause is gone.
         if let failure, link.completedSync < target { throw failure }
+        if link.status == .stopped, link.completedSync < target, !link.forgotten {
+            // The owner left the replica after this link started (which then stopped): nothing of it
+            // is left to wait for. Else the engine stopped.
+            guard try replica.owner(named: owner) == nil else {
+                throw ShareSyncError(.networkUnavailable, "the sync engine is stopped")
+            }
+            return
+        }
         guard done else {
             throw ShareSyncError(
                 .networkFailure, "owner \(owner) did not finish a sync within \(timeout) (status \(link.status))")
@@ -602,19 +633,47 @@ public final class ParticipantSync: Sendable {
         state.withLock { $0.links[owner] }
     }
 
-    /// The owner's link, started if needed; `nil` once stopped.
+    /// The owner's link, started if needed; `nil` once the engine stopped, or for an owner the replica
+    /// does not hold (forgotten: ``forgetOwnerIfNothingLeft(_:)`` runs under the same lock, so no link
+    /// is made for an owner just forgotten, to stop at once and stay).
     @discardableResult
     private func link(for owner: String) -> ParticipantOwnerLink? {
+        let replica = self.replica
         let (link, isNew) = state.withLock { s -> (ParticipantOwnerLink?, Bool) in
             guard !s.stopped else { return (nil, false) }
-            if let link = s.links[owner] { return (link, false) }
+            // A stopped link found its owner gone from the replica: replaced, so that an owner stored
+            // again (an accept) is followed again.
+            if let link = s.links[owner], link.status != .stopped { return (link, false) }
+            // A replica that cannot be read now: the link is made, and its loop retries the read.
+            if case .success(false) = Result(catching: { () throws(ShareSyncError) in try replica.owner(named: owner) != nil }) {
+                s.links[owner] = nil
+                return (nil, false)
+            }
             let link = ParticipantOwnerLink(
                 ownerName: owner, replica: replica, identity: identity, configuration: configuration, hub: hub,
-                logger: logger)
+                logger: logger, forget: { [weak self] link throws(ShareSyncError) in
+                    try self?.forgetOwnerIfNothingLeft(link) ?? false
+                })
             s.links[owner] = link
             return (link, true)
         }
         if isNew { link?.start() }
         return link
+    }
+
+    /// Forgets `link`'s owner, and drops the link, if the replica holds nothing of the owner and no
+    /// accept of its shares is under way (``SharedDatabaseReplica/removeOwnerIfNothingLeft(_:)``,
+    /// which tells no change observer: none runs under the lock). Checked and done under the engine's
+    /// lock, which an accept takes before it stores the owner: an accept that begins meanwhile stores
+    /// the owner again and starts a new link, and one under way keeps the owner.
+    private func forgetOwnerIfNothingLeft(_ link: ParticipantOwnerLink) throws(ShareSyncError) -> Bool {
+        let replica = self.replica
+        return try state.withLock { s throws(ShareSyncError) -> Bool in
+            guard !s.stopped, s.links[link.ownerName] === link, s.accepting[link.ownerName] == nil,
+                try replica.removeOwnerIfNothingLeft(link.ownerName)
+            else { return false }
+            s.links[link.ownerName] = nil
+            return true
+        }
     }
 }
