@@ -22,8 +22,11 @@ public struct PendingLeave: Sendable, Hashable {
 extension SharedDatabaseReplica {
     /// Purges a shared zone now and remembers to tell its owner, in one transaction. Until
     /// ``removePendingLeave(_:)``, nothing the owner sends brings the zone back.
+    /// An owner the replica does not hold (forgotten meanwhile) is `unknownItem`: the leave would
+    /// never be sent, and would be told first at a later accept of the share, which it would refuse.
     public func leaveLocally(_ leave: PendingLeave) throws(ShareSyncError) {
         try write { db in
+            try requireOwner(db, leave.owner)
             try db.execute(
                 sql: "INSERT OR IGNORE INTO replicaPendingLeave (owner, zone, share) VALUES (?, ?, ?)",
                 arguments: [leave.owner, leave.zoneName, leave.shareName])

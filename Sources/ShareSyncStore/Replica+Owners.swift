@@ -27,8 +27,10 @@ extension SharedDatabaseReplica {
     }
 
     /// Notes that the replica was caught up with `owner` at `date` (an unknown owner: nothing).
+    /// Not synced to the disk at once (``Durability/refetchable``): a crash may lose the last one,
+    /// and the status then says an earlier moment.
     public func noteLastSynced(owner: String, at date: Date) throws(ShareSyncError) {
-        try write(notifying: false) { db in
+        try write(.refetchable, notifying: false) { db in
             try db.cachedStatement(sql: "UPDATE replicaOwner SET lastSynced = ? WHERE owner = ?")
                 .execute(arguments: [date.timeIntervalSince1970, owner])
         }

@@ -86,7 +86,10 @@ struct LeaveCommand: AsyncParsableCommand {
             Needs the owner's node to be reachable, unless --local: then the share's zone leaves the \
             replica at once (whether or not the owner is ever reachable again), and the daemon tells \
             the owner when it next reaches its node; the owner then lists you as removed. Until then \
-            nothing the owner sends brings the zone back.
+            nothing the owner sends brings the zone back. Writes to the zone still queued are refused \
+            by the owner after the leave (the command says how many; `sharesync outbox` lists them). \
+            Once nothing of an owner is left on this node, it forgets the owner and stops connecting \
+            to it, until you accept one of its shares again.
 
             --owner is the owner's user record name, or their name or email when no other owner \
             has it (`sharesync zone list --shared` shows them); --share is the share's record name or \
@@ -104,11 +107,15 @@ struct LeaveCommand: AsyncParsableCommand {
     var local = false
 
     func run() async throws {
-        try await callNode(options, .leave(owner: owner, zone: zone, share: share, local: local ? true : nil), as: Done.self) {
-            _ in
-            local
+        try await callNode(options, .leave(owner: owner, zone: zone, share: share, local: local ? true : nil), as: LeftShare.self) {
+            left in
+            let done = local
                 ? "left the share of zone \(zone) from \(owner) locally; the owner is told when its node is next reached"
                 : "left the share of zone \(zone) from \(owner)"
+            guard left.queuedWrites > 0 else { return done }
+            let writes = left.queuedWrites == 1 ? "1 write" : "\(left.queuedWrites) writes"
+            return done + "\n\(writes) to zone \(zone) still queued will be refused by the owner, as you left: "
+                + "`sharesync outbox` lists them (copy what you need, then `sharesync outbox discard ID`)"
         }
     }
 }

@@ -21,7 +21,14 @@ struct LeaveLocallyCLITests {
             let refused = try b.run(["leave", "--owner", a.userRecordName, "--zone", "Topics"], timeout: 120)
             #expect(refused.status != 0, "\(refused.stderr)")
             #expect(refused.stderr.contains("--local"), "the refusal names the way out: \(refused.stderr)")
-            try b.ok(["leave", "--owner", a.userRecordName, "--zone", "Topics", "--local"])
+            // A write queued while the owner is away: the leave says the owner will refuse it.
+            let queued = try #require(
+                try b.ok(["record", "save", "--shared", "--zone", "Topics", "--type", "Note", "--name", "late", "--field", "text=string:x"])
+                    as? [String: Any])
+            #expect(queued["outcome"] as? String == "queued")
+            let left = try cli(["leave", "--owner", a.userRecordName, "--zone", "Topics", "--local", "--home", b.home])
+            #expect(left.status == 0 && left.stdout.contains("1 write to zone Topics still queued will be refused by the owner"),
+                    "\(left.stdout) \(left.stderr)")
             #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty)
             let gone = try b.run(["record", "list", "--shared", "--zone", "Topics"])
             #expect(gone.status == 65 && gone.stderr.contains("zoneNotFound"), "\(gone.stderr)")
@@ -38,6 +45,22 @@ struct LeaveLocallyCLITests {
             #expect(try eventually(timeout: 90) { try status() == "removed" }, "the owner marks the participant as having left")
             Thread.sleep(forTimeInterval: 1)
             #expect(try #require(try b.ok(["zone", "list", "--shared"]) as? [Any]).isEmpty, "the zone stays out of the replica")
+            // The queued write went after the leave, and was refused; it stays, and so does the owner,
+            // until it is discarded: then nothing of the owner is left, and the node forgets it.
+            func outbox() throws -> [[String: Any]] { try #require(try b.ok(["outbox", "list"]) as? [[String: Any]]) }
+            let writeRefused = try eventually(timeout: 60) { try outbox().first?["state"] as? String == "refused" }
+            let writes = try outbox()
+            #expect(writeRefused && writes.count == 1, "\(writes)")
+            func owners() throws -> [[String: Any]] {
+                let status = try #require(try b.ok(["status"]) as? [String: Any])
+                return try #require(status["owners"] as? [[String: Any]])
+            }
+            #expect(try owners().map { $0["ownerName"] as? String } == [a.userRecordName])
+            let id = try #require(writes.first?["id"] as? Int)
+            try b.ok(["outbox", "discard", "\(id)"])
+            let forgotten = try eventually(timeout: 30) { try owners().isEmpty }
+            let remaining = try owners()
+            #expect(forgotten, "\(remaining)")
         }
     }
 

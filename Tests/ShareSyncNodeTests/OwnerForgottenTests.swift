@@ -101,7 +101,7 @@ struct OwnerForgottenTests {
             try syncC.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))) == nil
         }
         #expect(try syncC.replica.owners().map(\.ownerName) == [ownerName])
-        #expect(syncC.status(owner: ownerName) == .following)
+        try await expectEventually(syncC, "c following") { syncC.status(owner: ownerName) == .following }
         #expect(try syncC.replica.recordCount(owner: ownerName, zoneName: "Topics") == 2)
         await syncB.stop()
         await syncC.stop()

@@ -91,14 +91,18 @@ extension ControlHandler {
             } else {
                 shareName = try onlyShare(in: zoneID, replica: replica)
             }
+            // Writes of the zone still queued: the owner refuses them once it has the leave, which goes
+            // first. Said, so that the refusals later are no surprise (before, nothing was said).
+            let queued = try replica.outboxOperations(owner: zoneID.ownerName)
+                .count { $0.operation.zoneName == zone && $0.operation.state == .pending }
             if local == true {
                 try participant.leaveShareLocally(owner: zoneID.ownerName, zoneName: zone, shareRecordName: shareName)
                 logger.info("share left locally", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)", "share": "\(shareName)"])
-                return ok(Done())
+                return ok(LeftShare(queuedWrites: queued))
             }
             try await participant.leaveShare(owner: zoneID.ownerName, zoneName: zone, shareRecordName: shareName)
             logger.info("share left", metadata: ["owner": "\(zoneID.ownerName)", "zone": "\(zone)", "share": "\(shareName)"])
-            return ok(Done())
+            return ok(LeftShare(queuedWrites: queued))
         case .sharedZoneList:
             return ok(try zoneInfos(try replica.allZones(), replica: replica))
         case .sharedRecordList(let owner, let zone, let after, let limit):

@@ -184,7 +184,8 @@ public enum ControlRequest: Sendable, Hashable, Codable {
     /// Leaves a share; `owner` may be omitted when one owner shares a zone of that name, `share` when the
     /// zone holds one share. The owner must be reachable, unless `local` is true: then the zone leaves
     /// the replica at once and the owner is told when its node is next reached (it then marks this
-    /// participant as having left). → ``Done``
+    /// participant as having left). → ``LeftShare`` (its `queuedWrites` are refused by the owner once it
+    /// has the leave). Once nothing of the owner is left (no zone, no queued write), the node forgets it.
     case leave(owner: String?, zone: String, share: String?, local: Bool? = nil)
     /// → `[SharedZoneInfo]`
     case sharedZoneList
@@ -500,6 +501,18 @@ public struct QueryPage: Codable, Sendable, Hashable {
 public struct Done: Codable, Sendable, Hashable {
     public var done: Bool = true
     public init() {}
+}
+
+/// The result of `leave`: done, and how many writes of the zone left wait in the outbox. The owner
+/// refuses them once it has the leave (the outbox keeps them, refused, until they are discarded).
+public struct LeftShare: Codable, Sendable, Hashable {
+    public var done: Bool = true
+    /// Pending writes to the zone left, still in the outbox.
+    public var queuedWrites: Int
+
+    public init(queuedWrites: Int) {
+        self.queuedWrites = queuedWrites
+    }
 }
 
 /// What `sharesync status` shows about the running node.

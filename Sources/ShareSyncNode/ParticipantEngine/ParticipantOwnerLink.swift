@@ -540,14 +540,18 @@ final class ParticipantOwnerLink: Sendable {
                     break
                 }
             }
-            // The owner's last zone here went (a share stopped, this participant removed).
-            if purged, !fallenBehind, try replica.fetchAllZones(owner: ownerName).isEmpty { try forgetIfNothingLeft() }
             if outboxPoked {
                 let leaves = try await sendPendingLeaves(connection)
                 if leaves.purged { fallenBehind = true }
                 if !leaves.heldBack { try await flushOutbox(connection) }
             }
-            if fallenBehind || syncWanted { try await catchUpAndMark(connection) }
+            if fallenBehind || syncWanted {
+                try await catchUpAndMark(connection)
+            } else if purged || outboxPoked, try replica.fetchAllZones(owner: ownerName).isEmpty {
+                // The owner's last zone here went (a share stopped, this participant removed), or the
+                // last write kept for an owner whose zones had gone left the outbox.
+                try forgetIfNothingLeft()
+            }
             if ended { return }
             await wakeup.wait(upTo: .seconds(60))
         }
@@ -607,9 +611,26 @@ final class ParticipantOwnerLink: Sendable {
     private func forgetIfNothingLeft() throws(ShareSyncError) {
         guard try forget(self) else { return }
         state.withLock { $0.forgotten = true }
+        announceForgotten()
+        throw ShareSyncError(.operationCancelled, "the owner was forgotten")
+    }
+
+    /// The engine forgot the owner from outside the link's task (``ParticipantSync/forgetIfNothingLeft(owner:)``):
+    /// the link stops, its connection closed and any wait cut short.
+    func forgottenByEngine() {
+        let (task, connection) = state.withLock { s in
+            s.forgotten = true
+            return (s.task, s.connection)
+        }
+        announceForgotten()
+        task?.cancel()
+        if let connection { Task { await connection.close() } }
+        wakeup.signal()
+    }
+
+    private func announceForgotten() {
         logger.info("nothing of the owner's is left in the replica: the owner is forgotten, and no longer connected to")
         hub.emit(.ownerForgotten(owner: ownerName))
-        throw ShareSyncError(.operationCancelled, "the owner was forgotten")
     }
 
     /// Fetches everything since the stored tokens; see ``ParticipantSync``, step 3.

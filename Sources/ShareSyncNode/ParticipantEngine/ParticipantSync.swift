@@ -58,7 +58,9 @@ import Synchronization
 /// to tell it, as after leaving, or losing, the last of its shares) forgets the owner: its link stops and
 /// it is no longer connected to, even after a restart (``Event/ownerForgotten(owner:)``). Accepting one
 /// of its shares again brings it back. (Before, the node connected to such an owner for good, and
-/// reported every failure to reach it, though it followed nothing there.)
+/// reported every failure to reach it, though it followed nothing there.) So a zone that comes back
+/// into this identity's view without an accept (the owner restored a backup from before the leave)
+/// is not seen until one of the owner's shares is accepted again.
 ///
 /// ## Writes
 /// ``modifyRecords(owner:zoneName:saving:deleting:savePolicy:atomically:)`` sends a write at once when
@@ -390,7 +392,15 @@ public final class ParticipantSync: Sendable {
                 "owner \(owner) is not connected; leave the share when it is, or leave it locally now (`sharesync leave --local`: "
                     + "its records go at once and the owner is told when it is back)")
         }
-        try await connection.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName)
+        do {
+            try await connection.leaveShare(zoneName: zoneName, shareRecordName: shareRecordName)
+        } catch where ParticipantOwnerLink.isTransient(error)
+            && (try? replica.fetchAllZones(owner: owner).contains { $0.zoneID.zoneName == zoneName }) == false
+        {
+            // The owner's push of the leave came before its answer, and purged the zone (the last of the
+            // owner's here: the owner was forgotten, and its connection closed before the answer was
+            // read). The leave was taken.
+        }
         do {
             try await waitUntilSynced(owner: owner, timeout: timeout)
         } catch where error.code == .unknownItem && (try? replica.owner(named: owner)) == nil {
@@ -659,6 +669,25 @@ public final class ParticipantSync: Sendable {
         }
         if isNew { link?.start() }
         return link
+    }
+
+    /// Forgets `owner` now, connected or not, if the replica holds nothing of it and no accept of its
+    /// shares is under way: called when a write leaves the outbox (discarded, or a conflict resolved
+    /// with theirs), the last thing kept of an owner whose zones had gone (a write refused after a
+    /// leave). Its link, if any, stops. A failure to read the replica leaves the owner as it is.
+    func forgetIfNothingLeft(owner: String) {
+        let replica = self.replica
+        let forgotten = try? state.withLock { s throws(ShareSyncError) -> (link: ParticipantOwnerLink?, done: Bool) in
+            guard !s.stopped, s.accepting[owner] == nil, try replica.removeOwnerIfNothingLeft(owner) else { return (nil, false) }
+            return (s.links.removeValue(forKey: owner), true)
+        }
+        guard let forgotten, forgotten.done else { return }
+        if let link = forgotten.link {
+            link.forgottenByEngine()
+        } else {
+            logger.info("nothing of the owner's is left in the replica: the owner is forgotten", metadata: ["owner": "\(owner)"])
+            hub.emit(.ownerForgotten(owner: owner))
+        }
     }
 
     /// Forgets `link`'s owner, and drops the link, if the replica holds nothing of the owner and no
