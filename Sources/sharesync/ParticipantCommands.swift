@@ -113,9 +113,9 @@ struct LeaveCommand: AsyncParsableCommand {
                 ? "left the share of zone \(zone) from \(owner) locally; the owner is told when its node is next reached"
                 : "left the share of zone \(zone) from \(owner)"
             guard left.queuedWrites > 0 else { return done }
-            let writes = left.queuedWrites == 1 ? "1 write" : "\(left.queuedWrites) writes"
+            let (writes, them) = left.queuedWrites == 1 ? ("1 write", "it") : ("\(left.queuedWrites) writes", "them")
             return done + "\n\(writes) to zone \(zone) still queued will be refused by the owner, as you left: "
-                + "`sharesync outbox` lists them (copy what you need, then `sharesync outbox discard ID`)"
+                + "`sharesync outbox` lists \(them) (copy what you need, then `sharesync outbox discard ID`)"
         }
     }
 }

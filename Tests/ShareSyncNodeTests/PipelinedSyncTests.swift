@@ -116,9 +116,10 @@ struct PipelinedSyncTests {
         let first = try b.makeSync(pageSize: 3)
         let ownerName = owner.identity.userRecordName
         try first.start()
-        let accepting = Task { try await first.accept(url: url, timeout: .seconds(60)) }
-        // Generous: under a loaded parallel run the first engine may wait long to be scheduled.
-        try await expectEventually(first, "some pages stored", timeout: 60) {
+        let accepting = Task { try await first.accept(url: url, timeout: .seconds(300)) }
+        // Generous: under a loaded parallel run the first engine may wait long to be scheduled (1 s
+        // alone; past 60 s once in a full run on two cores).
+        try await expectEventually(first, "some pages stored", timeout: 300) {
             try first.replica.recordCount(owner: ownerName, zoneName: "Topics") > 30
         }
         try await withTimeout(10) { await first.stop() }
@@ -128,7 +129,7 @@ struct PipelinedSyncTests {
 
         let second = try b.makeSync(pageSize: 50)
         try second.start()
-        try await second.waitUntilSynced(owner: ownerName, timeout: .seconds(30))
+        try await second.waitUntilSynced(owner: ownerName, timeout: .seconds(300))
         #expect(try replicaView(second.replica, owner: ownerName) == owner.sharedView(for: b.identity))
         #expect(second.recordsReceived <= 1502 - stoppedAt + 50)  // resumed from the stored token
         await second.stop()

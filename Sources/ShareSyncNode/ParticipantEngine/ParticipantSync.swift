@@ -521,12 +521,21 @@ public final class ParticipantSync: Sendable {
         // Not after a direct send that failed on the network: the owner may have applied it (its
         // answer lost), and the write, with its ID, is queued to learn how it ended.
         if parts == nil { try checkNotReadOnly(owner: owner, zoneName: zoneName, saving: saving, deleting: deleting) }
-        let queued = try replica.enqueue(
-            owner: owner,
-            operation: OutboxOperation(
-                zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
-                writeID: writeID, parts: parts),
-            answers: answers)
+        let queued: OutboxOperation
+        do {
+            queued = try replica.enqueue(
+                owner: owner,
+                operation: OutboxOperation(
+                    zoneName: zoneName, saving: saving, deleting: deleting, savePolicy: savePolicy, atomically: atomically,
+                    writeID: writeID, parts: parts),
+                answers: answers)
+        } catch where error.rule == .replicaUnknownOwner {
+            // Forgotten since the check above (its last zone here went): said in the engine's terms,
+            // not the store's ("add it with setOwner first").
+            throw ShareSyncError(
+                .unknownItem, "owner \(owner) is no longer in the replica (nothing of its shares is left here); the write was not queued",
+                rule: .replicaUnknownOwner)
+        }
         hub.emit(.queued(owner: owner, operationID: queued.id))
         link?.pokeOutbox()
         return .queued(queued)
