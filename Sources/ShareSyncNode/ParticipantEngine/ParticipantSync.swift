@@ -590,10 +590,13 @@ public final class ParticipantSync: Sendable {
 
     /// Asks the owner's link for a catch-up and waits until one that started after this call completed
     /// (the replica then holds everything the owner's view held when it started). Throws
-    /// `networkFailure` if that does not happen within `timeout`, `unknownItem` for an unknown owner,
-    /// and at once the error that ended a sync if it is not the network's: for example
-    /// `quotaExceeded` (rule `diskFull`) naming the replica's file when its disk is full. The owner's
-    /// link keeps retrying with backoff either way, and resumes from its tokens once the cause is gone.
+    /// `networkFailure` if that does not happen within `timeout`, `unknownItem` for an unknown owner
+    /// (one forgotten before the call: ``Event/ownerForgotten(owner:)``), `networkUnavailable` once the
+    /// engine is stopped, and at once the error that ended a sync if it is not the network's: for
+    /// example `quotaExceeded` (rule `diskFull`) naming the replica's file when its disk is full. The
+    /// owner's link keeps retrying with backoff either way, and resumes from its tokens once the cause
+    /// is gone. An owner forgotten during the wait returns: the replica holds what its view holds
+    /// for this node, nothing.
     public func waitUntilSynced(owner: String, timeout: Duration = .seconds(30)) async throws(ShareSyncError) {
         guard try replica.owner(named: owner) != nil else {
             throw ShareSyncError(.unknownItem, "owner \(owner) is not in the replica")
