@@ -18,7 +18,7 @@ struct LinkStopTests {
         let link = ParticipantOwnerLink(
             ownerName: owner.userRecordName, replica: replica, identity: .generate(),
             configuration: .init(initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(20)), hub: ParticipantEventHub(),
-            logger: Logger(label: "test"), forget: { _ in false })
+            logger: Logger(label: "test"), forget: { false })
         await link.stop()
         link.start()
         try await Task.sleep(for: .milliseconds(300))

@@ -17,8 +17,9 @@ final class ParticipantOwnerLink: Sendable {
     let configuration: ParticipantSync.Configuration
     let hub: ParticipantEventHub
     let logger: Logger
-    /// Asks the engine to forget the owner, of whom the replica holds nothing; whether it did.
-    let forget: @Sendable (ParticipantOwnerLink) throws(ShareSyncError) -> Bool
+    /// Asks the engine to forget the owner, of whom the replica holds nothing; whether it did (the
+    /// engine then stopped this link: ``forgottenByEngine()``).
+    let forget: @Sendable () throws(ShareSyncError) -> Bool
 
     private struct State {
         var status = ParticipantSync.LinkStatus.connecting
@@ -61,7 +62,7 @@ final class ParticipantOwnerLink: Sendable {
     init(
         ownerName: String, replica: SharedDatabaseReplica, identity: NodeIdentity,
         configuration: ParticipantSync.Configuration, hub: ParticipantEventHub, logger: Logger,
-        forget: @escaping @Sendable (ParticipantOwnerLink) throws(ShareSyncError) -> Bool
+        forget: @escaping @Sendable () throws(ShareSyncError) -> Bool
     ) {
         self.forget = forget
         self.ownerName = ownerName
@@ -101,7 +102,7 @@ final class ParticipantOwnerLink: Sendable {
 
     var status: ParticipantSync.LinkStatus { state.withLock { $0.status } }
 
-    /// Whether the engine forgot the owner after a catch-up that left nothing of it in the replica.
+    /// Whether the engine forgot the owner, of whom nothing was left in the replica.
     var forgotten: Bool { state.withLock { $0.forgotten } }
 
     /// The open connection, if the link has one.
@@ -609,28 +610,20 @@ final class ParticipantOwnerLink: Sendable {
     /// catch-up, or a push that purged a zone); if it did, ends the session by throwing (its
     /// connection is closed), and the loop stops, as it does for a link whose owner is not in the replica.
     private func forgetIfNothingLeft() throws(ShareSyncError) {
-        guard try forget(self) else { return }
-        state.withLock { $0.forgotten = true }
-        announceForgotten()
+        guard try forget() else { return }
         throw ShareSyncError(.operationCancelled, "the owner was forgotten")
     }
 
-    /// The engine forgot the owner from outside the link's task (``ParticipantSync/forgetIfNothingLeft(owner:)``):
-    /// the link stops, its connection closed and any wait cut short.
+    /// The engine forgot the owner (``ParticipantSync/forgetIfNothingLeft(owner:)``), from this link's
+    /// task or another: the link stops, its connection closed and any wait cut short.
     func forgottenByEngine() {
         let (task, connection) = state.withLock { s in
             s.forgotten = true
             return (s.task, s.connection)
         }
-        announceForgotten()
         task?.cancel()
         if let connection { Task { await connection.close() } }
         wakeup.signal()
-    }
-
-    private func announceForgotten() {
-        logger.info("nothing of the owner's is left in the replica: the owner is forgotten, and no longer connected to")
-        hub.emit(.ownerForgotten(owner: ownerName))
     }
 
     /// Fetches everything since the stored tokens; see ``ParticipantSync``, step 3.

@@ -67,7 +67,7 @@ extension ParticipantSync {
         case .theirs:
             try replica.removeOperation(id: id)
             logger.info("conflict resolved: theirs", metadata: ["owner": "\(owner)", "operation": "\(id)"])
-            forgetIfNothingLeft(owner: owner)
+            _ = try? forgetIfNothingLeft(owner: owner)  // a failure leaves the owner as it is
             return nil
         case .mine:
             var resend = operation
@@ -121,7 +121,7 @@ extension ParticipantSync {
         try replica.removeOperation(id: id)
         logger.info(
             "outbox write discarded", metadata: ["owner": "\(owner)", "operation": "\(id)", "state": "\(operation.state.rawValue)"])
-        forgetIfNothingLeft(owner: owner)
+        _ = try? forgetIfNothingLeft(owner: owner)  // a failure leaves the owner as it is
         hub.notifyWatchers()
     }
 }

@@ -656,7 +656,7 @@ public final class ParticipantSync: Sendable {
     }
 
     /// The owner's link, started if needed; `nil` once the engine stopped, or for an owner the replica
-    /// does not hold (forgotten: ``forgetOwnerIfNothingLeft(_:)`` runs under the same lock, so no link
+    /// does not hold (forgotten: ``forgetIfNothingLeft(owner:)`` runs under the same lock, so no link
     /// is made for an owner just forgotten, to stop at once and stay).
     @discardableResult
     private func link(for owner: String) -> ParticipantOwnerLink? {
@@ -673,8 +673,8 @@ public final class ParticipantSync: Sendable {
             }
             let link = ParticipantOwnerLink(
                 ownerName: owner, replica: replica, identity: identity, configuration: configuration, hub: hub,
-                logger: logger, forget: { [weak self] link throws(ShareSyncError) in
-                    try self?.forgetOwnerIfNothingLeft(link) ?? false
+                logger: logger, forget: { [weak self] () throws(ShareSyncError) in
+                    try self?.forgetIfNothingLeft(owner: owner) ?? false
                 })
             s.links[owner] = link
             return (link, true)
@@ -683,38 +683,27 @@ public final class ParticipantSync: Sendable {
         return link
     }
 
-    /// Forgets `owner` now, connected or not, if the replica holds nothing of it and no accept of its
-    /// shares is under way: called when a write leaves the outbox (discarded, or a conflict resolved
-    /// with theirs), the last thing kept of an owner whose zones had gone (a write refused after a
-    /// leave). Its link, if any, stops. A failure to read the replica leaves the owner as it is.
-    func forgetIfNothingLeft(owner: String) {
-        let replica = self.replica
-        let forgotten = try? state.withLock { s throws(ShareSyncError) -> (link: ParticipantOwnerLink?, done: Bool) in
-            guard !s.stopped, s.accepting[owner] == nil, try replica.removeOwnerIfNothingLeft(owner) else { return (nil, false) }
-            return (s.links.removeValue(forKey: owner), true)
-        }
-        guard let forgotten, forgotten.done else { return }
-        if let link = forgotten.link {
-            link.forgottenByEngine()
-        } else {
-            logger.info("nothing of the owner's is left in the replica: the owner is forgotten", metadata: ["owner": "\(owner)"])
-            hub.emit(.ownerForgotten(owner: owner))
-        }
-    }
-
-    /// Forgets `link`'s owner, and drops the link, if the replica holds nothing of the owner and no
+    /// Forgets `owner`, and drops and stops its link, if the replica holds nothing of the owner and no
     /// accept of its shares is under way (``SharedDatabaseReplica/removeOwnerIfNothingLeft(_:)``,
-    /// which tells no change observer: none runs under the lock). Checked and done under the engine's
-    /// lock, which an accept takes before it stores the owner: an accept that begins meanwhile stores
-    /// the owner again and starts a new link, and one under way keeps the owner.
-    private func forgetOwnerIfNothingLeft(_ link: ParticipantOwnerLink) throws(ShareSyncError) -> Bool {
+    /// which tells no change observer: none runs under the lock); returns whether it did. Called by the
+    /// owner's link after a catch-up or a push that left no zone of the owner, and when a write leaves
+    /// the outbox (discarded, or a conflict resolved with theirs), connected or not: the last thing
+    /// kept of an owner whose zones had gone (a write refused after a leave). Checked and done under
+    /// the engine's lock, which an accept takes before it stores the owner: an accept that begins
+    /// meanwhile stores the owner again and starts a new link, and one under way keeps the owner.
+    @discardableResult
+    func forgetIfNothingLeft(owner: String) throws(ShareSyncError) -> Bool {
         let replica = self.replica
-        return try state.withLock { s throws(ShareSyncError) -> Bool in
-            guard !s.stopped, s.links[link.ownerName] === link, s.accepting[link.ownerName] == nil,
-                try replica.removeOwnerIfNothingLeft(link.ownerName)
-            else { return false }
-            s.links[link.ownerName] = nil
-            return true
+        let (forgot, link) = try state.withLock { s throws(ShareSyncError) -> (Bool, ParticipantOwnerLink?) in
+            guard !s.stopped, s.accepting[owner] == nil, try replica.removeOwnerIfNothingLeft(owner) else { return (false, nil) }
+            return (true, s.links.removeValue(forKey: owner))
         }
+        guard forgot else { return false }
+        logger.info(
+            "nothing of the owner's is left in the replica: the owner is forgotten, and no longer connected to",
+            metadata: ["owner": "\(owner)"])
+        hub.emit(.ownerForgotten(owner: owner))
+        link?.forgottenByEngine()
+        return true
     }
 }
