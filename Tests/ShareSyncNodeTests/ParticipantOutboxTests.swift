@@ -270,7 +270,8 @@ struct ParticipantOutboxTests {
             $0["leaveShare"] = ShareSyncError(.quotaExceeded, "the disk is full (injected)", rule: .diskFull)
         }
         // The link says why, tries again after a pause, and meanwhile goes on following the owner.
-        try await eventually { fullDiskErrors() >= 2 }
+        // Bounds for a starved full run on two cores (about 1 s alone; 10 s was passed once).
+        try await eventually(timeout: .seconds(120)) { fullDiskErrors() >= 2 }
         // Before, the leave was dropped as if the owner had heard it.
         #expect(try w.sync.replica.pendingLeaves(owner: w.ownerName).map(\.zoneName) == ["Other"])
         try await expectEventually(w.sync, "the link to follow the owner") { w.sync.status(owner: w.ownerName) == .following }
@@ -279,7 +280,7 @@ struct ParticipantOutboxTests {
         try await expectEventually(w.sync, "the leave to be told") { try w.sync.replica.pendingLeaves(owner: w.ownerName).isEmpty }
         // Now the write meets the full disk itself.
         let before = fullDiskErrors()
-        try await eventually { fullDiskErrors() >= before + 2 }
+        try await eventually(timeout: .seconds(120)) { fullDiskErrors() >= before + 2 }
         // Before, it was kept as refused, as if the owner had refused it, waiting for the user.
         let kept = try w.sync.replica.outboxOperation(id: write.id)?.operation
         #expect(kept?.state == .pending, "\(String(describing: kept?.error))")
@@ -290,7 +291,7 @@ struct ParticipantOutboxTests {
         #expect(Share(member)?.participants.first { $0.userIdentity.lookupInfo?.userRecordName == b.identity.userRecordName }?.acceptanceStatus == .removed)
         try await expectEventually(w.sync, "the outbox to empty") { try w.sync.replica.outboxOperations().isEmpty }
         // Cleared once the flush that sent it has gone through every write (just after the last left).
-        try await eventually { w.sync.lastFailure(owner: w.ownerName) == nil }
+        try await eventually(timeout: .seconds(120)) { w.sync.lastFailure(owner: w.ownerName) == nil }
         #expect(w.sync.lastFailure(owner: w.ownerName) == nil)
         await w.sync.stop()
         try await server.shutdown()
