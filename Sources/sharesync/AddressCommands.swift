@@ -74,7 +74,8 @@ struct OwnerAddressCommand: AsyncParsableCommand {
         discussion: """
             For an owner that moved while this node was offline (a connected node is told by the owner \
             itself). The replica, its change tokens and your queued writes stay; the node connects to \
-            the new address at once (ending a connection it has to the old one), and still checks the \
+            the new address at once (ending a connection it has to the old one, or an attempt to reach \
+            it), and still checks the \
             owner's key there. Accepting any share URL of that owner also points the node at the \
             address the URL names.
 

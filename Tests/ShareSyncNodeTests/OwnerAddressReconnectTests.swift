@@ -1,5 +1,8 @@
 import Foundation
 import ShareSyncCore
+#if canImport(Glibc)
+import Glibc
+#endif
 import ShareSyncStore
 import ShareSyncWire
 import Testing
@@ -59,5 +62,106 @@ struct OwnerAddressReconnectTests {
         await sync.stop()
         try await second.shutdown()
         try await owner.stop()
+    }
+    @Test("an address set by hand while the engine is still connecting to one that never answers is used at once")
+    func aNewAddressCutsShortAnAttemptUnderWay() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = try b.makeSync()  // a connect timeout of 60 s
+        let log = EventLog(sync)
+        try sync.start()
+        try await sync.accept(url: url)
+        let ownerName = owner.identity.userRecordName
+        try await expectEventually(sync, "following") { sync.status(owner: ownerName) == .following }
+
+        // The owner "moves" to an address where nothing answers: the attempt there waits in its TCP
+        // connect until the connect timeout.
+        let blackHole = try SilentListener()
+        defer { blackHole.close() }
+        try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: blackHole.port)
+        try await eventually("the link left the owner and is connecting to the silent address", timeout: .seconds(30)) {
+            sync.status(owner: ownerName) == .connecting && !owner.server.connectedIdentities.contains(b.identity.userRecordName)
+        }
+        try await Task.sleep(for: .milliseconds(300))  // well inside the attempt
+        #expect(sync.status(owner: ownerName) == .connecting)
+
+        // The right address, set while that attempt is under way, is used now, not 60 s later.
+        let started = ContinuousClock.now
+        try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: owner.server.port)
+        try await expectEventually(sync, "following at the right address", timeout: 50) {
+            sync.status(owner: ownerName) == .following
+        }
+        #expect(ContinuousClock.now - started < .seconds(30), "the attempt to the silent address ran to its timeout")
+        try owner.saveNote("after-the-fix", title: "arrives")
+        try await expectReplicaMatches(sync, owner)
+        // A given-up attempt is not a failure: no disconnection reported one.
+        #expect(log.count { if case .disconnected(_, _?, _) = $0 { true } else { false } } == 0, "\(log.all)")
+        await sync.stop()
+        try await owner.stop()
+    }
+
+    @Test("stopping the engine while it connects to an address that never answers returns at once")
+    func stopCutsShortAnAttemptUnderWay() async throws {
+        let owner = try await TestOwner.start()
+        let b = try TestParticipant()
+        defer { b.remove() }
+        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
+        let sync = try b.makeSync()
+        try sync.start()
+        try await sync.accept(url: url)
+        let ownerName = owner.identity.userRecordName
+        try await expectEventually(sync, "following") { sync.status(owner: ownerName) == .following }
+        let blackHole = try SilentListener()
+        defer { blackHole.close() }
+        try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: blackHole.port)
+        try await eventually("connecting to the silent address", timeout: .seconds(30)) {
+            sync.status(owner: ownerName) == .connecting && !owner.server.connectedIdentities.contains(b.identity.userRecordName)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        await sync.stop()
+        #expect(ContinuousClock.now - started < .seconds(30), "stop waited for the attempt's 60-s timeout")
+        try await owner.stop()
+    }
+}
+
+/// A TCP port on 127.0.0.1 where a connection is never made: it listens and never accepts, and a
+/// connection of its own fills its queue of one, so the kernel drops the SYNs of every other client
+/// (as a host that went away does): their TCP connects wait for their connect timeout.
+final class SilentListener: Sendable {
+    let fd: Int32
+    let filler: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && listen(fd, 0) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        if !bound { Glibc.close(fd) }
+        try #require(bound)
+        self.fd = fd
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+        filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        if !connected { close() }
+        try #require(connected)
+    }
+
+    func close() {
+        Glibc.close(filler)
+        Glibc.close(fd)
     }
 }

@@ -52,6 +52,8 @@ final class ParticipantOwnerLink: Sendable {
         var addressGeneration = 0
         /// The engine forgot the owner (nothing of it was left in the replica): the link has stopped.
         var forgotten = false
+        /// Gives up the connection attempt under way (``connectUnlessGivenUp(_:)``), if there is one.
+        var giveUpConnecting: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
@@ -146,11 +148,14 @@ final class ParticipantOwnerLink: Sendable {
     /// address (set by hand: `owner address`). Before, the link went on over its connection to the
     /// old address, and an address mistyped showed only once that connection ended, maybe days later.
     /// Waiting to reconnect, the wait ends.
+    /// A connection attempt under way is given up at once: before, one to an old address that never
+    /// answered held the new address back until its connect timeout (10 s by default).
     func reconnect() {
-        let connection = state.withLock { s -> (any OwnerDatabase)? in
+        let (connection, giveUp) = state.withLock { s -> ((any OwnerDatabase)?, (@Sendable () -> Void)?) in
             s.reconnectAsked = true
-            return s.connection
+            return (s.connection, s.giveUpConnecting)
         }
+        giveUp?()
         if let connection { Task { await connection.close() } }
         wakeup.signal()
     }
@@ -285,7 +290,7 @@ final class ParticipantOwnerLink: Sendable {
                     logger.info("owner left the replica; link stops")
                     break
                 }
-                let connection = try await connect(info)
+                let connection = try await connectUnlessGivenUp(info)
                 try await session(connection) { reachedFollowing = true }
             } catch {
                 failure = error
@@ -350,6 +355,35 @@ final class ParticipantOwnerLink: Sendable {
                 "the owner did not answer at its stored address; connected at the one it announced",
                 metadata: ["stored": "\(info.host):\(info.port)", "announced": "\(announced.host):\(announced.port)"])
             return connection
+        }
+    }
+
+    /// ``connect(_:)``, given up as soon as ``reconnect()`` asks for the owner's new address or the
+    /// link stops (`operationCancelled`). Neither could cut short an attempt under way: one to an
+    /// address where nothing answers (a host gone, packets dropped) lasted until its connect timeout,
+    /// 10 s by default, and so did `owner address` and stopping the engine. The attempt given up is
+    /// cancelled (a TLS handshake or authentication under way ends its connection at once; a TCP
+    /// connect is left to its timeout, in the background), and a connection it makes all the same
+    /// is closed.
+    private func connectUnlessGivenUp(_ info: OwnerInfo) async throws(ShareSyncError) -> any OwnerDatabase {
+        let race = ConnectRace()
+        let attempt = Task { [self] in
+            let outcome: ConnectRace.Outcome
+            do throws(ShareSyncError) { outcome = .connected(try await connect(info)) } catch { outcome = .failed(error) }
+            if !race.finish(outcome), case .connected(let late) = outcome { await late.close() }
+        }
+        let giveUp: @Sendable () -> Void = { if race.finish(.givenUp) { attempt.cancel() } }
+        let askedAlready = state.withLock { s in
+            s.giveUpConnecting = giveUp
+            return s.reconnectAsked || s.stopped
+        }
+        if askedAlready { giveUp() }
+        let outcome = await withTaskCancellationHandler { await race.outcome() } onCancel: { giveUp() }
+        state.withLock { $0.giveUpConnecting = nil }
+        switch outcome {
+        case .connected(let connection): return connection
+        case .failed(let error): throw error
+        case .givenUp: throw ShareSyncError(.operationCancelled, "the connection attempt to owner \(ownerName) was given up")
         }
     }
 
@@ -801,6 +835,47 @@ extension Task where Success == Never, Failure == Never {
     /// Throws `error` if the current task is cancelled.
     static func checkCancellation(or error: ShareSyncError) throws(ShareSyncError) {
         if Task.isCancelled { throw error }
+    }
+}
+
+/// The outcome of one connection attempt, or that the link gave it up first: whichever comes first
+/// is kept (``ParticipantOwnerLink/connectUnlessGivenUp(_:)``).
+private final class ConnectRace: Sendable {
+    enum Outcome: Sendable {
+        case connected(any OwnerDatabase)
+        case failed(ShareSyncError)
+        case givenUp
+    }
+
+    private struct State {
+        var outcome: Outcome?
+        var waiter: CheckedContinuation<Outcome, Never>?
+    }
+
+    private let state = Mutex(State())
+
+    /// Keeps `outcome` if none came before it (and hands it to the waiter); whether it was kept.
+    func finish(_ outcome: Outcome) -> Bool {
+        let (kept, waiter) = state.withLock { s -> (Bool, CheckedContinuation<Outcome, Never>?) in
+            guard s.outcome == nil else { return (false, nil) }
+            s.outcome = outcome
+            defer { s.waiter = nil }
+            return (true, s.waiter)
+        }
+        waiter?.resume(returning: outcome)
+        return kept
+    }
+
+    /// Waits for the outcome kept.
+    func outcome() async -> Outcome {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { s -> Outcome? in
+                if let outcome = s.outcome { return outcome }
+                s.waiter = continuation
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
     }
 }
 

@@ -312,7 +312,8 @@ public final class ParticipantSync: Sendable {
 
     /// Points an owner known to the replica at a new address (the owner moved while this node could
     /// not hear it announce so): its zones, records, tokens and outbox stay, and the engine connects
-    /// there at once, ending any connection it has to the owner (the backoff is skipped). The owner's
+    /// there at once, ending any connection it has to the owner, or an attempt to connect (the backoff
+    /// is skipped). The owner's
     /// key is still checked on every connection. The address the owner last announced is forgotten:
     /// the one set by hand is the only one tried (a mistyped one fails visibly) until a connection
     /// hears the owner announce again. Accepting any share URL of that owner also stores its address,
