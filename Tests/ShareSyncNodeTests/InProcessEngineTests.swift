@@ -442,6 +442,60 @@ struct InProcessEngineTests {
         await sync.stop()
     }
 
+    @Test func anOwnerLeftWithNothingWhileAnAcceptWasUnderWayIsKeptUntilItAndForgottenWhenTheOwnerRefusesIt() async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        let log = EventLog(sync)
+        try sync.start()
+        let ownerName = fixture.identity.userRecordName
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        // A second share for p, of another topic, whose accept the owner will refuse.
+        var second = Record(recordType: "Topic", recordID: fixture.id("second"))
+        second["title"] = "Second"
+        _ = try fixture.db.modifyRecords(saving: [second]).get()
+        var share2 = Share(rootRecord: try fixture.db.fetchRecord(fixture.id("second")))
+        try share2.addParticipant(Participant(lookupInfo: .init(userRecordName: p.identity.userRecordName), permission: .readOnly))
+        let url2 = try #require(
+            Share(try fixture.db.modifyRecords(saving: [share2.record]).get().first { $0.recordType == Record.shareRecordType }!)?.url)
+
+        // When the owner gets that accept, it first removes p from the first share: the link's push
+        // then leaves nothing of the owner in the replica while the accept is under way.
+        let keptMeanwhile = Mutex<Bool?>(nil)
+        fixture.owner.onRequest(1, of: .acceptShare) {
+            do {
+                let firstName = try #require(try fixture.db.fetchRecord(fixture.id("topic")).share?.recordID.recordName)
+                var first = try #require(Share(try fixture.db.fetchRecord(Record.ID(recordName: firstName, zoneID: fixture.zone))))
+                try first.removeParticipant(try #require(first.participants.first { $0.userIdentity.userRecordName == p.identity.userRecordName }))
+                _ = try fixture.db.modifyRecords(saving: [first.record]).get()
+            } catch {
+                Issue.record("removing p from the first share: \(error)")
+            }
+            // Until the link applied that (bounded), and a little longer for its check after it.
+            let deadline = Date() + 60
+            while ((try? sync.replica.fetchAllZones(owner: ownerName)) ?? []).isEmpty == false, Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            Thread.sleep(forTimeInterval: 0.3)
+            keptMeanwhile.withLock { $0 = (try? sync.replica.owner(named: ownerName)) != nil }
+        }
+        fixture.owner.fail(.acceptShare, with: ShareSyncError(.permissionFailure, "not invited (injected)"))
+        let error = await expectShareSyncError { try await sync.accept(url: url2, timeout: .seconds(30)) }
+        #expect(error?.code == .permissionFailure, "\(String(describing: error))")
+        #expect(try sync.replica.fetchAllZones(owner: ownerName).isEmpty)
+        // While the accept was under way, the owner was not forgotten (its share could have been coming).
+        #expect(keptMeanwhile.withLock { $0 } == true, "the owner was forgotten while an accept of its share was under way")
+        // The owner refused it: nothing of the owner is left, and it is forgotten now, not at the link's
+        // next catch-up (before, it stayed, connected to, until then).
+        try await expectEventually(sync, "the owner forgotten", timeout: 30) { try sync.replica.owner(named: ownerName) == nil }
+        let forgotten = { log.count { if case .ownerForgotten(ownerName) = $0 { true } else { false } } }
+        try await eventually("the event saying so", timeout: .seconds(30)) { forgotten() >= 1 }
+        #expect(forgotten() == 1, "\(log.all)")
+        try await eventually("the link's connection closed") { fixture.owner.openConnections == 0 }
+        await sync.stop()
+    }
+
     @Test func aNodeAcceptingItsOwnShareIsRefusedAndFollowsNobody() async throws {
         let fixture = try InProcessFixture()
         let p = try TestParticipant()

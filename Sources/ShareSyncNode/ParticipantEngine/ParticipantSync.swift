@@ -186,6 +186,9 @@ public final class ParticipantSync: Sendable {
         /// Accepts under way, by owner: their owner is not forgotten, though the replica holds
         /// nothing of it until their first sync.
         var accepting: [String: Int] = [:]
+        /// Owners a forget was put off for while an accept was under way: the last accept to end
+        /// checks again (it may have failed, leaving nothing of the owner).
+        var forgetPutOff: Set<String> = []
     }
 
     /// Creates an engine for a replica; nothing connects until ``start()`` or ``accept(url:timeout:)``.
@@ -241,16 +244,25 @@ public final class ParticipantSync: Sendable {
         // Until the first sync is done, the owner's link does not forget the owner: the replica holds
         // nothing of it until then.
         state.withLock { $0.accepting[connection.ownerName, default: 0] += 1 }
+        var ownerTookIt = false
         defer {
-            state.withLock { s in
+            let checkAgain = state.withLock { s in
                 s.accepting[connection.ownerName, default: 1] -= 1
-                if s.accepting[connection.ownerName] == 0 { s.accepting[connection.ownerName] = nil }
+                guard s.accepting[connection.ownerName] == 0 else { return false }
+                s.accepting[connection.ownerName] = nil
+                return s.forgetPutOff.remove(connection.ownerName) != nil && !ownerTookIt
             }
+            // A forget put off while this accept was under way is done now if the owner refused it (or
+            // never answered): the replica may hold nothing of the owner. Before, the owner stayed,
+            // connected to, until its link's next catch-up found nothing. An accept the owner took is
+            // left to the link, whose first sync brings the share (its first sync may not be done yet).
+            if checkAgain { _ = try? forgetIfNothingLeft(owner: connection.ownerName) }
         }
         let metadata: ShareMetadata
         do {
             try await tellPendingLeave(of: url, on: connection)
             metadata = try await connection.acceptShare(url: url)
+            ownerTookIt = true
         } catch {
             await connection.close()
             throw error
@@ -691,19 +703,29 @@ public final class ParticipantSync: Sendable {
     /// the outbox (discarded, or a conflict resolved with theirs), connected or not: the last thing
     /// kept of an owner whose zones had gone (a write refused after a leave). Checked and done under
     /// the engine's lock, which an accept takes before it stores the owner: an accept that begins
-    /// meanwhile stores the owner again and starts a new link, and one under way keeps the owner.
+    /// meanwhile stores the owner again and starts a new link, and one under way keeps the owner (the
+    /// last accept under way checks again when it ends, succeeded or not).
     @discardableResult
     func forgetIfNothingLeft(owner: String) throws(ShareSyncError) -> Bool {
         let replica = self.replica
         let (forgot, link) = try state.withLock { s throws(ShareSyncError) -> (Bool, ParticipantOwnerLink?) in
-            guard !s.stopped, s.accepting[owner] == nil, try replica.removeOwnerIfNothingLeft(owner) else { return (false, nil) }
+            guard !s.stopped else { return (false, nil) }
+            guard s.accepting[owner] == nil else {
+                s.forgetPutOff.insert(owner)
+                return (false, nil)
+            }
+            guard try replica.removeOwnerIfNothingLeft(owner) else { return (false, nil) }
+            // Emitted before the lock is released: an accept of this owner, which takes the lock before it
+            // stores the owner again, emits its events after this one. (Emitted after the release, it could
+            // come after the new accept's, and an app saw the owner forgotten once it was back.) Emitting
+            // only yields to the event streams: no subscriber code runs under the lock.
+            hub.emit(.ownerForgotten(owner: owner))
             return (true, s.links.removeValue(forKey: owner))
         }
         guard forgot else { return false }
         logger.info(
             "nothing of the owner's is left in the replica: the owner is forgotten, and no longer connected to",
             metadata: ["owner": "\(owner)"])
-        hub.emit(.ownerForgotten(owner: owner))
         link?.forgottenByEngine()
         return true
     }
