@@ -27,8 +27,10 @@ extension Container {
 
     /// Resolves a write in conflict: `mine` sends the fields it changed again over
     /// the owner's version, whose other changes stay (it may conflict again) and waits a few seconds for the owner's answer;
-    /// `theirs` drops it, keeping the owner's version. An unknown ID is
-    /// `unknownItem`.
+    /// `theirs` drops it, keeping the owner's version. A write refused because records it saves were
+    /// deleted on the owner's side (`unknownItem`) is resolved the same way: `mine` saves them again as
+    /// new records, whole; `theirs` drops the write. Any other write that is not in conflict is
+    /// `invalidArguments` (rule `notAConflict`; discard it). An unknown ID is `unknownItem`.
     @discardableResult
     public func resolveOutboxItem(withID id: Int64, keeping choice: OutboxConflictChoice) async throws(ShareSyncError)
         -> OutboxResolution

@@ -93,6 +93,9 @@ struct OutboxCommand: AsyncParsableCommand {
                 take your values, and the owner's changes to other fields stay. If the owner's record \
                 changed once more, it is a conflict again. \
                 --keep theirs drops your write: the owner's version stays, as your replica holds it. \
+                A write refused because its record was deleted on the owner's side (unknownItem) is \
+                resolved the same way: --keep mine saves the record again, whole, as a new record; \
+                --keep theirs drops your write. Any other refused write can only be discarded. \
                 A write that is in conflict again, or refused, is printed as it now stands and the command \
                 exits 65 (a script sees that nothing was settled).
 

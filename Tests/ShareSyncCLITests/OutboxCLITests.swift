@@ -224,6 +224,39 @@ struct OutboxCLITests {
         }
     }
 
+    @Test("a queued edit of a record the owner deleted meanwhile is refused (unknownItem); --keep mine saves it again, whole")
+    func anEditOfADeletedRecordIsKeptWithMine() async throws {
+        try await blocking {
+            let (a, b, _) = try sharedTopics()
+            defer { a.stop(); b.stop() }
+            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "count=int64:9"])
+            #expect(try eventually { (try b.sharedTopic()["fields"] as? [String: Any])?["count"] != nil })
+            try a.kill()
+            try b.ok(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--field", "title=string:B"])
+            try b.kill()
+            try a.restart()
+            try a.ok(["record", "delete", "--zone", "Topics", "--name", "topic-1"])
+            try b.restart()
+            var entry: [String: Any]?
+            #expect(try eventually(timeout: 30) {
+                entry = try b.outbox().first
+                return entry?["state"] as? String == "refused"
+            }, "\(String(describing: entry))")
+            #expect((entry?["error"] as? [String: Any])?["code"] as? String == "unknownItem", "\(String(describing: entry))")
+            let id = try #require(entry?["id"] as? Int)
+            let resolved = try b.run(["outbox", "resolve", "\(id)", "--keep", "mine"])
+            let answer = try? JSONSerialization.jsonObject(with: Data(resolved.stdout.utf8)) as? [String: Any]
+            #expect(resolved.status == 0 && answer?["outcome"] as? String == "sent", "\(resolved.stdout) \(resolved.stderr)")
+            // The owner has the record again as B wrote it: B's title, and the count B's copy had.
+            let owners = try #require(try a.ok(["record", "get", "--zone", "Topics", "--name", "topic-1"]) as? [String: Any])
+            let fields = try #require(owners["fields"] as? [String: [String: Any]])
+            #expect(fields["title"]?["value"] as? String == "B", "\(fields)")
+            #expect(fields["count"]?["value"] as? Int == 9, "\(fields)")
+            #expect(try b.outbox().isEmpty)
+            #expect(try eventually { title(try b.sharedTopic()) == "B" })
+        }
+    }
+
     @Test("a queued write the owner refuses (made read-only meanwhile) is kept as refused; discard removes it")
     func refusedWriteIsKeptUntilDiscarded() async throws {
         try await blocking {

@@ -1,6 +1,6 @@
 import Foundation
 import ShareSyncCore
-import ShareSyncNode
+@testable import ShareSyncNode
 import ShareSyncStore
 import ShareSyncWire
 import Synchronization
@@ -233,6 +233,89 @@ struct InProcessEngineTests {
         #expect(try fixture.db.fetchRecord(fixture.id("topic"))["title"]?.stringValue == "theirs", "the owner's edit was overwritten")
         try await expectConverged(sync, fixture)
         await sync.stop()
+    }
+
+    @Test(arguments: [ParticipantSync.ConflictChoice.mine, .theirs])
+    func anOfflineEditOfARecordTheOwnerDeletedIsRefusedAndResolvedLikeAConflict(keep choice: ParticipantSync.ConflictChoice) async throws {
+        let fixture = try InProcessFixture()
+        let (sync, p) = try fixture.participant()
+        defer { p.remove() }
+        try fixture.saveNotes("n", count: 2)
+        try sync.start()
+        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
+        try await expectConverged(sync, fixture)
+        let ownerName = fixture.identity.userRecordName
+        let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+
+        // Offline, the participant edits note n0; meanwhile the owner deletes it.
+        fixture.owner.isReachable = false
+        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: sharedZone)))
+        mine["title"] = "mine"
+        mine["extra"] = "kept too"
+        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine])
+        guard case .queued = outcome else {
+            Issue.record("expected queued, got \(outcome)")
+            return
+        }
+        _ = try fixture.db.modifyRecords(deleting: [fixture.id("n0")]).get()
+        fixture.owner.isReachable = true
+
+        // The owner refuses the edit (the record is gone); it stays in the outbox as refused.
+        try await expectEventually(sync, "the write kept as refused", timeout: 90) {
+            try sync.replica.outboxOperations(owner: ownerName).contains { $0.operation.state == .refused }
+        }
+        let kept = try #require(try sync.replica.outboxOperations(owner: ownerName).first?.operation)
+        #expect(kept.error?.code == .unknownItem, "\(String(describing: kept.error))")
+        try await expectConverged(sync, fixture)
+        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: sharedZone)) == nil)
+
+        let after = try await sync.resolveConflict(id: kept.id, keep: choice, timeout: .seconds(60))
+        switch choice {
+        case .mine:
+            // Created again as this node wrote it: every field, the parent, the owner's other note untouched.
+            #expect(after == nil, "\(String(describing: after))")
+            let again = try fixture.db.fetchRecord(fixture.id("n0"))
+            #expect(again["title"]?.stringValue == "mine")
+            #expect(again["extra"]?.stringValue == "kept too")
+            #expect(again.parent?.recordID.recordName == "topic")
+        case .theirs:
+            #expect(after == nil)
+            #expect(throws: ShareSyncError.self) { try fixture.db.fetchRecord(fixture.id("n0")) }
+        }
+        #expect(try sync.replica.outboxOperations(owner: ownerName).isEmpty)
+        try await expectConverged(sync, fixture)
+        await sync.stop()
+    }
+
+    @Test func aWriteRefusedForAnythingElseThanADeletionIsNotResolvedButDiscarded() async throws {
+        var refused = OutboxOperation(zoneName: "Topics")
+        let zone = RecordZone.ID(zoneName: "Topics", ownerName: "_o")
+        let a = Record(recordType: "Note", recordID: Record.ID(recordName: "a", zoneID: zone))
+        let b = Record(recordType: "Note", recordID: Record.ID(recordName: "b", zoneID: zone))
+        refused.saving = [a, b]
+        refused.state = .refused
+        refused.error = ShareSyncError(.unknownItem, "gone", recordID: a.recordID)
+        #expect(ParticipantSync.savesRefusedAsDeleted(refused) == ["a"])
+        refused.error = ShareSyncError(
+            .partialFailure, "2 items refused", partialErrors: [
+                "a": ShareSyncError(.unknownItem, "gone", recordID: a.recordID),
+                "b": ShareSyncError(.batchRequestFailed, "not saved", recordID: b.recordID),
+            ])
+        #expect(ParticipantSync.savesRefusedAsDeleted(refused) == ["a"])
+        refused.error = ShareSyncError(
+            .partialFailure, "2 items refused", partialErrors: [
+                "a": ShareSyncError(.unknownItem, "gone", recordID: a.recordID),
+                "b": ShareSyncError(.permissionFailure, "read-only", recordID: b.recordID),
+            ])
+        #expect(ParticipantSync.savesRefusedAsDeleted(refused).isEmpty)
+        refused.error = ShareSyncError(.permissionFailure, "read-only", recordID: a.recordID)
+        #expect(ParticipantSync.savesRefusedAsDeleted(refused).isEmpty)
+        refused.error = ShareSyncError(.unknownItem, "no zone")
+        #expect(ParticipantSync.savesRefusedAsDeleted(refused).isEmpty)
+        refused.state = .conflict
+        refused.error = ShareSyncError(.unknownItem, "gone", recordID: a.recordID)
+        #expect(ParticipantSync.savesRefusedAsDeleted(refused).isEmpty)
     }
 
     @Test func aQueuedWriteAndALeaveWhoseRequestsWereGivenUpStayPendingAndReachTheOwnerLater() async throws {

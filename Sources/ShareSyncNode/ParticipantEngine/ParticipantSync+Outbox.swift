@@ -11,9 +11,10 @@ extension ParticipantSync {
         /// node changed (``Record/changedKeys``, and the parent if it changed) set to this node's
         /// values, under the owner's change tag. The owner's changes to other fields stay. A record
         /// that does not say which fields changed is sent whole. It may conflict again if the owner's
-        /// record changed once more.
+        /// record changed once more. A record the owner deleted meanwhile is saved again, whole, as a
+        /// new record.
         case mine
-        /// Drop the local write: the owner's version stays (the replica holds it).
+        /// Drop the local write: the owner's version (or its deletion) stays (the replica holds it).
         case theirs
     }
 
@@ -48,6 +49,12 @@ extension ParticipantSync {
     /// ``ConflictChoice/theirs`` removes it. Returns the operation as it stands afterwards, or `nil` if
     /// it left the outbox (sent and accepted, or dropped). Throws `unknownItem` for an ID not in the
     /// outbox and `invalidArguments` (rule `notAConflict`) for a write that is not in conflict.
+    ///
+    /// A write refused because records it saves were deleted on the owner's side meanwhile (each of its
+    /// refusals `unknownItem`) is a conflict with a deletion, and resolved the same way: ``ConflictChoice/mine``
+    /// saves those records again as new records (no change tag: the whole record as this node wrote
+    /// it), ``ConflictChoice/theirs`` drops the write (the deletion stays). Before, such a write could only
+    /// be discarded, and the edit was lost.
     @discardableResult
     public func resolveConflict(id: Int64, keep choice: ConflictChoice, timeout: Duration = .seconds(10))
         async throws(ShareSyncError) -> OutboxOperation?
@@ -56,7 +63,8 @@ extension ParticipantSync {
             throw ShareSyncError(.unknownItem, "no write \(id) in the outbox; see `sharesync outbox`")
         }
         let (owner, operation) = found
-        guard operation.state == .conflict else {
+        let deletedMeanwhile = Self.savesRefusedAsDeleted(operation)
+        guard operation.state == .conflict || !deletedMeanwhile.isEmpty else {
             throw ShareSyncError(
                 .invalidArguments,
                 "write \(id) is \(operation.state.rawValue), not in conflict; "
@@ -75,6 +83,10 @@ extension ParticipantSync {
             for i in resend.saving.indices {
                 if let server = servers[resend.saving[i].recordID] {
                     resend.saving[i] = Self.keepingMine(resend.saving[i], over: server)
+                } else if deletedMeanwhile.contains(resend.saving[i].recordID.recordName) {
+                    // Created again: a save with no change tag creates a record that does not exist (and
+                    // conflicts, with the owner's record, if someone created it again meanwhile).
+                    resend.saving[i].recordChangeTag = nil
                 }
             }
             resend.state = .pending
@@ -92,6 +104,24 @@ extension ParticipantSync {
             }
             return try replica.outboxOperation(id: id)?.operation
         }
+    }
+
+    /// The names of the records a refused write saves that the owner said no longer exist, if every
+    /// refusal of the write is that (or an item failed only because its atomic batch did); empty
+    /// otherwise (a write refused for anything else is discarded, not resolved).
+    static func savesRefusedAsDeleted(_ operation: OutboxOperation) -> Set<String> {
+        guard operation.state == .refused, let error = operation.error else { return [] }
+        let refusals = error.code == .partialFailure ? error.partialErrors ?? [:] : [error.recordID?.recordName ?? "": error]
+        let saved = Set(operation.saving.map(\.recordID.recordName))
+        var gone: Set<String> = []
+        for (name, refusal) in refusals {
+            switch refusal.code {
+            case .unknownItem where saved.contains(name): gone.insert(name)
+            case .batchRequestFailed: continue
+            default: return []
+            }
+        }
+        return gone
     }
 
     /// `local`'s changes over the owner's version `server` (``ConflictChoice/mine``): the fields it
