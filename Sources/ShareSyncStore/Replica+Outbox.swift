@@ -220,25 +220,32 @@ extension SharedDatabaseReplica {
         return operation
     }
 
-    /// An error as the outbox stores it.
+    /// An error as the outbox stores it, with each item's error of a `partialFailure` (one level: what
+    /// resolving a write refused as deleted reads, ``ParticipantSync`` `savesRefusedAsDeleted`). Rows
+    /// written before these were kept have none.
     private struct StoredError: Codable {
         var code: ShareSyncError.Code
         var message: String
         var rule: String?
         var recordName: String?
+        var partialErrors: [String: StoredError]?
 
-        init(_ error: ShareSyncError) {
+        init(_ error: ShareSyncError, withItems: Bool = true) {
             code = error.code
             message = error.message
             rule = error.rule?.rawValue
             recordName = error.recordID?.recordName
+            partialErrors = withItems ? error.partialErrors?.mapValues { StoredError($0, withItems: false) } : nil
         }
 
         func error(zoneName: String, owner: String) -> ShareSyncError {
             let zoneID = RecordZone.ID(zoneName: zoneName, ownerName: owner)
+            let items = partialErrors?.mapValues { $0.error(zoneName: zoneName, owner: owner) }
             return ShareSyncError(
                 code, message, recordID: recordName.map { ShareSyncCore.Record.ID(recordName: $0, zoneID: zoneID) },
-                zoneID: zoneID, rule: rule.map(Rule.init(rawValue:)))
+                zoneID: zoneID, rule: rule.map(Rule.init(rawValue:)), partialErrors: items,
+                partialErrorsByItemID: items.map { Dictionary($0.map { (ShareSyncCore.Record.ID(recordName: $0.key, zoneID: zoneID), $0.value) },
+                    uniquingKeysWith: { first, _ in first }) })
         }
     }
 

@@ -15,7 +15,8 @@ struct OutboxCommand: AsyncParsableCommand {
             when the owner is back. If the owner's record changed in the meantime, the write stays as a \
             conflict, with the owner's version; if the owner refuses it (say you became read-only), it \
             stays as refused, with the error. Neither is sent again until you choose: \
-            `outbox resolve ID --keep mine|theirs` for a conflict, `outbox discard ID` to drop a write.
+            `outbox resolve ID --keep mine|theirs` for a conflict (or a write refused because its record \
+            was deleted: mine saves it again), `outbox discard ID` to drop a write.
 
             Example:
               sharesync outbox

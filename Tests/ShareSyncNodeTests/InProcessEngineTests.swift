@@ -236,53 +236,72 @@ struct InProcessEngineTests {
     }
 
     @Test(arguments: [ParticipantSync.ConflictChoice.mine, .theirs])
-    func anOfflineEditOfARecordTheOwnerDeletedIsRefusedAndResolvedLikeAConflict(keep choice: ParticipantSync.ConflictChoice) async throws {
+    func anOfflineWriteOfRecordsTheOwnerDeletedIsRefusedAndResolvedLikeAConflict(keep choice: ParticipantSync.ConflictChoice) async throws {
         let fixture = try InProcessFixture()
         let (sync, p) = try fixture.participant()
         defer { p.remove() }
-        try fixture.saveNotes("n", count: 2)
+        try fixture.saveNotes("n", count: 3)
         try sync.start()
         try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
         try await expectConverged(sync, fixture)
         let ownerName = fixture.identity.userRecordName
         let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
+        func copy(_ name: String) throws -> Record {
+            try #require(try sync.replica.fetchRecord(Record.ID(recordName: name, zoneID: sharedZone)))
+        }
 
-        // Offline, the participant edits note n0; meanwhile the owner deletes it.
+        // Offline, the participant edits the topic and notes n0 and n1 in one write; meanwhile the owner
+        // changes another field of the topic and deletes both notes.
         fixture.owner.isReachable = false
         try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
-        var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: sharedZone)))
-        mine["title"] = "mine"
-        mine["extra"] = "kept too"
-        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine])
+        var topic = try copy("topic")
+        topic["title"] = "mine"
+        var n0 = try copy("n0")
+        n0["title"] = "mine 0"
+        n0["extra"] = "kept too"
+        var n1 = try copy("n1")
+        n1["title"] = "mine 1"
+        let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [topic, n0, n1])
         guard case .queued = outcome else {
             Issue.record("expected queued, got \(outcome)")
             return
         }
-        _ = try fixture.db.modifyRecords(deleting: [fixture.id("n0")]).get()
+        var theirs = try fixture.db.fetchRecord(fixture.id("topic"))
+        theirs["color"] = "green"
+        _ = try fixture.db.modifyRecords(saving: [theirs], deleting: [fixture.id("n0"), fixture.id("n1")]).get()
         fixture.owner.isReachable = true
 
-        // The owner refuses the edit (the record is gone); it stays in the outbox as refused.
+        // The owner refuses the write (two records gone, one changed); it stays in the outbox as
+        // refused, its items' errors with it (kept in the replica: read back from there below).
         try await expectEventually(sync, "the write kept as refused", timeout: 90) {
             try sync.replica.outboxOperations(owner: ownerName).contains { $0.operation.state == .refused }
         }
         let kept = try #require(try sync.replica.outboxOperations(owner: ownerName).first?.operation)
-        #expect(kept.error?.code == .unknownItem, "\(String(describing: kept.error))")
+        #expect(kept.error?.code == .partialFailure, "\(String(describing: kept.error))")
+        #expect(kept.error?.partialErrors?["n0"]?.code == .unknownItem, "\(String(describing: kept.error))")
+        #expect(kept.error?.partialErrors?["topic"]?.code == .serverRecordChanged, "\(String(describing: kept.error))")
+        #expect(ParticipantSync.savesRefusedAsDeleted(kept) == ["n0", "n1"])
         try await expectConverged(sync, fixture)
-        #expect(try sync.replica.fetchRecord(Record.ID(recordName: "n0", zoneID: sharedZone)) == nil)
 
         let after = try await sync.resolveConflict(id: kept.id, keep: choice, timeout: .seconds(60))
+        #expect(after == nil, "\(String(describing: after))")
+        let ownersTopic = try fixture.db.fetchRecord(fixture.id("topic"))
+        #expect(ownersTopic["color"]?.stringValue == "green")
         switch choice {
         case .mine:
-            // Created again as this node wrote it: every field, the parent, the owner's other note untouched.
-            #expect(after == nil, "\(String(describing: after))")
+            // The notes created again as this node wrote them (every field, the parent); the topic's
+            // change saved over the owner's, whose own change stays.
+            #expect(ownersTopic["title"]?.stringValue == "mine")
             let again = try fixture.db.fetchRecord(fixture.id("n0"))
-            #expect(again["title"]?.stringValue == "mine")
+            #expect(again["title"]?.stringValue == "mine 0")
             #expect(again["extra"]?.stringValue == "kept too")
             #expect(again.parent?.recordID.recordName == "topic")
+            #expect(try fixture.db.fetchRecord(fixture.id("n1"))["title"]?.stringValue == "mine 1")
         case .theirs:
-            #expect(after == nil)
+            #expect(ownersTopic["title"]?.stringValue == "Groceries")
             #expect(throws: ShareSyncError.self) { try fixture.db.fetchRecord(fixture.id("n0")) }
         }
+        #expect(try fixture.db.fetchRecord(fixture.id("n2"))["title"]?.stringValue == "n 2", "the owner's other note changed")
         #expect(try sync.replica.outboxOperations(owner: ownerName).isEmpty)
         try await expectConverged(sync, fixture)
         await sync.stop()
@@ -301,6 +320,13 @@ struct InProcessEngineTests {
             .partialFailure, "2 items refused", partialErrors: [
                 "a": ShareSyncError(.unknownItem, "gone", recordID: a.recordID),
                 "b": ShareSyncError(.batchRequestFailed, "not saved", recordID: b.recordID),
+            ])
+        #expect(ParticipantSync.savesRefusedAsDeleted(refused) == ["a"])
+        // A conflict among them is resolved as conflicts are.
+        refused.error = ShareSyncError(
+            .partialFailure, "2 items refused", partialErrors: [
+                "a": ShareSyncError(.unknownItem, "gone", recordID: a.recordID),
+                "b": ShareSyncError(.serverRecordChanged, "changed", recordID: b.recordID),
             ])
         #expect(ParticipantSync.savesRefusedAsDeleted(refused) == ["a"])
         refused.error = ShareSyncError(
@@ -555,13 +581,11 @@ struct InProcessEngineTests {
             } catch {
                 Issue.record("removing p from the first share: \(error)")
             }
-            // Until the link applied that (bounded), and a little longer for its check after it.
+            // Until the link applied that and its check after it was put off (bounded: a failure
+            // below if it never is).
             let deadline = Date() + 60
-            while ((try? sync.replica.fetchAllZones(owner: ownerName)) ?? []).isEmpty == false, Date() < deadline {
-                Thread.sleep(forTimeInterval: 0.01)
-            }
-            Thread.sleep(forTimeInterval: 0.3)
-            keptMeanwhile.withLock { $0 = (try? sync.replica.owner(named: ownerName)) != nil }
+            while sync.forgetsPutOff == 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            keptMeanwhile.withLock { $0 = sync.forgetsPutOff > 0 && (try? sync.replica.owner(named: ownerName)) != nil }
         }
         fixture.owner.fail(.acceptShare, with: ShareSyncError(.permissionFailure, "not invited (injected)"))
         let error = await expectShareSyncError { try await sync.accept(url: url2, timeout: .seconds(30)) }

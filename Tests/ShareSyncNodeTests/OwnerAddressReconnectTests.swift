@@ -154,7 +154,7 @@ final class SilentListener: Sendable {
         self.fd = fd
         self.port = Int(UInt16(bigEndian: address.sin_port))
         filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        let connected = withUnsafePointer(to: &address) {
+        let connected = filler >= 0 && withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
         if !connected { close() }

@@ -295,7 +295,8 @@ final class ParticipantOwnerLink: Sendable {
             } catch {
                 failure = error
             }
-            if Task.isCancelled || forgotten { break }
+            // Stopped: an attempt given up because ``stop()`` came before its cancellation is no failure.
+            if Task.isCancelled || forgotten || state.withLock({ $0.stopped }) { break }
             if state.withLock({ $0.reconnectAsked }) {
                 // Ended by ``reconnect()``: not a failure, and no wait.
                 logger.info("reconnecting at the owner's address")
@@ -344,7 +345,9 @@ final class ParticipantOwnerLink: Sendable {
                 host: info.host, port: info.port, identity: identity, expectedOwnerFingerprint: info.fingerprint,
                 displayName: configuration.displayName)
         } catch where [.networkFailure, .networkUnavailable].contains(error.code) {
-            guard let announced = try replica.announcedAddress(owner: ownerName),
+            // Given up meanwhile (``connectUnlessGivenUp(_:)``): no second try, at an address that may
+            // by now be someone else's.
+            guard !Task.isCancelled, let announced = try replica.announcedAddress(owner: ownerName),
                 announced.host != info.host || announced.port != info.port,
                 HostName.isValid(announced.host), (1...65535).contains(announced.port),
                 let connection = try? await connector.connect(
@@ -367,7 +370,8 @@ final class ParticipantOwnerLink: Sendable {
     /// is closed.
     private func connectUnlessGivenUp(_ info: OwnerInfo) async throws(ShareSyncError) -> any OwnerDatabase {
         let race = ConnectRace()
-        let attempt = Task { [self] in
+        // On the store's threads, as the link is: the attempt reads the replica (the announced address).
+        let attempt = Task(executorPreference: StoreThreads.executor) { [self] in
             let outcome: ConnectRace.Outcome
             do throws(ShareSyncError) { outcome = .connected(try await connect(info)) } catch { outcome = .failed(error) }
             if !race.finish(outcome), case .connected(let late) = outcome { await late.close() }

@@ -107,8 +107,9 @@ extension ParticipantSync {
     }
 
     /// The names of the records a refused write saves that the owner said no longer exist, if every
-    /// refusal of the write is that (or an item failed only because its atomic batch did); empty
-    /// otherwise (a write refused for anything else is discarded, not resolved).
+    /// refusal of the write is that (or an item failed only because its atomic batch did, or is a
+    /// conflict, resolved as conflicts are); empty otherwise (a write refused for anything else is
+    /// discarded, not resolved).
     static func savesRefusedAsDeleted(_ operation: OutboxOperation) -> Set<String> {
         guard operation.state == .refused, let error = operation.error else { return [] }
         let refusals = error.code == .partialFailure ? error.partialErrors ?? [:] : [error.recordID?.recordName ?? "": error]
@@ -117,7 +118,7 @@ extension ParticipantSync {
         for (name, refusal) in refusals {
             switch refusal.code {
             case .unknownItem where saved.contains(name): gone.insert(name)
-            case .batchRequestFailed: continue
+            case .batchRequestFailed, .serverRecordChanged: continue
             default: return []
             }
         }

@@ -98,7 +98,9 @@ import Synchronization
 /// A conflict or a refusal is never dropped and never sent again on its own: it stays in the outbox
 /// (``Event/operationKept(owner:operation:)``, and ``Event/error(owner:_:)`` for a refusal) until the
 /// user resolves it with ``resolveConflict(id:keep:timeout:)`` (`mine`: send it again over the owner's
-/// change tags; `theirs`: drop it) or ``discardOperation(id:)``. Later pending writes still go out.
+/// change tags; `theirs`: drop it) or ``discardOperation(id:)``. A write refused only because records
+/// it saves were deleted on the owner's side (`unknownItem`) is resolved the same way (`mine` saves
+/// them again as new records); any other refusal is only discarded. Later pending writes still go out.
 ///
 /// With a ``Configuration/mergeConflict`` hook, a conflict first goes through it: `(local, server) ->
 /// Record?`. A record returned is saved once more in place of the local one, with the server's change
@@ -187,8 +189,13 @@ public final class ParticipantSync: Sendable {
         /// nothing of it until their first sync.
         var accepting: [String: Int] = [:]
         /// Owners a forget was put off for while an accept was under way: the last accept to end
-        /// checks again (it may have failed, leaving nothing of the owner).
+        /// checks again (they may all have failed, leaving nothing of the owner).
         var forgetPutOff: Set<String> = []
+        /// Owners that took one of the accepts under way: none checks again then (the share is coming,
+        /// its first sync maybe not done yet; the link's catch-ups check from then on).
+        var acceptTaken: Set<String> = []
+        /// How many forgets were put off so far (tests wait for one).
+        var forgetsPutOff = 0
     }
 
     /// Creates an engine for a replica; nothing connects until ``start()`` or ``accept(url:timeout:)``.
@@ -244,25 +251,26 @@ public final class ParticipantSync: Sendable {
         // Until the first sync is done, the owner's link does not forget the owner: the replica holds
         // nothing of it until then.
         state.withLock { $0.accepting[connection.ownerName, default: 0] += 1 }
-        var ownerTookIt = false
         defer {
             let checkAgain = state.withLock { s in
                 s.accepting[connection.ownerName, default: 1] -= 1
                 guard s.accepting[connection.ownerName] == 0 else { return false }
                 s.accepting[connection.ownerName] = nil
-                return s.forgetPutOff.remove(connection.ownerName) != nil && !ownerTookIt
+                let taken = s.acceptTaken.remove(connection.ownerName) != nil
+                return s.forgetPutOff.remove(connection.ownerName) != nil && !taken
             }
-            // A forget put off while this accept was under way is done now if the owner refused it (or
-            // never answered): the replica may hold nothing of the owner. Before, the owner stayed,
-            // connected to, until its link's next catch-up found nothing. An accept the owner took is
-            // left to the link, whose first sync brings the share (its first sync may not be done yet).
+            // A forget put off while accepts of the owner's shares were under way is done when the last
+            // ends, if the owner took none of them (refused, or never answered): the replica may hold
+            // nothing of the owner. Before, the owner stayed, connected to, until its link's next
+            // catch-up found nothing. An accept the owner took is left to the link, whose first sync
+            // brings the share (it may not be done yet).
             if checkAgain { _ = try? forgetIfNothingLeft(owner: connection.ownerName) }
         }
         let metadata: ShareMetadata
         do {
             try await tellPendingLeave(of: url, on: connection)
             metadata = try await connection.acceptShare(url: url)
-            ownerTookIt = true
+            state.withLock { _ = $0.acceptTaken.insert(connection.ownerName) }
         } catch {
             await connection.close()
             throw error
@@ -712,6 +720,7 @@ public final class ParticipantSync: Sendable {
             guard !s.stopped else { return (false, nil) }
             guard s.accepting[owner] == nil else {
                 s.forgetPutOff.insert(owner)
+                s.forgetsPutOff += 1
                 return (false, nil)
             }
             guard try replica.removeOwnerIfNothingLeft(owner) else { return (false, nil) }
@@ -729,4 +738,7 @@ public final class ParticipantSync: Sendable {
         link?.forgottenByEngine()
         return true
     }
+
+    /// How many forgets of an owner were put off because an accept of its share was under way.
+    var forgetsPutOff: Int { state.withLock { $0.forgetsPutOff } }
 }
