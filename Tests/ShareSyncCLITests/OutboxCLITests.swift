@@ -46,6 +46,13 @@ private func sharedTopics() throws -> (a: E2ENode, b: E2ENode, participantID: St
     }
 }
 
+/// The owner `a` saves topic-1 with a count of 9; once `b`'s replica has it, `a` is killed.
+private func saveTopicWithACountThenStop(_ a: E2ENode, seenBy b: E2ENode) throws {
+    try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "count=int64:9"])
+    #expect(try eventually { (try b.sharedTopic()["fields"] as? [String: Any])?["count"] != nil })
+    try a.kill()
+}
+
 private func title(_ record: Any?) -> String? {
     ((record as? [String: Any])?["fields"] as? [String: [String: Any]])?["title"]?["value"] as? String
 }
@@ -195,9 +202,7 @@ struct OutboxCLITests {
         try await blocking {
             let (a, b, _) = try sharedTopics()
             defer { a.stop(); b.stop() }
-            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "count=int64:9"])
-            #expect(try eventually { (try b.sharedTopic()["fields"] as? [String: Any])?["count"] != nil })
-            try a.kill()
+            try saveTopicWithACountThenStop(a, seenBy: b)
             for field in ["count=int64:1", "note=string:second"] {
                 let queued = try #require(try b.ok(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--field", field]) as? [String: Any])
                 #expect(queued["outcome"] as? String == "queued")
@@ -229,9 +234,7 @@ struct OutboxCLITests {
         try await blocking {
             let (a, b, _) = try sharedTopics()
             defer { a.stop(); b.stop() }
-            try a.ok(["record", "save", "--zone", "Topics", "--type", "Topic", "--name", "topic-1", "--field", "count=int64:9"])
-            #expect(try eventually { (try b.sharedTopic()["fields"] as? [String: Any])?["count"] != nil })
-            try a.kill()
+            try saveTopicWithACountThenStop(a, seenBy: b)
             try b.ok(["record", "save", "--shared", "--zone", "Topics", "--name", "topic-1", "--field", "title=string:B"])
             try b.kill()
             try a.restart()

@@ -17,14 +17,10 @@ struct OwnerAddressReconnectTests {
         let owner = try await TestOwner.start()
         let b = try TestParticipant()
         defer { b.remove() }
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let sync = try b.makeSync()
+        let sync = try await b.startFollowing(owner)
         let log = EventLog(sync)
-        try sync.start()
-        try await sync.accept(url: url)
         let ownerName = owner.identity.userRecordName
         let bName = b.identity.userRecordName
-        try await expectEventually(sync, "following") { sync.status(owner: ownerName) == .following }
         #expect(owner.server.connectedIdentities.contains(bName))
 
         // The same owner, also reachable at a second port; the first stays up.
@@ -65,27 +61,10 @@ struct OwnerAddressReconnectTests {
     }
     @Test("an address set by hand while the engine is still connecting to one that never answers is used at once")
     func aNewAddressCutsShortAnAttemptUnderWay() async throws {
-        let owner = try await TestOwner.start()
-        let b = try TestParticipant()
-        defer { b.remove() }
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let sync = try b.makeSync()  // a connect timeout of 60 s
-        let log = EventLog(sync)
-        try sync.start()
-        try await sync.accept(url: url)
+        let (owner, b, sync, silent) = try await participantConnectingToASilentAddress()
+        defer { b.remove(); silent.close() }
         let ownerName = owner.identity.userRecordName
-        try await expectEventually(sync, "following") { sync.status(owner: ownerName) == .following }
-
-        // The owner "moves" to an address where nothing answers: the attempt there waits in its TCP
-        // connect until the connect timeout.
-        let blackHole = try SilentListener()
-        defer { blackHole.close() }
-        try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: blackHole.port)
-        try await eventually("the link left the owner and is connecting to the silent address", timeout: .seconds(30)) {
-            sync.status(owner: ownerName) == .connecting && !owner.server.connectedIdentities.contains(b.identity.userRecordName)
-        }
-        try await Task.sleep(for: .milliseconds(300))  // well inside the attempt
-        #expect(sync.status(owner: ownerName) == .connecting)
+        let log = EventLog(sync)
 
         // The right address, set while that attempt is under way, is used now, not 60 s later.
         let started = ContinuousClock.now
@@ -105,27 +84,33 @@ struct OwnerAddressReconnectTests {
 
     @Test("stopping the engine while it connects to an address that never answers returns at once")
     func stopCutsShortAnAttemptUnderWay() async throws {
-        let owner = try await TestOwner.start()
-        let b = try TestParticipant()
-        defer { b.remove() }
-        let (url, _) = try owner.shareTopic(invite: [(b.identity, .readWrite)])
-        let sync = try b.makeSync()
-        try sync.start()
-        try await sync.accept(url: url)
-        let ownerName = owner.identity.userRecordName
-        try await expectEventually(sync, "following") { sync.status(owner: ownerName) == .following }
-        let blackHole = try SilentListener()
-        defer { blackHole.close() }
-        try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: blackHole.port)
-        try await eventually("connecting to the silent address", timeout: .seconds(30)) {
-            sync.status(owner: ownerName) == .connecting && !owner.server.connectedIdentities.contains(b.identity.userRecordName)
-        }
-        try await Task.sleep(for: .milliseconds(300))
+        let (owner, b, sync, silent) = try await participantConnectingToASilentAddress()
+        defer { b.remove(); silent.close() }
         let started = ContinuousClock.now
         await sync.stop()
         #expect(ContinuousClock.now - started < .seconds(50), "stop waited for the attempt's 60-s timeout")
         try await owner.stop()
     }
+}
+
+/// An owner, and a participant that followed it and was then pointed at an address where nothing
+/// answers: its link is connecting there, its attempt waiting in its TCP connect for the 60-s connect
+/// timeout of the tests' engines.
+private func participantConnectingToASilentAddress() async throws
+    -> (owner: TestOwner, b: TestParticipant, sync: ParticipantSync, silent: SilentListener)
+{
+    let owner = try await TestOwner.start()
+    let b = try TestParticipant()
+    let sync = try await b.startFollowing(owner)
+    let ownerName = owner.identity.userRecordName
+    let silent = try SilentListener()
+    try sync.setOwnerAddress(owner: ownerName, host: "127.0.0.1", port: silent.port)
+    try await eventually("the link left the owner and is connecting to the silent address", timeout: .seconds(30)) {
+        sync.status(owner: ownerName) == .connecting && !owner.server.connectedIdentities.contains(b.identity.userRecordName)
+    }
+    try await Task.sleep(for: .milliseconds(300))  // well inside the attempt
+    #expect(sync.status(owner: ownerName) == .connecting)
+    return (owner, b, sync, silent)
 }
 
 /// A TCP port on 127.0.0.1 where a connection is never made: it listens and never accepts, and a

@@ -32,6 +32,18 @@ struct TestParticipant {
                 connectTimeout: .seconds(60), mergeConflict: merge))
     }
 
+    /// Invites this participant to `owner`'s topic share (read-write), makes an engine (``makeSync(pageSize:merge:)``),
+    /// starts it and accepts the share, then waits until the engine follows the owner.
+    func startFollowing(_ owner: TestOwner, sourceLocation: SourceLocation = #_sourceLocation) async throws -> ParticipantSync {
+        let (url, _) = try owner.shareTopic(invite: [(identity, .readWrite)])
+        let sync = try makeSync()
+        try sync.start()
+        try await sync.accept(url: url)
+        let ownerName = owner.identity.userRecordName
+        try await expectEventually(sync, "following", sourceLocation: sourceLocation) { sync.status(owner: ownerName) == .following }
+        return sync
+    }
+
     /// Accepts `url` with an engine of its own, then stops it: the replica holds the share and its
     /// tokens, as a node that went away.
     func acceptAndStop(url: String) async throws {
