@@ -243,9 +243,7 @@ extension SharedDatabaseReplica {
             let items = partialErrors?.mapValues { $0.error(zoneName: zoneName, owner: owner) }
             return ShareSyncError(
                 code, message, recordID: recordName.map { ShareSyncCore.Record.ID(recordName: $0, zoneID: zoneID) },
-                zoneID: zoneID, rule: rule.map(Rule.init(rawValue:)), partialErrors: items,
-                partialErrorsByItemID: items.map { Dictionary($0.map { (ShareSyncCore.Record.ID(recordName: $0.key, zoneID: zoneID), $0.value) },
-                    uniquingKeysWith: { first, _ in first }) })
+                zoneID: zoneID, rule: rule.map(Rule.init(rawValue:)), partialErrors: items)
         }
     }
 

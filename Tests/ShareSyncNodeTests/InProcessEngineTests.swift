@@ -115,18 +115,25 @@ private func removeFromTheFirstShare(_ sync: ParticipantSync, _ p: TestParticipa
     return firstName
 }
 
-/// Accepts the fixture's share, then takes the owner offline and queues an edit of the topic's title
-/// to "mine" under `savePolicy`; returns the owner's name, or nil (an issue recorded) if the edit was
-/// not queued.
-private func queueAnOfflineTopicEdit(
-    _ sync: ParticipantSync, _ p: TestParticipant, _ fixture: InProcessFixture, savePolicy: SavePolicy = .ifServerRecordUnchanged
-) async throws -> String? {
+/// Starts the engine, accepts the fixture's share and waits for the replica to hold it, then takes the
+/// owner offline and waits until the engine has noticed; returns the owner's name.
+private func acceptThenTakeTheOwnerOffline(_ sync: ParticipantSync, _ p: TestParticipant, _ fixture: InProcessFixture) async throws -> String {
     try sync.start()
     try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
     try await expectConverged(sync, fixture)
     let ownerName = fixture.identity.userRecordName
     fixture.owner.isReachable = false
     try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
+    return ownerName
+}
+
+/// Accepts the fixture's share, then takes the owner offline and queues an edit of the topic's title
+/// to "mine" under `savePolicy`; returns the owner's name, or nil (an issue recorded) if the edit was
+/// not queued.
+private func queueAnOfflineTopicEdit(
+    _ sync: ParticipantSync, _ p: TestParticipant, _ fixture: InProcessFixture, savePolicy: SavePolicy = .ifServerRecordUnchanged
+) async throws -> String? {
+    let ownerName = try await acceptThenTakeTheOwnerOffline(sync, p, fixture)
     var mine = try #require(try sync.replica.fetchRecord(Record.ID(recordName: "topic", zoneID: RecordZone.ID(zoneName: "Topics", ownerName: ownerName))))
     mine["title"] = "mine"
     let outcome = try await sync.modifyRecords(owner: ownerName, zoneName: "Topics", saving: [mine], savePolicy: savePolicy)
@@ -241,19 +248,13 @@ struct InProcessEngineTests {
         let (sync, p) = try fixture.participant()
         defer { p.remove() }
         try fixture.saveNotes("n", count: 3)
-        try sync.start()
-        try await sync.accept(url: try fixture.share(with: p.identity), timeout: .seconds(120))
-        try await expectConverged(sync, fixture)
-        let ownerName = fixture.identity.userRecordName
+        // Offline, the participant edits the topic and notes n0 and n1 in one write; meanwhile the owner
+        // changes another field of the topic and deletes both notes.
+        let ownerName = try await acceptThenTakeTheOwnerOffline(sync, p, fixture)
         let sharedZone = RecordZone.ID(zoneName: "Topics", ownerName: ownerName)
         func copy(_ name: String) throws -> Record {
             try #require(try sync.replica.fetchRecord(Record.ID(recordName: name, zoneID: sharedZone)))
         }
-
-        // Offline, the participant edits the topic and notes n0 and n1 in one write; meanwhile the owner
-        // changes another field of the topic and deletes both notes.
-        fixture.owner.isReachable = false
-        try await expectEventually(sync, "disconnected", timeout: 90) { sync.status(owner: ownerName) != .following }
         var topic = try copy("topic")
         topic["title"] = "mine"
         var n0 = try copy("n0")
@@ -584,8 +585,8 @@ struct InProcessEngineTests {
             // Until the link applied that and its check after it was put off (bounded: a failure
             // below if it never is).
             let deadline = Date() + 60
-            while sync.forgetsPutOff == 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-            keptMeanwhile.withLock { $0 = sync.forgetsPutOff > 0 && (try? sync.replica.owner(named: ownerName)) != nil }
+            while !sync.forgetIsPutOff(owner: ownerName), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            keptMeanwhile.withLock { $0 = sync.forgetIsPutOff(owner: ownerName) && (try? sync.replica.owner(named: ownerName)) != nil }
         }
         fixture.owner.fail(.acceptShare, with: ShareSyncError(.permissionFailure, "not invited (injected)"))
         let error = await expectShareSyncError { try await sync.accept(url: url2, timeout: .seconds(30)) }

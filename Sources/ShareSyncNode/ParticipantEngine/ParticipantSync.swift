@@ -194,8 +194,6 @@ public final class ParticipantSync: Sendable {
         /// Owners that took one of the accepts under way: none checks again then (the share is coming,
         /// its first sync maybe not done yet; the link's catch-ups check from then on).
         var acceptTaken: Set<String> = []
-        /// How many forgets were put off so far (tests wait for one).
-        var forgetsPutOff = 0
     }
 
     /// Creates an engine for a replica; nothing connects until ``start()`` or ``accept(url:timeout:)``.
@@ -720,7 +718,6 @@ public final class ParticipantSync: Sendable {
             guard !s.stopped else { return (false, nil) }
             guard s.accepting[owner] == nil else {
                 s.forgetPutOff.insert(owner)
-                s.forgetsPutOff += 1
                 return (false, nil)
             }
             guard try replica.removeOwnerIfNothingLeft(owner) else { return (false, nil) }
@@ -739,6 +736,7 @@ public final class ParticipantSync: Sendable {
         return true
     }
 
-    /// How many forgets of an owner were put off because an accept of its share was under way.
-    var forgetsPutOff: Int { state.withLock { $0.forgetsPutOff } }
+    /// Whether a forget of `owner` was put off because an accept of its share is under way (checked
+    /// again when the last such accept ends).
+    func forgetIsPutOff(owner: String) -> Bool { state.withLock { $0.forgetPutOff.contains(owner) } }
 }
