@@ -88,6 +88,7 @@ struct OutboxCommand: AsyncParsableCommand {
 
     struct Resolve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "resolve",
             abstract: "Resolve a conflict: keep your write (send it again over the owner's) or theirs.",
             discussion: """
                 --keep mine sends your write again over the owner's version: the fields you changed \
@@ -134,6 +135,7 @@ struct OutboxCommand: AsyncParsableCommand {
 
     struct Discard: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "discard",
             abstract: "Drop a write from the outbox (a refused one, or a pending one you no longer want).",
             discussion: """
                 A pending write may already be on its way if the owner is connected: what the owner \

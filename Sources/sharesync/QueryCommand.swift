@@ -8,6 +8,7 @@ extension RecordCommand {
     /// runs one.
     struct Query: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "query",
             abstract: "Find the records of a type in a zone that meet conditions, in an order.",
             discussion: """
                 Each --where is KEY COMPARATOR TYPE:VALUE (quoted, separated by spaces). Comparators: \

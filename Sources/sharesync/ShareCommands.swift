@@ -198,6 +198,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "create",
             abstract: "Share a whole zone, or the hierarchy under a root record.",
             discussion: """
                 Example:
@@ -248,6 +249,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show a share: its URL, properties, permissions, participants and blocked users.",
             discussion: """
                 With --shared, a share this node accepted, as its share record gives it to this participant: \
@@ -267,6 +269,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Info: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "info",
             abstract: "Show what a share URL offers, without accepting it (CKShare.Metadata).",
             discussion: """
                 Asks the owner: its name, the share's title, type, root record or zone, your role, \
@@ -374,6 +377,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Invite: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "invite",
             abstract: "Invite someone and print their invitation link (send it to them).",
             discussion: """
                 Exactly one of --email, --phone or --user, or --one-time. A link for --user admits only \
@@ -443,6 +447,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Participants: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "participants",
             abstract: "List a share's participants: ID, role, permission, status, who.",
             discussion: """
                 Example:
@@ -461,6 +466,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Permission: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "permission",
             abstract: "Change a participant's permission.",
             discussion: "Example:\n  sharesync share permission --zone Groceries --participant 6F1C… --permission readOnly")
         @OptionGroup var options: NodeOptions
@@ -512,6 +518,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "remove",
             abstract: "Remove a participant from a share.",
             discussion: """
                 Example:
@@ -563,6 +570,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Stop: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "stop",
             abstract: "Stop sharing: delete the share (the records stay).",
             discussion: "Example:\n  sharesync share stop --zone Groceries")
         @OptionGroup var options: NodeOptions
@@ -580,6 +588,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Requesters: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "requesters",
             abstract: "List the users waiting for access.",
             discussion: """
                 Example:
@@ -600,6 +609,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Approve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "approve",
             abstract: "Let a requester in with a permission.",
             discussion: """
                 Example:
@@ -625,6 +635,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Deny: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "deny",
             abstract: "Turn a requester away (they may ask again).",
             discussion: """
                 Example:
@@ -645,6 +656,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Block: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "block",
             abstract: "Block a user from asking again (a participant with that identity is removed).",
             discussion: "Example:\n  sharesync share block --zone Groceries --user _3fa4…")
         @OptionGroup var options: NodeOptions
@@ -663,6 +675,7 @@ struct ShareCommand: AsyncParsableCommand {
 
     struct Unblock: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "unblock",
             abstract: "Lift a block: the user may ask for access and be invited again.",
             discussion: """
                 `share show` lists the blocked users. Inviting a blocked user is refused until they are unblocked.

@@ -16,6 +16,7 @@ struct ZoneCommand: AsyncParsableCommand {
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "create",
             abstract: "Create a zone (nothing changes if it exists).",
             discussion: "Example:\n  sharesync zone create Groceries")
         @OptionGroup var options: NodeOptions
@@ -30,6 +31,7 @@ struct ZoneCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List the zones, the default zone first (with --shared: the zones shared with you, by owner).",
             discussion: "Example:\n  sharesync zone list --json\n  sharesync zone list --shared")
         @OptionGroup var options: NodeOptions
@@ -50,6 +52,7 @@ struct ZoneCommand: AsyncParsableCommand {
 
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "delete",
             abstract: "Delete a zone, its records and its shares.",
             discussion: "Example:\n  sharesync zone delete Groceries")
         @OptionGroup var options: NodeOptions
@@ -116,6 +119,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     struct Save: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "save",
             abstract: "Create a record, or set fields of an existing one (other fields are kept).",
             discussion: """
                 Each --field is KEY=TYPE:VALUE. Types: string, int64, double, bool, date (ISO 8601, \
@@ -205,6 +209,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "get",
             abstract: "Show one record.",
             discussion: """
                 With --shared, a write of this node the owner has not accepted yet shows in place of the \
@@ -235,6 +240,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "delete",
             abstract: "Delete a record (and the records whose deleteSelf references point at it).",
             discussion: "Example:\n  sharesync record delete --zone Groceries --name milk")
         @OptionGroup var options: NodeOptions
@@ -258,6 +264,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List the records of a zone (with --shared: of a zone shared with this node).",
             discussion: """
                 With --shared, writes of this node the owner has not accepted yet show in place of the \
@@ -343,6 +350,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "import",
             abstract: "Save many records into a zone of your private database from a JSON Lines file.",
             discussion: """
                 Each line is one record in the JSON form `record get --json` prints (`record list --jsonl` \
