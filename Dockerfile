@@ -12,7 +12,9 @@ COPY Package.swift ./
 RUN swift package resolve
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --product sharesync \
+# --static-swift-stdlib: Swift's runtime and Foundation linked in: the node starts sooner and syncs with
+# less CPU (README, "Operating a node").
+RUN swift build -c release --static-swift-stdlib --product sharesync \
     && install -D "$(swift build -c release --show-bin-path)/sharesync" /out/sharesync
 
 FROM swift:${SWIFT_VERSION}-bookworm-slim

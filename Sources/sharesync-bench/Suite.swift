@@ -525,11 +525,19 @@ func daemonSync(
     _ results: Results, label: String, owner: NodeDaemon, url: String, count: Int, root: String,
     daemons: inout [NodeDaemon], reporting: Bool = true
 ) async throws -> Double {
-    owner.stop()
-    try owner.start()
+    // Three restarts, the last one serving the sync: one start is a single sample of tens of
+    // milliseconds on a shared machine (the 1,000,000-record owner's one start read 31 ms in one
+    // full run and 61 ms in another).
+    var starts: [Double] = []
+    for _ in 0..<3 {
+        owner.stop()
+        try owner.start()
+        starts.append(owner.startSeconds * 1000)
+    }
     // Not reporting (a baseline): only the time, and a replica that does not hold everything fails the run.
     let results = reporting ? results : Results(printing: false)
-    results.add(label, "owner node start with \(count / 1000)k records, spawn to listening", owner.startSeconds * 1000, "ms", atMost: 50)
+    results.add(label, "owner node start with \(count / 1000)k records, spawn to listening (median of 3 restarts)", percentile(starts, 50), "ms", atMost: 50)
+    results.add(label, "owner node start with \(count / 1000)k records, slowest of the 3", starts.max() ?? .nan, "ms")
     let participant = try NodeDaemon(name: "participant-\(label.filter { $0.isLetter || $0.isNumber })", root: root)
     daemons.append(participant)
     try participant.start()
