@@ -577,10 +577,7 @@ extension WriteContext {
         base64url(Data(SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }))
     }
 
-    static func base64url(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    static func base64url(_ data: Data) -> String { PositionCipher.base64url(data.base64EncodedData()) }
 
     /// A stored record as the owner sees it: share records get their URL.
     func present(_ record: Record, zoneID: RecordZone.ID) -> Record {
