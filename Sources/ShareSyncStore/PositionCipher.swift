@@ -75,7 +75,7 @@ struct PositionCipher: ChangeTokenSealing {
     /// Base64 (Foundation's) turned into base64url without padding, byte by byte. Measured reason:
     /// with three `replacingOccurrences` (Foundation bridges each to NSString and searches it),
     /// sealing and opening tokens took 19 % of the owner's CPU in the 100-connection fan-out (perf:
-    /// every push seals a token and opens its subscriber's); owner CPU per change 44-46 ms, against
+    /// every push seals a token and opens its subscriber's); owner CPU per change 41-46 ms, against
     /// 26 ms before tokens were sealed (same machine, same minutes).
     static func base64url(_ base64: Data) -> String {
         var text = [UInt8]()
