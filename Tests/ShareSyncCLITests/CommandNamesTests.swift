@@ -8,8 +8,8 @@ import Testing
 /// measured with perf, those scans were 27 % of `sharesync run`'s CPU from spawn to listening, and
 /// naming the 24 commands that lacked it took the daemon's start (spawn to `listening on`, empty
 /// home, release) from a median of 52-61 ms to 47-52 ms in 3 interleaved sets of 7 starts, and from
-/// 72 to 56 ms in 18 interleaved starts on a busier minute. Every command is parsed on every start, so one unnamed
-/// command costs every run of every command.
+/// 72 to 56 ms in 18 interleaved starts on a busier minute. The whole command tree is built on every
+/// start, so one unnamed command costs every run of every command.
 @Suite("CLI: every command is named explicitly (the daemon's start time)")
 struct CommandNamesTests {
     static var sources: URL {
