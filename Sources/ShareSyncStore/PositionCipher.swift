@@ -122,11 +122,10 @@ struct PositionCipher: ChangeTokenSealing {
 
     func open(_ sealed: Substring) throws(ShareSyncError) -> ServerChangeToken.Position {
         var malformed: ShareSyncError { ShareSyncError(.invalidArguments, "malformed change token", rule: .changeTokenFormat) }
-        // 16 bytes are 22 base64url characters without padding. (Foundation decodes 20 characters and
-        // `==` to 15 bytes: such a text was refused as internalError, the cipher's, before.)
-        guard sealed.utf8.count == 22, let data = Data(base64Encoded: Self.base64(fromURL: sealed)), data.count == 16 else {
-            throw malformed
-        }
+        // The shape `seal` writes (``isWellFormed(_:)``: 22 base64url characters, 16 bytes), then what
+        // decodes. (Checking only the length let 20 characters and `==` through, which Foundation
+        // decodes to 15 bytes: refused as internalError, the cipher's.)
+        guard isWellFormed(sealed), let data = Data(base64Encoded: Self.base64(fromURL: sealed)) else { throw malformed }
         var block = [UInt8](data)
         try permute(&block, inverse: true)
         guard block[14..<16].allSatisfy({ $0 == 0 }), block[0] == 0, block[6] == 0 else { throw malformed }
